@@ -1,0 +1,522 @@
+"""ingest(): text files in, one store out, with memory bounded by the block size.
+
+Flow, per input file::
+
+    reader thread:  read + decompress + hash  ->  blocks of whole lines
+    worker threads: numba parse of each block (in parallel, GIL released)
+    this thread:    in-order results -> checks -> StoreWriter (whole chunks)
+
+At most ``2 * n_jobs + 2`` blocks are in flight, so peak memory is a few
+blocks plus one chunk, whatever the size of the input. Parse tasks go to
+a ``concurrent.futures``-style executor: local threads by default, or a
+``dask.distributed`` Client passed as ``executor`` (same ``submit`` API).
+"""
+import os
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from . import _parse as P
+from .errors import IngestError, describe
+from .sources import Source
+from .writer import StoreWriter
+
+SPARSE_DENSITY = 0.25   # svmlight with --auto: dense when the first block is denser
+
+
+# ---------------------------------------------------------------------------
+# Format sniffing
+# ---------------------------------------------------------------------------
+
+def _first_lines(text, k=5):
+    out = []
+    for raw in text.split(b"\n"):
+        s = raw.strip()
+        if s and not s.startswith(b"#"):
+            out.append(raw.rstrip(b"\r"))
+        if len(out) >= k:
+            break
+    return out
+
+
+def _is_number(tok):
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
+
+
+def sniff_format(head):
+    """'svmlight' if the first data line has index:value pairs, else 'csv'."""
+    lines = _first_lines(head, 3)
+    for ln in lines:
+        toks = ln.split(b"#", 1)[0].split()
+        if len(toks) >= 2 and all(b":" in t for t in toks[1:]):
+            return "svmlight"
+        if len(toks) == 1 and _is_number(toks[0]) and b"," not in ln:
+            return "svmlight"   # a label with no features
+    return "csv"
+
+
+def sniff_delimiter(path, head):
+    name = path.lower()
+    for ext in (".gz", ".bz2"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+    if name.endswith(".tsv"):
+        return "\t"
+    lines = _first_lines(head, 2)
+    first = lines[0] if lines else b""
+    if name.endswith(".csv") or b"," in first:
+        return ","
+    if b"\t" in first:
+        return "\t"
+    if b";" in first:
+        return ";"
+    return " "
+
+
+class _CsvLayout:
+    """What the CSV reader needs: delimiter byte, header, roles of fields."""
+
+    def __init__(self, src, head, *, delimiter, header, label_col, qid_col,
+                 weight_col, skip_cols):
+        path = src.path
+        delim = delimiter if delimiter is not None else sniff_delimiter(path, head)
+        if delim in ("\\t", "tab"):
+            delim = "\t"
+        if delim in (" ", "whitespace", "space"):
+            self.delim_byte = 0
+            split = lambda s: s.split()
+        else:
+            if len(delim) != 1:
+                raise IngestError(path, f"delimiter must be one character, got {delim!r}")
+            self.delim_byte = ord(delim)
+            split = lambda s: [t.strip().strip(b'"') for t in s.split(delim.encode())]
+        lines = _first_lines(head, 2)
+        if not lines:
+            raise IngestError(path, "empty input (no data rows)")
+        fields = split(lines[0])
+        nf = len(fields)
+
+        def col(c, what):
+            if c is None:
+                return None
+            if isinstance(c, str):
+                if c.lstrip("-").isdigit():
+                    c = int(c)
+                else:
+                    names = [f.decode("utf-8", "replace") for f in fields]
+                    if c not in names:
+                        raise IngestError(path, f"{what} column {c!r} is not in the header")
+                    return names.index(c)
+            if not -nf <= c < nf:
+                raise IngestError(path, f"{what} column {c} is out of range ({nf} fields)")
+            return c % nf
+
+        self.label_col = col(label_col, "label")
+        qc = col(qid_col, "qid")
+        wc = col(weight_col, "weight")
+        skips = {col(c, "skip") for c in (skip_cols or [])}
+        special = {self.label_col, qc, wc} - {None}
+        if header == "auto":
+            others = [f for k, f in enumerate(fields) if k not in special and k not in skips]
+            has_header = any(not _is_number(f) for f in others)
+            if not has_header and self.label_col is not None and len(lines) > 1:
+                # a text first field over a numeric label column is a header
+                lab = fields[self.label_col]
+                lab2 = split(lines[1])[self.label_col] if len(split(lines[1])) == nf else lab
+                has_header = (not _is_number(lab)) and _is_number(lab2)
+        else:
+            has_header = bool(header)
+        self.header = has_header
+        self.names = [f.decode("utf-8", "replace") for f in fields] if has_header else None
+        data_fields = split(lines[1]) if has_header and len(lines) > 1 else fields
+        roles = np.empty(nf, np.int64)
+        d = 0
+        for k in range(nf):
+            if k == self.label_col:
+                roles[k] = P.ROLE_LABEL
+            elif k == qc:
+                roles[k] = P.ROLE_QID
+            elif k == wc:
+                roles[k] = P.ROLE_WEIGHT
+            elif k in skips:
+                roles[k] = P.ROLE_SKIP
+            else:
+                roles[k] = d
+                d += 1
+        self.roles = roles
+        self.d = d
+        self.has_qid = qc is not None
+        self.has_weight = wc is not None
+        self.label_text = (self.label_col is not None and len(data_fields) > self.label_col
+                           and not _is_number(data_fields[self.label_col]))
+        self.feature_names = (None if self.names is None else
+                              [self.names[k] for k in range(nf) if roles[k] >= 0])
+
+
+# ---------------------------------------------------------------------------
+# Parse tasks (run in worker threads; numba releases the GIL)
+# ---------------------------------------------------------------------------
+
+def _parse_svmlight_task(block, zero_based, limit, allow_nan, qid_mode):
+    buf = np.frombuffer(block, dtype=np.uint8)
+    (n, labels, qids, indptr, indices, data, max_col, n_lines, qid_rows,
+     err, err_line, err_pos) = P.parse_svmlight(buf, zero_based, limit, allow_nan, qid_mode)
+    nnz = indptr[n]
+    return dict(n=n, y=labels[:n], qid=qids[:n], indptr=indptr[:n + 1],
+                indices=indices[:nnz], data=data[:nnz], max_col=max_col,
+                n_lines=block.count(b"\n"), qid_rows=qid_rows,
+                err=err, err_line=err_line, err_pos=err_pos, err_field=None)
+
+
+def _parse_csv_task(block, delim, roles, d, label_text, allow_nan):
+    buf = np.frombuffer(block, dtype=np.uint8)
+    (n, X, labels, lhash, lspan, qids, weights, n_lines, err, err_line, err_pos,
+     err_field) = P.parse_csv(buf, delim, roles, d, label_text, allow_nan)
+    return dict(n=n, X=X[:n, :d], y=labels[:n], label_hash=lhash[:n], label_span=lspan[:n],
+                qid=qids[:n], weight=weights[:n], n_lines=block.count(b"\n"),
+                err=err, err_line=err_line, err_pos=err_pos, err_field=err_field)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _produce(src, skip_first_line, submit, task_args, out_q, stop):
+    """Reader thread: read blocks, submit parse tasks, queue (future, block)."""
+    try:
+        first = True
+        for block in src.blocks():
+            if first and skip_first_line:
+                # drop everything up to and including the header line
+                pos = 0
+                while True:
+                    cut = block.find(b"\n", pos)
+                    if cut < 0 or block[pos:cut].strip():
+                        break
+                    pos = cut + 1
+                block = block[cut + 1:] if cut >= 0 else b""
+                first = False
+                if not block:
+                    continue
+            first = False
+            fut = submit(block)
+            while True:
+                if stop.is_set():
+                    return
+                try:
+                    out_q.put((fut, block, src.raw_bytes_read), timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+        out_q.put(None)
+    except BaseException as e:  # noqa: BLE001 - handed to the consumer
+        out_q.put(e)
+
+
+# ---------------------------------------------------------------------------
+
+class _Progress:
+    def __init__(self, total_bytes, enabled):
+        self.bar = None
+        self.rows = 0
+        self.t0 = time.perf_counter()
+        if enabled:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024,
+                            desc="ingest", dynamic_ncols=True, smoothing=0.1)
+        self.done_bytes = 0
+
+    def update(self, abs_bytes, rows):
+        self.rows += rows
+        if self.bar is None:
+            return
+        delta = abs_bytes - self.done_bytes
+        if delta > 0:
+            self.bar.update(delta)
+            self.done_bytes = abs_bytes
+        dt = max(time.perf_counter() - self.t0, 1e-9)
+        self.bar.set_postfix_str(f"{self.rows:,} rows, {self.rows / dt:,.0f} rows/s", refresh=False)
+
+    def set_file(self, name):
+        if self.bar is not None:
+            self.bar.set_description(f"ingest {os.path.basename(name)}")
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False,
+           n_features=None, chunk_rows=None, input_format="auto", delimiter=None,
+           header="auto", label_col=0, qid_col=None, weight_col=None, skip_cols=None,
+           allow_nan=False, overwrite=False, progress=False, n_jobs=None,
+           block_size=8 << 20, clevel=1, executor=None):
+    """Ingest svmlight/LIBSVM or delimited text files into one store.
+
+    Parameters mirror ``streamcvm ingest``; see its ``--help``. Raises
+    :class:`IngestError` (one line, ``file:line: what``) on bad input, in
+    which case no store is left behind. Returns a summary dict.
+    """
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    if not sources:
+        raise IngestError(out, "no input files")
+    if sparse not in ("auto", True, False):
+        raise ValueError("sparse must be 'auto', True or False")
+    srcs = [Source(p, block_size=block_size) for p in sources]
+    if os.path.lexists(out) and not overwrite:
+        raise IngestError(out, "already exists (pass --overwrite to replace it)")
+    n_jobs = n_jobs or os.cpu_count() or 1
+    own_pool = executor is None
+    pool = ThreadPoolExecutor(max_workers=n_jobs, thread_name_prefix="parse") if own_pool else executor
+    prog = _Progress(sum(s.size for s in srcs), progress)
+    st = _State(out, store_format, sparse, zero_based, n_features, chunk_rows,
+                allow_nan, overwrite, clevel)
+    try:
+        for src in srcs:
+            _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header,
+                        label_col, qid_col, weight_col, skip_cols)
+        if st.writer is None or st.writer.rows_appended == 0:
+            raise IngestError(srcs[0].path if len(srcs) == 1 else out,
+                              "empty input (no data rows)")
+        attrs = {
+            "label_kind": "text" if st.label_text else "numeric",
+            "label_names": st.label_names if st.label_text else None,
+            "feature_names": st.feature_names,
+            "sources": st.source_meta,
+            "ingest_options": {"zero_based": bool(zero_based), "allow_nan": bool(allow_nan),
+                               "label_col": label_col, "qid_col": qid_col,
+                               "weight_col": weight_col},
+        }
+        from streamcvm import __version__
+        attrs["created_by"] = f"streamcvm {__version__}"
+        path = st.writer.close(attrs)
+    except BaseException:
+        if st.writer is not None:
+            st.writer.abort()
+        raise
+    finally:
+        prog.close()
+        if own_pool:
+            pool.shutdown(wait=True, cancel_futures=True)
+    w = st.writer
+    return {"path": path, "n": w.n, "d": w.d, "sparse": w.sparse, "nnz": w.nnz,
+            "chunk_rows": w.chunk_rows, "seconds": time.perf_counter() - prog.t0}
+
+
+class _State:
+    """What carries over between input files of one ingest."""
+
+    def __init__(self, out, store_format, sparse, zero_based, n_features, chunk_rows,
+                 allow_nan, overwrite, clevel):
+        self.out = out
+        self.store_format = store_format
+        self.sparse = sparse
+        self.zero_based = zero_based
+        self.n_features = n_features
+        self.chunk_rows = chunk_rows
+        self.allow_nan = allow_nan
+        self.overwrite = overwrite
+        self.clevel = clevel
+        self.writer = None
+        self.d_fixed = n_features      # set by --n-features or by a CSV input
+        self.d_fixed_by = "--n-features" if n_features is not None else None
+        self.has_qid = None
+        self.has_weight = None
+        self.label_text = None
+        self.label_codes = {}          # text labels: hash -> code
+        self.label_names = []
+        self.feature_names = None
+        self.source_meta = []
+
+    def open_writer(self, d, sparse, has_qid, has_weight, nnz_per_row):
+        self.has_qid, self.has_weight = has_qid, has_weight
+        self.writer = StoreWriter(self.out, d, sparse=sparse, chunk_rows=self.chunk_rows,
+                                  has_qid=has_qid, has_weight=has_weight,
+                                  fmt=self.store_format, clevel=self.clevel,
+                                  overwrite=self.overwrite, nnz_per_row=nnz_per_row)
+
+
+def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, label_col,
+                qid_col, weight_col, skip_cols):
+    path = src.path
+    prog.set_file(path)
+    head = src.head()
+    if not head.strip():
+        raise IngestError(path, "empty input (no data rows)")
+    fmt = sniff_format(head) if input_format == "auto" else input_format
+    if fmt not in ("svmlight", "csv"):
+        raise IngestError(path, f"unknown input format {fmt!r} (svmlight or csv)")
+    layout = None
+    if fmt == "csv":
+        layout = _CsvLayout(src, head, delimiter=delimiter, header=header,
+                            label_col=label_col, qid_col=qid_col, weight_col=weight_col,
+                            skip_cols=skip_cols)
+        if st.d_fixed is not None and layout.d != st.d_fixed:
+            raise IngestError(path, f"{layout.d} feature columns, but {st.d_fixed_by} "
+                              f"gives {st.d_fixed} (inconsistent feature counts)")
+        if st.writer is not None and layout.d != st.writer.d:
+            raise IngestError(path, f"{layout.d} feature columns, but the inputs before it "
+                              f"have {st.writer.d} features (inconsistent feature counts)")
+        if st.d_fixed is None:
+            st.d_fixed, st.d_fixed_by = layout.d, os.path.basename(path)
+        if st.feature_names is None:
+            st.feature_names = layout.feature_names
+        text = layout.label_text
+    else:
+        text = False
+    if st.label_text is None:
+        st.label_text = text
+    elif st.label_text != text:
+        raise IngestError(path, "labels are " + ("text" if text else "numeric") +
+                          " here but " + ("text" if st.label_text else "numeric") +
+                          " in the inputs before")
+
+    if fmt == "svmlight":
+        limit = -1 if st.d_fixed is None else int(st.d_fixed)
+        qmode = -1 if st.has_qid is None else int(st.has_qid)
+
+        def task(block, qmode=qmode):
+            return _parse_svmlight_task(block, st.zero_based, limit, st.allow_nan, qmode)
+    else:
+        def task(block):
+            return _parse_csv_task(block, layout.delim_byte, layout.roles, layout.d,
+                                   layout.label_text, st.allow_nan)
+
+    # The first block is parsed alone: it decides dense/sparse, qid, chunking.
+    stop = threading.Event()
+    out_q = queue.Queue(maxsize=2 * n_jobs + 2)
+    state = {"qmode": None}
+
+    def submit(block):
+        if state["qmode"] is None and fmt == "svmlight":
+            res = task(block)       # synchronous: fixes the qid mode for the rest
+            state["qmode"] = (1 if res["qid_rows"] else 0) if res["n"] else None
+            return _Done(res)
+        qm = state["qmode"]
+        if fmt == "svmlight":
+            return pool.submit(task, block, -1 if qm is None else qm)
+        return pool.submit(task, block)
+
+    reader = threading.Thread(target=_produce, daemon=True,
+                              args=(src, layout is not None and layout.header, submit,
+                                    None, out_q, stop))
+    reader.start()
+    line0 = 1 + (1 if layout is not None and layout.header else 0)
+    rows_here = 0
+    try:
+        while True:
+            item = out_q.get()
+            if item is None:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            fut, block, nbytes = item
+            res = fut.result()
+            if res["err"] != P.OK:
+                buf = np.frombuffer(block, dtype=np.uint8)
+                msg = describe(res["err"], buf, res["err_pos"], res["err_field"], fmt,
+                               st.d_fixed, st.zero_based)
+                raise IngestError(path, msg, line=line0 + res["err_line"])
+            n = res["n"]
+            if n:
+                _append(res, fmt, layout, st, path, line0, block)
+            rows_here += n
+            line0 += res["n_lines"]
+            prog.update(nbytes, n)
+    finally:
+        stop.set()
+        # unblock and join the reader so no thread outlives the ingest
+        while reader.is_alive():
+            try:
+                out_q.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        reader.join()
+    if rows_here == 0:
+        raise IngestError(path, "empty input (no data rows)")
+    st.source_meta.append({"path": path, "bytes": src.size, "compression": src.compression,
+                           "format": fmt, "rows": rows_here, "sha256": src.digest()})
+
+
+class _Done:
+    """A finished result with the Future interface."""
+
+    def __init__(self, value):
+        self._v = value
+
+    def result(self):
+        return self._v
+
+
+def _append(res, fmt, layout, st, path, line0, block):
+    n = res["n"]
+    if fmt == "svmlight":
+        has_qid = res["qid_rows"] > 0
+        if st.writer is None:
+            d = int(res["max_col"]) + 1 if st.d_fixed is None else int(st.d_fixed)
+            sparse = st.sparse
+            nnz = len(res["data"])
+            if sparse == "auto":
+                sparse = nnz / max(n * max(d, 1), 1) < SPARSE_DENSITY
+            st.open_writer(max(d, 1) if not sparse else d, sparse, has_qid, False, nnz / n)
+        elif has_qid != st.has_qid:
+            raise IngestError(path, "qid on some rows but not on others "
+                              "(every row needs one, or none)", line=line0)
+        w = st.writer
+        if res["max_col"] + 1 > w.d:
+            w.grow_features(int(res["max_col"]) + 1)
+        X = (res["indptr"], res["indices"], res["data"]) if w.sparse else \
+            P.csr_to_dense(res["indptr"], res["indices"], res["data"], w.d)
+        w.append(X, res["y"], res["qid"] if w.has_qid else None,
+                 np.ones(n, np.float32) if w.has_weight else None)
+        return
+    # csv
+    X = res["X"]
+    if st.writer is None:
+        sparse = st.sparse
+        if sparse == "auto":
+            sparse = False
+        nnz_row = float(np.count_nonzero(X)) / n if sparse else None
+        st.open_writer(layout.d, sparse, layout.has_qid, layout.has_weight, nnz_row)
+    w = st.writer
+    if layout.has_qid != w.has_qid or layout.has_weight != w.has_weight:
+        raise IngestError(path, "qid/weight columns differ from the inputs before")
+    if layout.label_text:
+        y = _encode_text_labels(res, st, block, path)
+    else:
+        y = res["y"]
+    if w.sparse:
+        nz = X != 0
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(nz.sum(axis=1), out=indptr[1:])
+        Xw = (indptr, np.nonzero(nz)[1].astype(np.int32), X[nz])
+    else:
+        Xw = X
+    w.append(Xw, y, res["qid"] if w.has_qid else None, res["weight"] if w.has_weight else None)
+
+
+def _encode_text_labels(res, st, block, path):
+    h = res["label_hash"]
+    uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    codes = np.empty(len(uniq), np.float64)
+    for k, (hv, fi) in enumerate(zip(uniq.tolist(), first.tolist())):
+        a, b = res["label_span"][fi]
+        name = block[a:b].decode("utf-8", "replace")
+        code = st.label_codes.get(hv)
+        if code is None:
+            code = len(st.label_names)
+            st.label_codes[hv] = code
+            st.label_names.append(name)
+        elif st.label_names[code] != name:
+            raise IngestError(path, f"label hash collision between {name!r} and "
+                              f"{st.label_names[code]!r}")
+        codes[k] = code
+    return codes[inv.ravel()]

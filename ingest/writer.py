@@ -1,0 +1,432 @@
+"""Write a store (format v1, see docs/store-format.md) chunk by chunk.
+
+The store is built under a hidden temporary name next to its destination
+(``.NAME.partial-PID``) and renamed into place by :meth:`StoreWriter.close`,
+so an interrupted ingest leaves no store. Partial stores of dead processes
+are removed by the next writer of the same destination; a killed run never
+blocks a rerun.
+
+Memory: at most one chunk of rows (plus one block being appended) is held.
+"""
+import datetime
+import hashlib
+import json
+import os
+import shutil
+
+import numpy as np
+
+from streamcvm.store import FORMAT_VERSION, MAX_CLASSES, default_chunk_rows
+
+NNZ_CHUNK = 1 << 20         # entries per chunk of sparse indices/data
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def partial_name(path, pid=None):
+    head, tail = os.path.split(os.path.abspath(path))
+    return os.path.join(head, f".{tail}.partial-{pid or os.getpid()}")
+
+
+def remove_stale_partials(path):
+    """Delete ``.NAME.partial-PID`` leftovers of processes that are gone."""
+    head, tail = os.path.split(os.path.abspath(path))
+    prefix = f".{tail}.partial-"
+    try:
+        names = os.listdir(head)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        try:
+            pid = int(name[len(prefix):].split(".")[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and _pid_alive(pid):
+            continue
+        _remove(os.path.join(head, name))
+
+
+def _remove(p):
+    if os.path.isdir(p) and not os.path.islink(p):
+        shutil.rmtree(p, ignore_errors=True)
+    elif os.path.lexists(p):
+        os.remove(p)
+
+
+def _fsync_dir(d):
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------
+# Backends: the few operations the writer needs from zarr or h5py
+# ---------------------------------------------------------------------------
+
+class _ZarrBackend:
+    def __init__(self, path, clevel):
+        import zarr
+        from zarr.codecs import ZstdCodec
+        self._zarr = zarr
+        self.path = path
+        self.group = zarr.open_group(path, mode="w", zarr_format=3)
+        self.codec = ZstdCodec(level=clevel)
+
+    def create(self, name, shape, dtype, chunks):
+        return self.group.create_array(
+            name, shape=shape, dtype=dtype, chunks=chunks,
+            compressors=self.codec, fill_value=0)
+
+    @staticmethod
+    def resize(arr, shape):
+        arr.resize(shape)
+
+    def set_attrs(self, attrs):
+        self.group.attrs.update(attrs)
+
+    def finish(self):
+        import warnings
+        with warnings.catch_warnings():
+            # consolidated metadata is a zarr-python extension of v3; we want it
+            # (one read opens the store) and zarr-python reads it back
+            warnings.simplefilter("ignore")
+            self._zarr.consolidate_metadata(self.path)
+
+
+class _HDF5Backend:
+    def __init__(self, path, clevel):
+        import h5py
+        import hdf5plugin
+        self.path = path
+        self.file = h5py.File(path, "w")
+        self.comp = hdf5plugin.Zstd(clevel=clevel)
+
+    def create(self, name, shape, dtype, chunks):
+        maxshape = (None,) + tuple(None for _ in shape[1:])
+        return self.file.create_dataset(
+            name, shape=shape, dtype=dtype, chunks=chunks, maxshape=maxshape,
+            fillvalue=0, **self.comp)
+
+    @staticmethod
+    def resize(arr, shape):
+        arr.resize(shape)
+
+    def set_attrs(self, attrs):
+        for k, v in attrs.items():
+            self.file.attrs[k] = json.dumps(v)
+
+    def finish(self):
+        self.file.flush()
+        self.file.close()
+
+
+# ---------------------------------------------------------------------------
+
+class StoreWriter:
+    """Append rows to a new store; whole chunks only; atomic on close.
+
+    Parameters
+    ----------
+    path : destination (a ``.zarr`` directory or an HDF5 file)
+    n_features : columns of X (dense stores may grow it, see grow_features)
+    sparse : CSR (``indptr``/``indices``/``data``) instead of dense ``X``
+    chunk_rows : rows per chunk (default: ~4 MB of X)
+    has_qid, has_weight : write ``qid`` / ``weight`` arrays
+    fmt : "zarr" (default) or "hdf5"
+    """
+
+    def __init__(self, path, n_features, *, sparse=False, chunk_rows=None,
+                 has_qid=False, has_weight=False, fmt="zarr", clevel=1,
+                 overwrite=False, nnz_per_row=None):
+        if fmt not in ("zarr", "hdf5"):
+            raise ValueError(f"unknown store format {fmt!r} (zarr or hdf5)")
+        self.path = os.path.abspath(os.fspath(path))
+        if os.path.lexists(self.path) and not overwrite:
+            raise FileExistsError(f"{path}: already exists (pass --overwrite to replace it)")
+        remove_stale_partials(self.path)
+        self.tmp = partial_name(self.path)
+        _remove(self.tmp)
+        self.fmt = fmt
+        self.overwrite = overwrite
+        self.d = int(n_features)
+        self.sparse = bool(sparse)
+        self.chunk_rows = int(chunk_rows or default_chunk_rows(self.d, sparse, nnz_per_row))
+        self.has_qid = has_qid
+        self.has_weight = has_weight
+        self.be = (_ZarrBackend if fmt == "zarr" else _HDF5Backend)(self.tmp, clevel)
+        cr = self.chunk_rows
+        if self.sparse:
+            self.a_indptr = self.be.create("indptr", (1,), "int64", (cr,))
+            self.a_indptr[0:1] = np.zeros(1, np.int64)
+            self.a_indices = self.be.create("indices", (0,), "int32", (NNZ_CHUNK,))
+            self.a_data = self.be.create("data", (0,), "float32", (NNZ_CHUNK,))
+        else:
+            self.a_X = self.be.create("X", (0, self.d), "float32", (cr, max(self.d, 1)))
+        self.a_y = self.be.create("y", (0,), "float64", (cr,))
+        self.a_qid = self.be.create("qid", (0,), "int64", (cr,)) if has_qid else None
+        self.a_w = self.be.create("weight", (0,), "float32", (cr,)) if has_weight else None
+        self.n = 0              # rows written
+        self.nnz = 0            # stored entries (sparse) / nonzeros (dense)
+        self._pend = []         # pending row blocks, fewer than chunk_rows rows in all
+        self._pend_rows = 0
+        self._nnz_pend = []     # sparse: pending (indices, data), < NNZ_CHUNK entries
+        self._nnz_pend_n = 0
+        self._nnz_written = 0
+        self._hash = hashlib.sha256()
+        self._classes = {}      # label value -> total count (None once > MAX_CLASSES)
+        self._chunk_counts = []
+        self._y_min = np.inf
+        self._y_max = -np.inf
+        self._closed = False
+
+    @property
+    def rows_appended(self):
+        """Rows appended so far (written or still pending)."""
+        return self.n + self._pend_rows
+
+    # -- appending ----------------------------------------------------------
+    def grow_features(self, d_new):
+        """Widen X to ``d_new`` columns (earlier rows read zero there)."""
+        if d_new <= self.d:
+            return
+        if not self.sparse:
+            self.be.resize(self.a_X, (self.n, d_new))
+            self._pend = [(np.pad(b[0], ((0, 0), (0, d_new - b[0].shape[1]))),) + tuple(b[1:])
+                          for b in self._pend]
+        self.d = int(d_new)
+
+    def append(self, X, y, qid=None, weight=None):
+        """Append rows. ``X``: float32 [m, d] array, or a CSR triple
+        ``(indptr, indices, data)`` with local indptr starting at 0."""
+        y = np.asarray(y, dtype=np.float64)
+        m = len(y)
+        if m == 0:
+            return
+        if self.sparse:
+            indptr, indices, data = X
+            assert len(indptr) == m + 1
+            block = ((np.asarray(indptr, np.int64), np.asarray(indices, np.int32),
+                      np.asarray(data, np.float32)), y, qid, weight)
+        else:
+            X = np.asarray(X, dtype=np.float32)
+            if X.shape[1] != self.d:
+                if X.shape[1] < self.d:
+                    X = np.pad(X, ((0, 0), (0, self.d - X.shape[1])))
+                else:
+                    raise ValueError("block is wider than the store; call grow_features first")
+            block = (X, y, qid, weight)
+        self._pend.append(block)
+        self._pend_rows += m
+        if self._pend_rows >= self.chunk_rows:
+            self._drain(final=False)
+
+    def _concat_pending(self):
+        blocks = self._pend
+        y = np.concatenate([b[1] for b in blocks])
+        qid = np.concatenate([np.asarray(b[2], np.int64) for b in blocks]) if self.has_qid else None
+        w = np.concatenate([np.asarray(b[3], np.float32) for b in blocks]) if self.has_weight else None
+        if self.sparse:
+            offs = 0
+            ips = []
+            for (ip, _, _), *_ in blocks:
+                ips.append(ip[1:] + offs if ips else ip + offs)
+                offs += ip[-1]
+            X = (np.concatenate(ips), np.concatenate([b[0][1] for b in blocks]),
+                 np.concatenate([b[0][2] for b in blocks]))
+        else:
+            X = np.concatenate([b[0] for b in blocks]) if len(blocks) > 1 else blocks[0][0]
+        return X, y, qid, w
+
+    def _drain(self, final):
+        if not self._pend:
+            return
+        X, y, qid, w = self._concat_pending()
+        rows = len(y)
+        cr = self.chunk_rows
+        take = rows if final else (rows // cr) * cr
+        for s in range(0, take, cr):
+            e = min(s + cr, take)
+            if self.sparse:
+                ip = X[0][s:e + 1]
+                self._write_chunk(ip, X[1][ip[0]:ip[-1]], X[2][ip[0]:ip[-1]], y[s:e],
+                                  None if qid is None else qid[s:e],
+                                  None if w is None else w[s:e])
+            else:
+                self._write_chunk(X[s:e], None, None, y[s:e],
+                                  None if qid is None else qid[s:e],
+                                  None if w is None else w[s:e])
+        if take < rows:
+            if self.sparse:
+                ip = X[0][take:]
+                rest = ((ip - ip[0]), X[1][ip[0]:ip[-1]], X[2][ip[0]:ip[-1]])
+            else:
+                rest = X[take:]
+            self._pend = [(rest, y[take:], None if qid is None else qid[take:],
+                           None if w is None else w[take:])]
+        else:
+            self._pend = []
+        self._pend_rows = rows - take
+
+    def _write_chunk(self, X, indices, data, y, qid, w):
+        m = len(y)
+        a, b = self.n, self.n + m
+        h = self._hash
+        if self.sparse:
+            ip = X - X[0] + self.nnz
+            self.be.resize(self.a_indptr, (b + 1,))
+            self.a_indptr[a + 1:b + 1] = ip[1:]
+            self._append_nnz(indices, data)
+            h.update(np.ascontiguousarray(ip[1:]).data)
+            h.update(np.ascontiguousarray(indices).data)
+            h.update(np.ascontiguousarray(data).data)
+            self.nnz += len(data)
+        else:
+            self.be.resize(self.a_X, (b, self.d))
+            self.a_X[a:b] = X
+            h.update(np.ascontiguousarray(X).data)
+            self.nnz += int(np.count_nonzero(X))
+        self.be.resize(self.a_y, (b,))
+        self.a_y[a:b] = y
+        h.update(y.data)
+        if self.a_qid is not None:
+            self.be.resize(self.a_qid, (b,))
+            self.a_qid[a:b] = qid
+            h.update(np.ascontiguousarray(qid).data)
+        if self.a_w is not None:
+            self.be.resize(self.a_w, (b,))
+            self.a_w[a:b] = w
+            h.update(np.ascontiguousarray(w).data)
+        self._count_labels(y)
+        self.n = b
+
+    def _append_nnz(self, indices, data):
+        self._nnz_pend.append((indices, data))
+        self._nnz_pend_n += len(data)
+        if self._nnz_pend_n >= NNZ_CHUNK:
+            self._drain_nnz(final=False)
+
+    def _drain_nnz(self, final):
+        if not self._nnz_pend:
+            return
+        ind = np.concatenate([p[0] for p in self._nnz_pend])
+        dat = np.concatenate([p[1] for p in self._nnz_pend])
+        take = len(dat) if final else (len(dat) // NNZ_CHUNK) * NNZ_CHUNK
+        if take:
+            a, b = self._nnz_written, self._nnz_written + take
+            self.be.resize(self.a_indices, (b,))
+            self.be.resize(self.a_data, (b,))
+            self.a_indices[a:b] = ind[:take]
+            self.a_data[a:b] = dat[:take]
+            self._nnz_written = b
+        self._nnz_pend = [(ind[take:], dat[take:])] if take < len(dat) else []
+        self._nnz_pend_n = len(dat) - take
+
+    def _count_labels(self, y):
+        finite = y[np.isfinite(y)]
+        if len(finite):
+            self._y_min = min(self._y_min, float(finite.min()))
+            self._y_max = max(self._y_max, float(finite.max()))
+        if self._classes is None:
+            return
+        vals, counts = np.unique(y, return_counts=True)
+        cc = {}
+        for v, c in zip(vals.tolist(), counts.tolist()):
+            cc[v] = c
+            self._classes[v] = self._classes.get(v, 0) + c
+        if len(self._classes) > MAX_CLASSES:
+            self._classes = None
+            self._chunk_counts = None
+            return
+        self._chunk_counts.append(cc)
+
+    # -- finishing ----------------------------------------------------------
+    def close(self, attrs=None):
+        """Flush, write attributes, rename into place; returns the path."""
+        self._drain(final=True)
+        if self.sparse:
+            self._drain_nnz(final=True)
+        n_chunks = -(-self.n // self.chunk_rows)
+        meta = {
+            "streamcvm_format": FORMAT_VERSION,
+            "n": int(self.n),
+            "d": int(self.d),
+            "sparse": self.sparse,
+            "nnz": int(self.nnz),
+            "chunk_rows": int(self.chunk_rows),
+            "n_chunks": int(n_chunks),
+            "has_qid": bool(self.has_qid),
+            "has_weight": bool(self.has_weight),
+            "y_min": None if self.n == 0 or not np.isfinite(self._y_min) else self._y_min,
+            "y_max": None if self.n == 0 or not np.isfinite(self._y_max) else self._y_max,
+            "classes": None,
+            "content_sha256": self._hash.hexdigest(),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
+        if self._classes is not None:
+            classes = sorted(self._classes)
+            col = {v: k for k, v in enumerate(classes)}
+            counts = np.zeros((n_chunks, len(classes)), np.int64)
+            for i, cc in enumerate(self._chunk_counts):
+                for v, c in cc.items():
+                    counts[i, col[v]] = c
+            meta["classes"] = [float(c) for c in classes]
+            meta["class_totals"] = [int(self._classes[c]) for c in classes]
+            cca = self.be.create("class_counts", counts.shape, "int64",
+                                 (max(n_chunks, 1), max(len(classes), 1)))
+            cca[...] = counts
+        meta.update(attrs or {})
+        meta.setdefault("fingerprint", self._hash.hexdigest())
+        self.be.set_attrs(meta)
+        self.be.finish()
+        self._publish()
+        self._closed = True
+        return self.path
+
+    def _publish(self):
+        head = os.path.dirname(self.path)
+        if os.path.lexists(self.path):
+            if not self.overwrite:
+                raise FileExistsError(f"{self.path}: appeared while ingesting")
+            trash = partial_name(self.path) + ".old"
+            os.rename(self.path, trash)
+            os.rename(self.tmp, self.path)
+            _remove(trash)
+        else:
+            os.rename(self.tmp, self.path)
+        _fsync_dir(head)
+
+    def abort(self):
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if hasattr(self.be, "file"):
+                self.be.file.close()
+        except Exception:
+            pass
+        _remove(self.tmp)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.abort()
+        return False

@@ -1,0 +1,318 @@
+"""Stores: one interface over on-disk stores (Zarr, HDF5) and in-memory arrays.
+
+A store is a sequence of row chunks. ``chunk(i)`` returns a :class:`Chunk`
+``(X, y, qid, weight)`` with ``X`` a float32 ndarray or a scipy CSR matrix;
+nothing ever reads more than one chunk at a time unless asked to. The same
+interface wraps numpy/scipy arrays (:class:`ArrayStore`) without copying, so
+every solver runs on either. The on-disk layout is docs/store-format.md.
+"""
+import hashlib
+import json
+import os
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+FORMAT_VERSION = 1
+MAX_CLASSES = 1000          # more distinct labels than this: a regression target
+TARGET_CHUNK_BYTES = 4 << 20
+
+
+def default_chunk_rows(n_features, sparse=False, nnz_per_row=None):
+    """Rows per chunk so that a chunk of X is about 4 MB uncompressed."""
+    if sparse:
+        per_row = 8.0 * max(nnz_per_row or 1.0, 1.0) + 8
+    else:
+        per_row = 4.0 * max(n_features, 1)
+    rows = int(TARGET_CHUNK_BYTES // per_row)
+    return int(min(max(rows, 1024), 1 << 22))
+
+
+class StoreError(Exception):
+    """A path that is not a readable streamcvm store (one-line message)."""
+
+
+class Chunk(NamedTuple):
+    X: object                      # ndarray [m, d] float32 or scipy.sparse.csr_matrix
+    y: Optional[np.ndarray]        # float64 [m]
+    qid: Optional[np.ndarray] = None     # int64 [m]
+    weight: Optional[np.ndarray] = None  # float32 [m]
+
+
+class BaseStore:
+    """What every store offers. Subclasses set the attributes in __init__
+    and implement ``_read(a, b)``."""
+
+    n: int
+    d: int
+    sparse: bool
+    chunk_rows: int
+    has_qid: bool = False
+    has_weight: bool = False
+
+    @property
+    def n_chunks(self):
+        return -(-self.n // self.chunk_rows) if self.n else 0
+
+    def __len__(self):
+        return self.n
+
+    def chunk_bounds(self, i):
+        if not 0 <= i < self.n_chunks:
+            raise IndexError(f"chunk {i} out of range (store has {self.n_chunks})")
+        a = i * self.chunk_rows
+        return a, min(a + self.chunk_rows, self.n)
+
+    def chunk(self, i):
+        """Rows of chunk ``i`` as a :class:`Chunk`."""
+        return self._read(*self.chunk_bounds(i))
+
+    def rows(self, a, b):
+        """Rows ``a:b`` (may span chunks; memory is O(b - a))."""
+        a, b = max(0, a), min(b, self.n)
+        return self._read(a, b)
+
+    def __iter__(self):
+        for i in range(self.n_chunks):
+            yield self.chunk(i)
+
+    # label helpers -----------------------------------------------------
+    @property
+    def classes(self):
+        """Sorted distinct values of ``y`` (None for a regression target)."""
+        return self._classes
+
+    def decode_labels(self, y):
+        """Original labels for stored ``y`` values (text labels decoded)."""
+        if self.label_names is None:
+            return y
+        names = np.asarray(self.label_names, dtype=object)
+        return names[np.asarray(y, dtype=np.int64)]
+
+    def to_dask(self):
+        """``(X, y)`` as dask arrays, one dask chunk per store chunk."""
+        import dask
+        import dask.array as da
+        import scipy.sparse as sp
+        xs, ys = [], []
+        for i in range(self.n_chunks):
+            a, b = self.chunk_bounds(i)
+            c = dask.delayed(self.chunk, pure=True)(i)
+            meta = sp.csr_matrix((0, self.d), dtype=np.float32) if self.sparse else \
+                np.empty((0, self.d), np.float32)
+            xs.append(da.from_delayed(c.X, shape=(b - a, self.d), dtype=np.float32, meta=meta))
+            ys.append(da.from_delayed(c.y, shape=(b - a,), dtype=np.float64))
+        if not xs:
+            return da.zeros((0, self.d), np.float32), da.zeros((0,), np.float64)
+        return da.concatenate(xs), da.concatenate(ys)
+
+    def __repr__(self):
+        kind = "sparse" if self.sparse else "dense"
+        return (f"<{type(self).__name__} n={self.n:,} d={self.d:,} {kind} "
+                f"chunks={self.n_chunks} x {self.chunk_rows:,} rows>")
+
+
+# ---------------------------------------------------------------------------
+
+class DiskStore(BaseStore):
+    """A store on disk: a Zarr v3 group (directory) or an HDF5 file."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._open()
+
+    def _open(self):
+        path = self.path
+        if not os.path.exists(path):
+            raise StoreError(f"{path}: no such store")
+        if os.path.isdir(path):
+            self.backend = "zarr"
+            import zarr
+            try:
+                g = zarr.open_group(path, mode="r")
+            except Exception as e:  # noqa: BLE001 - any failure means not a store
+                raise StoreError(f"{path}: not a Zarr store ({type(e).__name__})") from None
+            attrs = dict(g.attrs)
+            self._arr = lambda name: g[name]
+            self._has = lambda name: name in g
+        else:
+            self.backend = "hdf5"
+            import h5py
+            import hdf5plugin  # noqa: F401 - registers the Zstd filter
+            try:
+                f = h5py.File(path, "r")
+            except OSError:
+                raise StoreError(f"{path}: not an HDF5 store") from None
+            self._h5 = f
+            attrs = {k: json.loads(v) for k, v in f.attrs.items()}
+            self._arr = lambda name: f[name]
+            self._has = lambda name: name in f
+        ver = attrs.get("streamcvm_format")
+        if ver is None:
+            raise StoreError(f"{path}: not a streamcvm store (no streamcvm_format attribute)")
+        if ver > FORMAT_VERSION:
+            raise StoreError(f"{path}: store format {ver} is newer than this streamcvm "
+                             f"reads ({FORMAT_VERSION}); upgrade streamcvm")
+        self.attrs = attrs
+        self.n = int(attrs["n"])
+        self.d = int(attrs["d"])
+        self.sparse = bool(attrs["sparse"])
+        self.nnz = int(attrs["nnz"])
+        self.chunk_rows = int(attrs["chunk_rows"])
+        self.has_qid = bool(attrs.get("has_qid"))
+        self.has_weight = bool(attrs.get("has_weight"))
+        self.fingerprint = attrs.get("fingerprint")
+        self.label_names = attrs.get("label_names")
+        self.feature_names = attrs.get("feature_names")
+        c = attrs.get("classes")
+        self._classes = None if c is None else np.asarray(c, dtype=np.float64)
+        if self.sparse:
+            self._indptr = self._arr("indptr")
+            self._indices = self._arr("indices")
+            self._data = self._arr("data")
+        else:
+            self._X = self._arr("X")
+        self._y = self._arr("y")
+        self._qid = self._arr("qid") if self.has_qid else None
+        self._w = self._arr("weight") if self.has_weight else None
+
+    def __getstate__(self):
+        return {"path": self.path}
+
+    def __setstate__(self, state):
+        self.path = state["path"]
+        self._open()
+
+    def close(self):
+        if getattr(self, "_h5", None) is not None:
+            self._h5.close()
+            self._h5 = None
+
+    @property
+    def class_counts(self):
+        """Per-chunk class counts ``[n_chunks, len(classes)]`` (None if no classes)."""
+        if self._classes is None or not self._has("class_counts"):
+            return None
+        return np.asarray(self._arr("class_counts")[...])
+
+    def _read(self, a, b):
+        y = np.asarray(self._y[a:b])
+        if self.sparse:
+            import scipy.sparse as sp
+            ip = np.asarray(self._indptr[a:b + 1])
+            s, e = int(ip[0]), int(ip[-1])
+            X = sp.csr_matrix((np.asarray(self._data[s:e]), np.asarray(self._indices[s:e]),
+                               ip - s), shape=(b - a, self.d))
+        else:
+            X = np.asarray(self._X[a:b])
+        qid = np.asarray(self._qid[a:b]) if self._qid is not None else None
+        w = np.asarray(self._w[a:b]) if self._w is not None else None
+        return Chunk(X, y, qid, w)
+
+    def sizes(self):
+        """(stored bytes on disk, raw bytes uncompressed) of the arrays."""
+        names = ["indptr", "indices", "data"] if self.sparse else ["X"]
+        names += ["y"] + (["qid"] if self.has_qid else []) + (["weight"] if self.has_weight else [])
+        raw = 0
+        for nm in names:
+            a = self._arr(nm)
+            raw += int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize
+        if self.backend == "zarr":
+            stored = 0
+            for dp, _, fn in os.walk(self.path):
+                stored += sum(os.path.getsize(os.path.join(dp, f)) for f in fn)
+        else:
+            stored = os.path.getsize(self.path)
+        return stored, raw
+
+
+class ArrayStore(BaseStore):
+    """The store interface over in-memory arrays; chunks are views, not copies."""
+
+    def __init__(self, X, y=None, qid=None, weight=None, chunk_rows=None):
+        import scipy.sparse as sp
+        self.sparse = sp.issparse(X)
+        if self.sparse:
+            X = sp.csr_matrix(X)
+            if X.dtype != np.float32:
+                X = X.astype(np.float32)
+            self.nnz = int(X.nnz)
+        else:
+            X = np.asarray(X)
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D, got shape {X.shape}")
+            if X.dtype != np.float32:
+                X = X.astype(np.float32)
+            self.nnz = None
+        self.X = X
+        self.n, self.d = X.shape
+        self.y = None if y is None else np.asarray(y, dtype=np.float64)
+        if self.y is not None and len(self.y) != self.n:
+            raise ValueError(f"y has {len(self.y)} rows, X has {self.n}")
+        self.qid = None if qid is None else np.asarray(qid, dtype=np.int64)
+        self.weight = None if weight is None else np.asarray(weight, dtype=np.float32)
+        self.has_qid = self.qid is not None
+        self.has_weight = self.weight is not None
+        if chunk_rows is None:
+            nnz_row = (self.nnz / max(self.n, 1)) if self.sparse else None
+            chunk_rows = default_chunk_rows(self.d, self.sparse, nnz_row)
+        self.chunk_rows = int(chunk_rows)
+        self.label_names = None
+        self.feature_names = None
+        self._classes = None
+        if self.y is not None:
+            u = np.unique(self.y)
+            self._classes = u if len(u) <= MAX_CLASSES else None
+        self._fingerprint = None
+
+    @property
+    def fingerprint(self):
+        if self._fingerprint is None:
+            h = hashlib.sha256()
+            parts = [self.X.indptr, self.X.indices, self.X.data] if self.sparse else [self.X]
+            for p in parts + [self.y, self.qid, self.weight]:
+                if p is not None:
+                    h.update(np.ascontiguousarray(p).data)
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    @property
+    def class_counts(self):
+        if self._classes is None:
+            return None
+        out = np.zeros((self.n_chunks, len(self._classes)), np.int64)
+        for i in range(self.n_chunks):
+            a, b = self.chunk_bounds(i)
+            out[i] = np.bincount(np.searchsorted(self._classes, self.y[a:b]),
+                                 minlength=len(self._classes))
+        return out
+
+    def _read(self, a, b):
+        if self.sparse:
+            import scipy.sparse as sp
+            ip = self.X.indptr[a:b + 1]
+            s, e = ip[0], ip[-1]
+            X = sp.csr_matrix((self.X.data[s:e], self.X.indices[s:e], ip - s),
+                              shape=(b - a, self.d), copy=False)
+        else:
+            X = self.X[a:b]
+        sl = slice(a, b)
+        return Chunk(X, None if self.y is None else self.y[sl],
+                     None if self.qid is None else self.qid[sl],
+                     None if self.weight is None else self.weight[sl])
+
+
+def open_store(path):
+    """Open a store written by ``streamcvm ingest`` (Zarr directory or HDF5 file)."""
+    if isinstance(path, BaseStore):
+        return path
+    return DiskStore(path)
+
+
+def as_store(X, y=None, **kw):
+    """A store for ``X``: a path or store is opened, arrays are wrapped."""
+    if isinstance(X, BaseStore):
+        return X
+    if isinstance(X, (str, os.PathLike)):
+        return DiskStore(X)
+    return ArrayStore(X, y, **kw)
