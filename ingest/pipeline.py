@@ -489,7 +489,9 @@ def _append(res, fmt, layout, st, path, line0, block):
     w = st.writer
     if layout.has_qid != w.has_qid or layout.has_weight != w.has_weight:
         raise IngestError(path, "qid/weight columns differ from the inputs before")
-    if layout.label_text:
+    if layout.label_col is None:
+        y = np.full(n, np.nan)
+    elif layout.label_text:
         y = _encode_text_labels(res, st, block, path)
     else:
         y = res["y"]

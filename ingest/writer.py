@@ -345,7 +345,7 @@ class StoreWriter:
             self._y_max = max(self._y_max, float(finite.max()))
         if self._classes is None:
             return
-        vals, counts = np.unique(y, return_counts=True)
+        vals, counts = np.unique(finite, return_counts=True)
         cc = {}
         for v, c in zip(vals.tolist(), counts.tolist()):
             cc[v] = c
@@ -379,7 +379,7 @@ class StoreWriter:
             "content_sha256": self._hash.hexdigest(),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
-        if self._classes is not None:
+        if self._classes:
             classes = sorted(self._classes)
             col = {v: k for k, v in enumerate(classes)}
             counts = np.zeros((n_chunks, len(classes)), np.int64)

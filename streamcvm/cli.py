@@ -1,0 +1,236 @@
+"""The ``streamcvm`` command line: ingest, info, demo.
+
+Heavy modules (numba, zarr, dask) are imported inside the commands, so
+``streamcvm --help`` answers at once. User mistakes end with one line on
+stderr and a non-zero exit status, never a traceback.
+"""
+import argparse
+import os
+import sys
+
+
+def _add_ingest(sub):
+    p = sub.add_parser(
+        "ingest", help="ingest svmlight/LIBSVM or CSV/TSV files into a store",
+        description="Ingest svmlight/LIBSVM (with qid) or CSV/TSV files, plain, .gz or "
+                    ".bz2, into one chunked store. Memory is bounded by the block and "
+                    "chunk sizes, not the input. The store is built under a temporary "
+                    "name and renamed at the end: an interrupted ingest leaves no store.")
+    p.add_argument("sources", nargs="+", metavar="SRC", help="input files, appended in order")
+    p.add_argument("-o", "--output", required=True, metavar="STORE",
+                   help="store to create (a .zarr directory, or an .h5 file with --format hdf5)")
+    p.add_argument("--format", dest="store_format", choices=["zarr", "hdf5"], default=None,
+                   help="store format (default: hdf5 for .h5/.hdf5 names, else zarr)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--sparse", dest="sparse", action="store_const", const=True,
+                   help="store X as CSR")
+    g.add_argument("--dense", dest="sparse", action="store_const", const=False,
+                   help="store X dense")
+    g.add_argument("--auto", dest="sparse", action="store_const", const="auto",
+                   help="dense for CSV; for svmlight, dense if the first block is at least "
+                        "25%% nonzero (default)")
+    p.set_defaults(sparse="auto")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--one-based", dest="zero_based", action="store_false",
+                   help="svmlight feature indices start at 1 (default, as LIBSVM)")
+    g.add_argument("--zero-based", dest="zero_based", action="store_true",
+                   help="svmlight feature indices start at 0")
+    p.add_argument("--n-features", type=int, default=None, metavar="D",
+                   help="number of features; a larger svmlight index is an error")
+    p.add_argument("--chunk-rows", type=int, default=None, metavar="N",
+                   help="rows per chunk (default: about 4 MB of X per chunk)")
+    p.add_argument("--input-format", choices=["auto", "svmlight", "csv"], default="auto",
+                   help="input format (default: detected from the first lines)")
+    p.add_argument("--delimiter", default=None, metavar="C",
+                   help="CSV delimiter: ',', 'tab', ';', 'space' (runs of blanks); "
+                        "default: detected")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--header", dest="header", action="store_const", const=True,
+                   help="the first CSV line is a header")
+    g.add_argument("--no-header", dest="header", action="store_const", const=False,
+                   help="the first CSV line is data")
+    p.set_defaults(header="auto")
+    p.add_argument("--label-col", default="0", metavar="COL",
+                   help="CSV label column: index (negative counts from the end), "
+                        "header name, or 'none' (default: 0)")
+    p.add_argument("--qid-col", default=None, metavar="COL", help="CSV query-id column")
+    p.add_argument("--weight-col", default=None, metavar="COL", help="CSV sample-weight column")
+    p.add_argument("--skip-cols", default=None, metavar="COLS",
+                   help="comma-separated CSV columns to ignore")
+    p.add_argument("--allow-nan", action="store_true",
+                   help="accept NaN/inf values and empty CSV fields (as NaN)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="parser threads (default: all cores)")
+    p.add_argument("--clevel", type=int, default=1, metavar="L",
+                   help="Zstd compression level (default: 1)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    p.set_defaults(func=cmd_ingest)
+
+
+def _col(v):
+    if v is None:
+        return None
+    if isinstance(v, str) and v.lower() == "none":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        return v
+
+
+def cmd_ingest(args):
+    from ingest import ingest
+    fmt = args.store_format
+    if fmt is None:
+        fmt = "hdf5" if args.output.lower().endswith((".h5", ".hdf5")) else "zarr"
+    skip = [_col(c) for c in args.skip_cols.split(",")] if args.skip_cols else None
+    res = ingest(args.sources, args.output, store_format=fmt, sparse=args.sparse,
+                 zero_based=args.zero_based, n_features=args.n_features,
+                 chunk_rows=args.chunk_rows, input_format=args.input_format,
+                 delimiter=args.delimiter, header=args.header, label_col=_col(args.label_col),
+                 qid_col=_col(args.qid_col), weight_col=_col(args.weight_col), skip_cols=skip,
+                 allow_nan=args.allow_nan, overwrite=args.overwrite,
+                 progress=not args.quiet and sys.stderr.isatty() or _force_progress(args),
+                 n_jobs=args.jobs, clevel=args.clevel)
+    if not args.quiet:
+        kind = "sparse" if res["sparse"] else "dense"
+        print(f"wrote {res['path']}: {res['n']:,} rows x {res['d']:,} features ({kind}) "
+              f"in {res['seconds']:.1f} s ({res['n'] / max(res['seconds'], 1e-9):,.0f} rows/s)")
+    return 0
+
+
+def _force_progress(args):
+    return os.environ.get("STREAMCVM_PROGRESS") == "1" and not args.quiet
+
+
+def _add_info(sub):
+    p = sub.add_parser("info", help="describe a store",
+                       description="Rows, features, density, classes or target range, "
+                                   "chunking and sizes of a store.")
+    p.add_argument("path", metavar="STORE")
+    p.set_defaults(func=cmd_info)
+
+
+def _human(nbytes):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(nbytes) < 1024 or unit == "TiB":
+            return f"{nbytes:.1f} {unit}" if unit != "B" else f"{nbytes} B"
+        nbytes /= 1024.0
+
+
+def describe_store(path):
+    """The text ``streamcvm info`` prints for a store."""
+    from .store import open_store
+    s = open_store(path)
+    stored, raw = s.sizes()
+    cells = s.n * s.d
+    nnz = s.nnz
+    lines = [
+        f"store      {s.path} ({s.backend}, format v{s.attrs['streamcvm_format']})",
+        f"rows       {s.n:,}",
+        f"features   {s.d:,}",
+        f"layout     {'sparse (CSR)' if s.sparse else 'dense'}, "
+        f"density {nnz / cells if cells else 0:.4f} ({nnz:,} nonzeros)",
+        f"chunks     {s.n_chunks:,} x {s.chunk_rows:,} rows",
+        f"size       {_human(stored)} on disk, {_human(raw)} raw "
+        f"({raw / max(stored, 1):.2f}x compression)",
+    ]
+    extras = [n for n, f in (("qid", s.has_qid), ("weight", s.has_weight)) if f]
+    if extras:
+        lines.append(f"columns    {', '.join(extras)}")
+    if s.has_qid:
+        q = s.rows(0, s.n).qid if s.n <= 10_000_000 else None
+        if q is not None:
+            lines.append(f"queries    {len(set(q.tolist())):,}")
+    if s.classes is not None:
+        totals = s.attrs.get("class_totals") or []
+        names = s.label_names
+        parts = []
+        for k, (c, t) in enumerate(zip(s.classes, totals)):
+            lab = names[int(c)] if names else (f"{c:g}")
+            parts.append(f"{lab}: {t:,}")
+        shown = parts if len(parts) <= 30 else parts[:30] + [f"... ({len(parts) - 30} more)"]
+        lines.append(f"classes    {len(parts)}  (" + ", ".join(shown) + ")")
+    if s.attrs.get("y_min") is not None:
+        lines.append(f"target     [{s.attrs['y_min']:g}, {s.attrs['y_max']:g}]")
+    for src in s.attrs.get("sources") or []:
+        lines.append(f"source     {src['path']} ({src['format']}"
+                     f"{', ' + src['compression'] if src.get('compression') else ''}, "
+                     f"{src['rows']:,} rows, sha256 {src['sha256'][:16]})")
+    if s.attrs.get("generator"):
+        g = s.attrs["generator"]
+        lines.append(f"generator  {g['kind']} (n={g['n']:,}, d={g['d']}, seed={g['seed']})")
+    lines.append(f"fingerprint {s.fingerprint[:32]}")
+    s.close()
+    return "\n".join(lines)
+
+
+def cmd_info(args):
+    print(describe_store(args.path))
+    return 0
+
+
+def _add_demo(sub):
+    p = sub.add_parser(
+        "demo", help="generate data, ingest it and describe the store (end to end)",
+        description="Runs the pipeline on generated data: writes a Gaussian-mixture "
+                    "svmlight file (gzip), ingests it into a Zarr store and prints its "
+                    "description. Needs nothing but the package.")
+    p.add_argument("--dir", default="streamcvm-demo", help="working folder (default: ./streamcvm-demo)")
+    p.add_argument("--rows", type=int, default=200_000, help="rows to generate (default: 200,000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args):
+    from . import synthetic
+    from ingest import ingest
+    os.makedirs(args.dir, exist_ok=True)
+    src = os.path.join(args.dir, "mixture.svm.gz")
+    store = os.path.join(args.dir, "mixture.zarr")
+    show = not args.quiet
+    print(f"[1/3] generating {args.rows:,} rows x 22 features -> {src}")
+    synthetic.write_text(src, "gaussian", args.rows, seed=args.seed, progress=show)
+    print(f"[2/3] ingesting -> {store}")
+    res = ingest([src], store, overwrite=True, progress=show)
+    print(f"      {res['n']:,} rows in {res['seconds']:.1f} s")
+    print("[3/3] streamcvm info " + store)
+    print(describe_store(store))
+    return 0
+
+
+def build_parser():
+    from . import __version__
+    ap = argparse.ArgumentParser(
+        prog="streamcvm",
+        description="Core Vector Machines trained from chunked stores larger than RAM.")
+    ap.add_argument("--version", action="version", version=f"streamcvm {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_ingest(sub)
+    _add_info(sub)
+    _add_demo(sub)
+    return ap
+
+
+def main(argv=None):
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    from ingest.errors import IngestError
+    from .store import StoreError
+    try:
+        return args.func(args)
+    except (IngestError, StoreError, FileExistsError) as e:
+        print(f"streamcvm {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"streamcvm {args.command}: interrupted (nothing was written)", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Synthetic data, generated chunk by chunk with memory bounded by the chunk.
+
+Every generator yields ``(X, y)`` blocks; block ``i`` depends only on
+``(seed, i)``, so a block can be regenerated alone and blocks can be made in
+parallel. Writers turn the blocks into a store (:func:`write_store`) or into
+svmlight / CSV text files (:func:`write_text`, for ingest benchmarks and the
+demo).
+
+- ``gaussian``: a mixture of Gaussian blobs per class (classification).
+- ``friedman1``: Friedman #1 regression, ``y = 10 sin(pi x1 x2) +
+  20 (x3 - 0.5)^2 + 10 x4 + 5 x5 + N(0, 1)`` with ``x ~ U(0, 1)^d``.
+- ``text``: sparse bag-of-words rows (Zipf word frequencies, log tf-idf,
+  unit length), labelled by a sparse linear rule plus noise.
+"""
+import gzip
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+KINDS = ("gaussian", "friedman1", "text")
+DEFAULT_D = {"gaussian": 22, "friedman1": 10, "text": 20000}
+
+
+def _rng(seed, i):
+    return np.random.default_rng([int(seed), int(i)])
+
+
+def _gaussian_centers(d, n_classes, blobs, seed):
+    r = np.random.default_rng([int(seed), 2**31 - 1])
+    return r.standard_normal((n_classes, blobs, d)) * (1.5 / np.sqrt(max(d, 1)))
+
+
+def gaussian_block(i, rows, d=22, n_classes=2, blobs=4, seed=0, noise=1.0):
+    """Block ``i``: each class a mixture of ``blobs`` Gaussians in ``d`` dims."""
+    centers = _gaussian_centers(d, n_classes, blobs, seed)
+    r = _rng(seed, i)
+    cls = r.integers(0, n_classes, rows)
+    blob = r.integers(0, blobs, rows)
+    X = r.standard_normal((rows, d), dtype=np.float32)
+    X *= np.float32(noise / np.sqrt(d))
+    X += centers[cls, blob].astype(np.float32)
+    y = (2.0 * cls - 1.0) if n_classes == 2 else cls.astype(np.float64)
+    return X, y
+
+
+def friedman1_block(i, rows, d=10, seed=0, noise=1.0):
+    """Block ``i`` of Friedman #1 (needs ``d >= 5``; extra features are noise)."""
+    if d < 5:
+        raise ValueError("friedman1 needs at least 5 features")
+    r = _rng(seed, i)
+    X = r.random((rows, d), dtype=np.float32)
+    x = X.astype(np.float64)
+    y = (10 * np.sin(np.pi * x[:, 0] * x[:, 1]) + 20 * (x[:, 2] - 0.5) ** 2
+         + 10 * x[:, 3] + 5 * x[:, 4] + noise * r.standard_normal(rows))
+    return X, y
+
+
+def text_block(i, rows, d=20000, words_per_row=60, seed=0, zipf_s=1.1):
+    """Block ``i`` of sparse text-like rows as a CSR triple ``(indptr, indices, data)``."""
+    import scipy.sparse as sp
+    rank = np.arange(1, d + 1, dtype=np.float64)
+    p = rank ** -zipf_s
+    cdf = np.cumsum(p / p.sum())
+    idf = np.log1p(rank).astype(np.float32)
+    wr = np.random.default_rng([int(seed), 2**31 - 2])
+    w = np.zeros(d)
+    top = wr.choice(min(d, 2000), size=min(d, 200), replace=False)
+    w[top] = wr.standard_normal(len(top))
+    r = _rng(seed, i)
+    lens = r.poisson(words_per_row, rows) + 1
+    T = int(lens.sum())
+    words = np.minimum(np.searchsorted(cdf, r.random(T)), d - 1)
+    row_of = np.repeat(np.arange(rows, dtype=np.int64), lens)
+    keys, counts = np.unique(row_of * d + words, return_counts=True)
+    rr = keys // d
+    cols = (keys % d).astype(np.int32)
+    vals = (np.log1p(counts).astype(np.float32) * idf[cols])
+    indptr = np.zeros(rows + 1, np.int64)
+    np.cumsum(np.bincount(rr, minlength=rows), out=indptr[1:])
+    X = sp.csr_matrix((vals, cols, indptr), shape=(rows, d))
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    X = sp.diags((1.0 / np.maximum(norms, 1e-12)).astype(np.float32)) @ X
+    X = X.tocsr()
+    X.sort_indices()
+    score = X @ w
+    score = score - np.median(score) + 0.1 * r.standard_normal(rows)
+    y = np.where(score > 0, 1.0, -1.0)
+    return (X.indptr.astype(np.int64), X.indices.astype(np.int32),
+            X.data.astype(np.float32)), y
+
+
+def blocks(kind, n, block_rows=65536, d=None, seed=0, n_jobs=None, **kw):
+    """Yield ``(X, y)`` blocks of ``kind`` covering ``n`` rows, in order."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
+    d = DEFAULT_D[kind] if d is None else int(d)
+    fn = {"gaussian": gaussian_block, "friedman1": friedman1_block, "text": text_block}[kind]
+    nb = -(-int(n) // block_rows)
+
+    def make(i):
+        rows = min(block_rows, n - i * block_rows)
+        return fn(i, rows, d=d, seed=seed, **kw)
+
+    n_jobs = n_jobs or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=n_jobs) as ex:
+        # a sliding window keeps at most 2 * n_jobs blocks in memory
+        window = []
+        for i in range(nb):
+            window.append(ex.submit(make, i))
+            if len(window) > 2 * n_jobs:
+                yield window.pop(0).result()
+        for f in window:
+            yield f.result()
+
+
+def write_store(path, kind, n, *, d=None, seed=0, chunk_rows=None, fmt="zarr",
+                overwrite=False, progress=False, **kw):
+    """Generate ``n`` rows of ``kind`` straight into a store; returns the path."""
+    from ingest.writer import StoreWriter
+    d = DEFAULT_D[kind] if d is None else int(d)
+    sparse = kind == "text"
+    nnz_row = kw.get("words_per_row", 60) * 0.9 if sparse else None
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=n, unit="rows", unit_scale=True, desc=f"generate {kind}")
+    with StoreWriter(path, d, sparse=sparse, chunk_rows=chunk_rows, fmt=fmt,
+                     overwrite=overwrite, nnz_per_row=nnz_row) as w:
+        for X, y in blocks(kind, n, d=d, seed=seed, **kw):
+            w.append(X, y)
+            if bar is not None:
+                bar.update(len(y))
+        out = w.close({"generator": {"kind": kind, "n": int(n), "d": d, "seed": int(seed)}})
+    if bar is not None:
+        bar.close()
+    return out
+
+
+def write_text(path, kind, n, *, text_format="svmlight", d=None, seed=0, decimals=6,
+               delimiter=",", compress=None, progress=False, **kw):
+    """Generate ``n`` rows of ``kind`` as an svmlight or CSV text file.
+
+    ``compress``: None, "gzip" or "bz2" (or inferred from a .gz / .bz2 name).
+    Dense rows written as svmlight keep their nonzero values only; CSV rows
+    put the label first. Written to a temporary name, then renamed.
+    """
+    from ._textfmt import format_csv, format_svmlight
+    d = DEFAULT_D[kind] if d is None else int(d)
+    if compress is None:
+        compress = "gzip" if path.endswith(".gz") else "bz2" if path.endswith(".bz2") else None
+    tmp = path + ".writing"
+    if compress == "gzip":
+        f = gzip.open(tmp, "wb", compresslevel=1)
+    elif compress == "bz2":
+        import bz2
+        f = bz2.open(tmp, "wb", compresslevel=1)
+    else:
+        f = open(tmp, "wb", buffering=1 << 20)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=n, unit="rows", unit_scale=True, desc=f"write {os.path.basename(path)}")
+    try:
+        for X, y in blocks(kind, n, d=d, seed=seed, **kw):
+            if text_format == "svmlight":
+                if isinstance(X, tuple):
+                    ip, ind, dat = X
+                else:
+                    import scipy.sparse as sp
+                    C = sp.csr_matrix(X)
+                    ip, ind, dat = C.indptr.astype(np.int64), C.indices, C.data
+                buf = format_svmlight(y, ip, ind, dat, decimals, True)
+            elif text_format == "csv":
+                if isinstance(X, tuple):
+                    raise ValueError("sparse data cannot be written as CSV")
+                buf = format_csv(y, X, decimals, ord(delimiter))
+            else:
+                raise ValueError(f"unknown text format {text_format!r}")
+            f.write(buf.data)
+            if bar is not None:
+                bar.update(len(y))
+        f.close()
+        os.replace(tmp, path)
+    except BaseException:
+        f.close()
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return path
