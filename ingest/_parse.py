@@ -7,7 +7,7 @@ caller can report ``file:line: what is wrong`` without a traceback.
 
 Numbers are parsed exactly as a correctly rounded float64 (what
 ``float()``, ``strtod`` and scikit-learn's loader produce) and then cast to
-float32 for X: a fast path (Clinger: <= 15 significant digits and a power
+float32 for X: a fast path (Clinger: a mantissa below 2^53 and a power
 of ten up to 1e22, both exact in binary64) covers ordinary data files; any
 other token is handed to the C library's ``strtod``, which glibc rounds
 correctly.
@@ -108,18 +108,20 @@ def parse_float(buf, i, end):
         if _match_word(buf, i, end, _INF_W):
             return (-np.inf if neg else np.inf), i + 3, True
         return 0.0, start, False
-    mant = np.uint64(0)
-    nsig = 0          # significant digits accumulated in mant
-    ndig = 0          # digits seen in total (mantissa)
+    # Accumulate digits while the mantissa stays below 1e18 (leading zeros
+    # keep it 0); digits past that only shift the exponent or, if nonzero,
+    # mark the token for the exact slow path.
+    mant = 0
+    ndig = 0          # digits seen in the mantissa
     dropped = False   # a nonzero digit did not fit: use strtod
     exp10 = 0
-    while i < end and 48 <= buf[i] <= 57:
-        d = buf[i] - 48
+    while i < end:
+        d = np.int64(buf[i]) - 48
+        if d < 0 or d > 9:
+            break
         ndig += 1
-        if nsig < 19:
-            if nsig > 0 or d != 0:
-                mant = mant * np.uint64(10) + np.uint64(d)
-                nsig += 1
+        if mant < 100000000000000000:
+            mant = mant * 10 + d
         else:
             exp10 += 1
             if d != 0:
@@ -127,13 +129,13 @@ def parse_float(buf, i, end):
         i += 1
     if i < end and buf[i] == 46:  # '.'
         i += 1
-        while i < end and 48 <= buf[i] <= 57:
-            d = buf[i] - 48
+        while i < end:
+            d = np.int64(buf[i]) - 48
+            if d < 0 or d > 9:
+                break
             ndig += 1
-            if nsig < 19:
-                if nsig > 0 or d != 0:
-                    mant = mant * np.uint64(10) + np.uint64(d)
-                    nsig += 1
+            if mant < 100000000000000000:
+                mant = mant * 10 + d
                 exp10 -= 1
             elif d != 0:
                 dropped = True
@@ -157,7 +159,7 @@ def parse_float(buf, i, end):
         # else: 'e' is not part of the number; the caller sees it as garbage
     if mant == 0 and not dropped:
         return (-0.0 if neg else 0.0), i, True
-    if (not dropped) and nsig <= 15 and -22 <= exp10 <= 22:
+    if (not dropped) and mant <= 9007199254740992 and -22 <= exp10 <= 22:
         v = np.float64(mant)
         if exp10 >= 0:
             v = v * _POW10[exp10]

@@ -257,7 +257,7 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
            n_features=None, chunk_rows=None, input_format="auto", delimiter=None,
            header="auto", label_col=0, qid_col=None, weight_col=None, skip_cols=None,
            allow_nan=False, overwrite=False, progress=False, n_jobs=None,
-           block_size=8 << 20, clevel=1, executor=None):
+           block_size=4 << 20, clevel=1, executor=None):
     """Ingest svmlight/LIBSVM or delimited text files into one store.
 
     Parameters mirror ``streamcvm ingest``; see its ``--help``. Raises
@@ -392,7 +392,7 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
 
     # The first block is parsed alone: it decides dense/sparse, qid, chunking.
     stop = threading.Event()
-    out_q = queue.Queue(maxsize=2 * n_jobs + 2)
+    out_q = queue.Queue(maxsize=n_jobs + 2)
     state = {"qmode": None}
 
     def submit(block):
