@@ -152,7 +152,7 @@ def describe_store(path):
             parts.append(f"{lab}: {t:,}")
         shown = parts if len(parts) <= 30 else parts[:30] + [f"... ({len(parts) - 30} more)"]
         lines.append(f"classes    {len(parts)}  (" + ", ".join(shown) + ")")
-    if s.attrs.get("y_min") is not None:
+    elif s.attrs.get("y_min") is not None:
         lines.append(f"target     [{s.attrs['y_min']:g}, {s.attrs['y_max']:g}]")
     for src in s.attrs.get("sources") or []:
         lines.append(f"source     {src['path']} ({src['format']}"

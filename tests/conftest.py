@@ -1,0 +1,82 @@
+"""Shared fixtures for the ingest tests.
+
+* ``raw``: the folder of real benchmark files (``../shared/data/raw`` next to
+  the checkout, read-only); tests that need it are skipped when it is absent.
+* ``run_cli``: run ``python -m streamcvm.cli ...`` in a subprocess.
+* ``read_all``: a whole store read back chunk by chunk.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RAW = REPO.parent / "shared" / "data" / "raw"
+
+
+def raw_dir():
+    """The raw data folder, or None when it is not there."""
+    return RAW if RAW.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def raw():
+    """Path of the real data folder; skips the test when it is absent."""
+    if raw_dir() is None:
+        pytest.skip(f"real data folder {RAW} is absent")
+    return RAW
+
+
+def raw_file(raw, rel):
+    """``raw / rel``, skipping the test if that one file is missing."""
+    p = raw / rel
+    if not p.is_file():
+        pytest.skip(f"{rel} is not in {raw}")
+    return p
+
+
+def cli_env():
+    env = dict(os.environ)
+    # the checkout first on the path, whatever the current directory is
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("STREAMCVM_PROGRESS", None)
+    return env
+
+
+def cli_cmd(*args):
+    return [sys.executable, "-m", "streamcvm.cli", *map(str, args)]
+
+
+def run_cli(*args, cwd=None, timeout=300):
+    """Run ``streamcvm ARGS...`` in a subprocess; returns the CompletedProcess
+    (text stdout/stderr, never raises on a non-zero exit)."""
+    return subprocess.run(cli_cmd(*args), cwd=cwd, env=cli_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def cli():
+    """The :func:`run_cli` helper as a fixture."""
+    return run_cli
+
+
+def read_all(store):
+    """(X, y, qid) of a whole store, concatenating ``store.chunk(i)`` over all
+    chunks (X stays sparse for a sparse store)."""
+    import scipy.sparse as sp
+    chunks = [store.chunk(i) for i in range(store.n_chunks)]
+    if store.sparse:
+        X = sp.vstack([c.X for c in chunks], format="csr")
+    else:
+        X = np.concatenate([c.X for c in chunks])
+    y = np.concatenate([c.y for c in chunks])
+    qid = np.concatenate([c.qid for c in chunks]) if store.has_qid else None
+    return X, y, qid
+
+
+def partials(folder, name="out.zarr"):
+    """Leftover ``.NAME.partial-*`` entries of the atomic writer in ``folder``."""
+    return sorted(p.name for p in Path(folder).glob(f".{name}.partial-*"))
