@@ -188,7 +188,7 @@ class _Stop(Exception):
     pass
 
 
-def _produce(src, skip_first_line, submit, task_args, out_q, stop):
+def _produce(src, skip_first_line, submit, out_q, stop):
     """Reader thread: read blocks, submit parse tasks, queue (future, block)."""
     try:
         first = True
@@ -379,35 +379,33 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
                           " here but " + ("text" if st.label_text else "numeric") +
                           " in the inputs before")
 
+    # Tasks are module-level functions of plain arguments, so an executor may
+    # ship them to other processes (a dask.distributed Client).
     if fmt == "svmlight":
         limit = -1 if st.d_fixed is None else int(st.d_fixed)
-        qmode = -1 if st.has_qid is None else int(st.has_qid)
-
-        def task(block, qmode=qmode):
-            return _parse_svmlight_task(block, st.zero_based, limit, st.allow_nan, qmode)
+        svm_args = (st.zero_based, limit, st.allow_nan)
     else:
-        def task(block):
-            return _parse_csv_task(block, layout.delim_byte, layout.roles, layout.d,
-                                   layout.label_text, st.allow_nan)
+        csv_args = (layout.delim_byte, layout.roles, layout.d, layout.label_text, st.allow_nan)
 
-    # The first block is parsed alone: it decides dense/sparse, qid, chunking.
+    # The first svmlight block is parsed alone: its first row fixes whether
+    # every row carries a qid, which the parallel blocks then enforce.
     stop = threading.Event()
     out_q = queue.Queue(maxsize=n_jobs + 2)
-    state = {"qmode": None}
+    qmode = [-1 if st.has_qid is None else int(st.has_qid), st.has_qid is not None]
 
     def submit(block):
-        if state["qmode"] is None and fmt == "svmlight":
-            res = task(block)       # synchronous: fixes the qid mode for the rest
-            state["qmode"] = (1 if res["qid_rows"] else 0) if res["n"] else None
+        if fmt == "csv":
+            return pool.submit(_parse_csv_task, block, *csv_args)
+        if not qmode[1]:
+            res = _parse_svmlight_task(block, *svm_args, qmode[0])
+            if res["n"]:
+                qmode[0], qmode[1] = (1 if res["qid_rows"] else 0), True
             return _Done(res)
-        qm = state["qmode"]
-        if fmt == "svmlight":
-            return pool.submit(task, block, -1 if qm is None else qm)
-        return pool.submit(task, block)
+        return pool.submit(_parse_svmlight_task, block, *svm_args, qmode[0])
 
     reader = threading.Thread(target=_produce, daemon=True,
                               args=(src, layout is not None and layout.header, submit,
-                                    None, out_q, stop))
+                                    out_q, stop))
     reader.start()
     line0 = 1 + (1 if layout is not None and layout.header else 0)
     rows_here = 0

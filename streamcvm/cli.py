@@ -215,9 +215,15 @@ def build_parser():
     return ap
 
 
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt  # unwind: partial stores are removed on the way out
+
+
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
+    import signal
+    signal.signal(signal.SIGTERM, _sigterm)
     from ingest.errors import IngestError
     from .store import StoreError
     try:
