@@ -9,14 +9,13 @@ blocks a rerun.
 Memory: at most one chunk of rows (plus one block being appended) is held.
 """
 import datetime
-import hashlib
 import json
 import os
 import shutil
 
 import numpy as np
 
-from streamcvm.store import FORMAT_VERSION, MAX_CLASSES, default_chunk_rows
+from streamcvm.store import FORMAT_VERSION, MAX_CLASSES, ContentHash, default_chunk_rows
 
 NNZ_CHUNK = 1 << 20         # entries per chunk of sparse indices/data
 
@@ -189,7 +188,7 @@ class StoreWriter:
         self._nnz_pend = []     # sparse: pending (indices, data), < NNZ_CHUNK entries
         self._nnz_pend_n = 0
         self._nnz_written = 0
-        self._hash = hashlib.sha256()
+        self._hash = ContentHash()
         self._classes = {}      # label value -> total count (None once > MAX_CLASSES)
         self._chunk_counts = []
         self._y_min = np.inf
@@ -293,26 +292,28 @@ class StoreWriter:
             self.be.resize(self.a_indptr, (b + 1,))
             self.a_indptr[a + 1:b + 1] = ip[1:]
             self._append_nnz(indices, data)
-            h.update(np.ascontiguousarray(ip[1:]).data)
-            h.update(np.ascontiguousarray(indices).data)
-            h.update(np.ascontiguousarray(data).data)
+            if self.n == 0:
+                h.update("indptr", np.zeros(1, np.int64))
+            h.update("indptr", ip[1:])
+            h.update("indices", indices)
+            h.update("data", data)
             self.nnz += len(data)
         else:
             self.be.resize(self.a_X, (b, self.d))
             self.a_X[a:b] = X
-            h.update(np.ascontiguousarray(X).data)
+            h.update("X", X)
             self.nnz += int(np.count_nonzero(X))
         self.be.resize(self.a_y, (b,))
         self.a_y[a:b] = y
-        h.update(y.data)
+        h.update("y", y)
         if self.a_qid is not None:
             self.be.resize(self.a_qid, (b,))
             self.a_qid[a:b] = qid
-            h.update(np.ascontiguousarray(qid).data)
+            h.update("qid", qid)
         if self.a_w is not None:
             self.be.resize(self.a_w, (b,))
             self.a_w[a:b] = w
-            h.update(np.ascontiguousarray(w).data)
+            h.update("weight", w)
         self._count_labels(y)
         self.n = b
 

@@ -9,6 +9,16 @@ import os
 import sys
 
 
+def _positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
 def _add_ingest(sub):
     p = sub.add_parser(
         "ingest", help="ingest svmlight/LIBSVM or CSV/TSV files into a store",
@@ -35,9 +45,9 @@ def _add_ingest(sub):
                    help="svmlight feature indices start at 1 (default, as LIBSVM)")
     g.add_argument("--zero-based", dest="zero_based", action="store_true",
                    help="svmlight feature indices start at 0")
-    p.add_argument("--n-features", type=int, default=None, metavar="D",
+    p.add_argument("--n-features", type=_positive_int, default=None, metavar="D",
                    help="number of features; a larger svmlight index is an error")
-    p.add_argument("--chunk-rows", type=int, default=None, metavar="N",
+    p.add_argument("--chunk-rows", type=_positive_int, default=None, metavar="N",
                    help="rows per chunk (default: about 4 MB of X per chunk)")
     p.add_argument("--input-format", choices=["auto", "svmlight", "csv"], default="auto",
                    help="input format (default: detected from the first lines)")
@@ -60,7 +70,7 @@ def _add_ingest(sub):
     p.add_argument("--allow-nan", action="store_true",
                    help="accept NaN/inf values and empty CSV fields (as NaN)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+    p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
                    help="parser threads (default: all cores)")
     p.add_argument("--clevel", type=int, default=1, metavar="L",
                    help="Zstd compression level (default: 1)")
@@ -178,7 +188,7 @@ def _add_demo(sub):
                     "svmlight file (gzip), ingests it into a Zarr store and prints its "
                     "description. Needs nothing but the package.")
     p.add_argument("--dir", default="streamcvm-demo", help="working folder (default: ./streamcvm-demo)")
-    p.add_argument("--rows", type=int, default=200_000, help="rows to generate (default: 200,000)")
+    p.add_argument("--rows", type=_positive_int, default=200_000, help="rows to generate (default: 200,000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)

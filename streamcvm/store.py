@@ -25,7 +25,34 @@ def default_chunk_rows(n_features, sparse=False, nnz_per_row=None):
     else:
         per_row = 4.0 * max(n_features, 1)
     rows = int(TARGET_CHUNK_BYTES // per_row)
-    return int(min(max(rows, 1024), 1 << 22))
+    return int(min(max(rows, 16), 1 << 22))
+
+
+class ContentHash:
+    """The store fingerprint: sha256 over per-array sha256 digests.
+
+    Each array is hashed as one stream of its row-major bytes, in row order,
+    so the fingerprint depends on the contents only, not on the chunking or
+    on the format of the files the store was made from.
+    """
+
+    ORDER = ("X", "indptr", "indices", "data", "y", "qid", "weight")
+
+    def __init__(self):
+        self._h = {}
+
+    def update(self, name, arr):
+        h = self._h.get(name)
+        if h is None:
+            h = self._h[name] = hashlib.sha256()
+        h.update(np.ascontiguousarray(arr).data)
+
+    def hexdigest(self):
+        top = hashlib.sha256()
+        for name in self.ORDER:
+            if name in self._h:
+                top.update(name.encode() + b":" + self._h[name].digest())
+        return top.hexdigest()
 
 
 class StoreError(Exception):
@@ -37,6 +64,17 @@ class Chunk(NamedTuple):
     y: Optional[np.ndarray]        # float64 [m]
     qid: Optional[np.ndarray] = None     # int64 [m]
     weight: Optional[np.ndarray] = None  # float32 [m]
+
+
+def csr_view(data, indices, indptr, shape):
+    """A scipy CSR matrix over the given arrays, without copying them.
+
+    (scipy's constructor prunes, i.e. copies, views of larger arrays.)
+    """
+    import scipy.sparse as sp
+    M = sp.csr_matrix(shape, dtype=data.dtype)
+    M.data, M.indices, M.indptr = data, indices, indptr
+    return M
 
 
 class BaseStore:
@@ -268,11 +306,16 @@ class ArrayStore(BaseStore):
     @property
     def fingerprint(self):
         if self._fingerprint is None:
-            h = hashlib.sha256()
-            parts = [self.X.indptr, self.X.indices, self.X.data] if self.sparse else [self.X]
-            for p in parts + [self.y, self.qid, self.weight]:
-                if p is not None:
-                    h.update(np.ascontiguousarray(p).data)
+            h = ContentHash()
+            if self.sparse:
+                h.update("indptr", self.X.indptr.astype(np.int64))
+                h.update("indices", self.X.indices.astype(np.int32))
+                h.update("data", self.X.data)
+            else:
+                h.update("X", self.X)
+            for name, a in (("y", self.y), ("qid", self.qid), ("weight", self.weight)):
+                if a is not None:
+                    h.update(name, a)
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
@@ -289,11 +332,9 @@ class ArrayStore(BaseStore):
 
     def _read(self, a, b):
         if self.sparse:
-            import scipy.sparse as sp
             ip = self.X.indptr[a:b + 1]
             s, e = ip[0], ip[-1]
-            X = sp.csr_matrix((self.X.data[s:e], self.X.indices[s:e], ip - s),
-                              shape=(b - a, self.d), copy=False)
+            X = csr_view(self.X.data[s:e], self.X.indices[s:e], ip - s, (b - a, self.d))
         else:
             X = self.X[a:b]
         sl = slice(a, b)
