@@ -415,6 +415,8 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
             if item is None:
                 break
             if isinstance(item, BaseException):
+                if isinstance(item, IngestError) and item.line is None and rows_here:
+                    raise IngestError(path, f"{item.message} (after line {line0 - 1})")
                 raise item
             fut, block, nbytes = item
             res = fut.result()
