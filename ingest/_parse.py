@@ -34,7 +34,8 @@ E_NOLABEL = 11     # svmlight line without a label
 E_QUOTE = 12       # unterminated quote in CSV
 E_QIDMIX = 13      # qid on some rows and not on others
 
-F32_MAX = 3.4028234663852886e38
+# float32 max plus half an ulp: anything below rounds to a finite float32
+F32_LIMIT = 3.4028235677973366e38
 
 _POW10 = np.array([10.0 ** k for k in range(23)], dtype=np.float64)
 
@@ -176,7 +177,7 @@ def _check_value(v, allow_nan):
     """OK, E_NONFINITE or E_RANGE32 for a value that goes into float32 X."""
     if v != v or v == np.inf or v == -np.inf:
         return OK if allow_nan else E_NONFINITE
-    if v > F32_MAX or v < -F32_MAX:
+    if v >= F32_LIMIT or v <= -F32_LIMIT:
         return E_RANGE32
     return OK
 

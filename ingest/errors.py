@@ -41,6 +41,8 @@ def describe(code, buf, pos, field=None, fmt="svmlight", n_features=None,
         lim = f" (--n-features {n_features})" if n_features is not None else ""
         return f"feature index in '{tok}' is beyond the number of features{lim}"
     if code == P.E_NONFINITE:
+        if not any(ch in tok.lower() for ch in "ni"):
+            return f"{where}value '{tok}' overflows float64"
         return f"{where}non-finite value '{tok}' (pass --allow-nan to keep NaN/inf)"
     if code == P.E_RANGE32:
         return f"{where}value '{tok}' overflows float32"

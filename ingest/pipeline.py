@@ -31,15 +31,27 @@ SPARSE_DENSITY = 0.25   # svmlight with --auto: dense when the first block is de
 # Format sniffing
 # ---------------------------------------------------------------------------
 
-def _first_lines(text, k=5):
+def _first_lines(text, k=5, comments=True):
+    """The first ``k`` data lines: blank lines (and '#' lines with
+    ``comments``) are skipped, as the parsers skip them."""
     out = []
     for raw in text.split(b"\n"):
         s = raw.strip()
-        if s and not s.startswith(b"#"):
+        if s and not (comments and s.startswith(b"#")):
             out.append(raw.rstrip(b"\r"))
         if len(out) >= k:
             break
     return out
+
+
+def _header_lines(head):
+    """Lines up to and including the first non-blank one (the CSV header)."""
+    n = 0
+    for raw in head.split(b"\n"):
+        n += 1
+        if raw.strip():
+            return n
+    return n
 
 
 def _is_number(tok):
@@ -53,6 +65,8 @@ def _is_number(tok):
 def sniff_format(head):
     """'svmlight' if the first data line has index:value pairs, else 'csv'."""
     lines = _first_lines(head, 3)
+    if not lines:
+        return "svmlight"   # only blank and '#' lines: nothing to read either way
     for ln in lines:
         toks = ln.split(b"#", 1)[0].split()
         if len(toks) >= 2 and all(b":" in t for t in toks[1:]):
@@ -69,7 +83,7 @@ def sniff_delimiter(path, head):
             name = name[: -len(ext)]
     if name.endswith(".tsv"):
         return "\t"
-    lines = _first_lines(head, 2)
+    lines = _first_lines(head, 2, comments=False)
     first = lines[0] if lines else b""
     if name.endswith(".csv") or b"," in first:
         return ","
@@ -97,7 +111,7 @@ class _CsvLayout:
                 raise IngestError(path, f"delimiter must be one character, got {delim!r}")
             self.delim_byte = ord(delim)
             split = lambda s: [t.strip().strip(b'"') for t in s.split(delim.encode())]
-        lines = _first_lines(head, 2)
+        lines = _first_lines(head, 2, comments=False)
         if not lines:
             raise IngestError(path, "empty input (no data rows)")
         fields = split(lines[0])
@@ -134,6 +148,7 @@ class _CsvLayout:
         else:
             has_header = bool(header)
         self.header = has_header
+        self.header_lines = _header_lines(head) if has_header else 0
         self.names = [f.decode("utf-8", "replace") for f in fields] if has_header else None
         data_fields = split(lines[1]) if has_header and len(lines) > 1 else fields
         roles = np.empty(nf, np.int64)
@@ -188,24 +203,17 @@ class _Stop(Exception):
     pass
 
 
-def _produce(src, skip_first_line, submit, out_q, stop):
+def _produce(src, skip_lines, submit, out_q, stop):
     """Reader thread: read blocks, submit parse tasks, queue (future, block)."""
     try:
-        first = True
         for block in src.blocks():
-            if first and skip_first_line:
-                # drop everything up to and including the header line
-                pos = 0
-                while True:
-                    cut = block.find(b"\n", pos)
-                    if cut < 0 or block[pos:cut].strip():
-                        break
-                    pos = cut + 1
-                block = block[cut + 1:] if cut >= 0 else b""
-                first = False
-                if not block:
-                    continue
-            first = False
+            while skip_lines and block:
+                # drop the header (and blank lines before it)
+                cut = block.find(b"\n")
+                block = block[cut + 1:]
+                skip_lines -= 1
+            if not block:
+                continue
             fut = submit(block)
             while True:
                 if stop.is_set():
@@ -404,10 +412,10 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
         return pool.submit(_parse_svmlight_task, block, *svm_args, qmode[0])
 
     reader = threading.Thread(target=_produce, daemon=True,
-                              args=(src, layout is not None and layout.header, submit,
-                                    out_q, stop))
+                              args=(src, layout.header_lines if layout is not None else 0,
+                                    submit, out_q, stop))
     reader.start()
-    line0 = 1 + (1 if layout is not None and layout.header else 0)
+    line0 = 1 + (layout.header_lines if layout is not None else 0)
     rows_here = 0
     try:
         while True:

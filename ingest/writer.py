@@ -169,18 +169,11 @@ class StoreWriter:
         self.chunk_rows = int(chunk_rows or default_chunk_rows(self.d, sparse, nnz_per_row))
         self.has_qid = has_qid
         self.has_weight = has_weight
-        self.be = (_ZarrBackend if fmt == "zarr" else _HDF5Backend)(self.tmp, clevel)
-        cr = self.chunk_rows
-        if self.sparse:
-            self.a_indptr = self.be.create("indptr", (1,), "int64", (cr,))
-            self.a_indptr[0:1] = np.zeros(1, np.int64)
-            self.a_indices = self.be.create("indices", (0,), "int32", (NNZ_CHUNK,))
-            self.a_data = self.be.create("data", (0,), "float32", (NNZ_CHUNK,))
-        else:
-            self.a_X = self.be.create("X", (0, self.d), "float32", (cr, max(self.d, 1)))
-        self.a_y = self.be.create("y", (0,), "float64", (cr,))
-        self.a_qid = self.be.create("qid", (0,), "int64", (cr,)) if has_qid else None
-        self.a_w = self.be.create("weight", (0,), "float32", (cr,)) if has_weight else None
+        try:
+            self._create_arrays(clevel)
+        except BaseException:
+            self.abort()
+            raise
         self.n = 0              # rows written
         self.nnz = 0            # stored entries (sparse) / nonzeros (dense)
         self._pend = []         # pending row blocks, fewer than chunk_rows rows in all
@@ -194,6 +187,21 @@ class StoreWriter:
         self._y_min = np.inf
         self._y_max = -np.inf
         self._closed = False
+
+    def _create_arrays(self, clevel):
+        self._closed = False
+        self.be = (_ZarrBackend if self.fmt == "zarr" else _HDF5Backend)(self.tmp, clevel)
+        cr = self.chunk_rows
+        if self.sparse:
+            self.a_indptr = self.be.create("indptr", (1,), "int64", (cr,))
+            self.a_indptr[0:1] = np.zeros(1, np.int64)
+            self.a_indices = self.be.create("indices", (0,), "int32", (NNZ_CHUNK,))
+            self.a_data = self.be.create("data", (0,), "float32", (NNZ_CHUNK,))
+        else:
+            self.a_X = self.be.create("X", (0, self.d), "float32", (cr, max(self.d, 1)))
+        self.a_y = self.be.create("y", (0,), "float64", (cr,))
+        self.a_qid = self.be.create("qid", (0,), "int64", (cr,)) if self.has_qid else None
+        self.a_w = self.be.create("weight", (0,), "float32", (cr,)) if self.has_weight else None
 
     @property
     def rows_appended(self):
@@ -418,8 +426,9 @@ class StoreWriter:
             return
         self._closed = True
         try:
-            if hasattr(self.be, "file"):
-                self.be.file.close()
+            f = getattr(getattr(self, "be", None), "file", None)
+            if f is not None:
+                f.close()
         except Exception:
             pass
         _remove(self.tmp)

@@ -45,6 +45,7 @@ def _add_ingest(sub):
                    help="svmlight feature indices start at 1 (default, as LIBSVM)")
     g.add_argument("--zero-based", dest="zero_based", action="store_true",
                    help="svmlight feature indices start at 0")
+    p.set_defaults(zero_based=False)
     p.add_argument("--n-features", type=_positive_int, default=None, metavar="D",
                    help="number of features; a larger svmlight index is an error")
     p.add_argument("--chunk-rows", type=_positive_int, default=None, metavar="N",
