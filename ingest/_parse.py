@@ -33,6 +33,7 @@ E_RANGE32 = 10     # finite in float64 but overflows float32
 E_NOLABEL = 11     # svmlight line without a label
 E_QUOTE = 12       # unterminated quote in CSV
 E_QIDMIX = 13      # qid on some rows and not on others
+E_FULL = 14        # output capacity too small: call again with the upper bound
 
 # float32 max plus half an ulp: anything below rounds to a finite float32
 F32_LIMIT = 3.4028235677973366e38
@@ -87,7 +88,7 @@ _INF_W = np.frombuffer(b"inf", dtype=np.uint8).copy()
 _INFINITY_W = np.frombuffer(b"infinity", dtype=np.uint8).copy()
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def parse_float(buf, i, end):
     """Parse a decimal float starting at buf[i].
 
@@ -101,7 +102,7 @@ def parse_float(buf, i, end):
     if i < end and (buf[i] == 45 or buf[i] == 43):  # - +
         neg = buf[i] == 45
         i += 1
-    if i < end and (buf[i] == 110 or buf[i] == 78 or buf[i] == 105 or buf[i] == 73):
+    if i < end and ((buf[i] | 32) == 110 or (buf[i] | 32) == 105):  # n N i I
         if _match_word(buf, i, end, _NAN_W):
             return np.nan, i + 3, True
         if _match_word(buf, i, end, _INFINITY_W):
@@ -109,41 +110,32 @@ def parse_float(buf, i, end):
         if _match_word(buf, i, end, _INF_W):
             return (-np.inf if neg else np.inf), i + 3, True
         return 0.0, start, False
-    # Accumulate digits while the mantissa stays below 1e18 (leading zeros
-    # keep it 0); digits past that only shift the exponent or, if nonzero,
-    # mark the token for the exact slow path.
+    # Digits go into an int64 mantissa without per-digit checks; a token of
+    # more than 18 digits (which could overflow it) takes the exact slow path.
     mant = 0
-    ndig = 0          # digits seen in the mantissa
-    dropped = False   # a nonzero digit did not fit: use strtod
-    exp10 = 0
+    ds = i
     while i < end:
         d = np.int64(buf[i]) - 48
-        if d < 0 or d > 9:
+        if np.uint64(d) > 9:
             break
-        ndig += 1
-        if mant < 100000000000000000:
-            mant = mant * 10 + d
-        else:
-            exp10 += 1
-            if d != 0:
-                dropped = True
+        mant = mant * 10 + d
         i += 1
+    nd = i - ds
+    exp10 = 0
     if i < end and buf[i] == 46:  # '.'
         i += 1
+        fs = i
         while i < end:
             d = np.int64(buf[i]) - 48
-            if d < 0 or d > 9:
+            if np.uint64(d) > 9:
                 break
-            ndig += 1
-            if mant < 100000000000000000:
-                mant = mant * 10 + d
-                exp10 -= 1
-            elif d != 0:
-                dropped = True
+            mant = mant * 10 + d
             i += 1
-    if ndig == 0:
+        exp10 = fs - i
+        nd += i - fs
+    if nd == 0:
         return 0.0, start, False
-    if i < end and (buf[i] == 101 or buf[i] == 69):  # e E
+    if i < end and (buf[i] | 32) == 101:  # e E
         j = i + 1
         eneg = False
         if j < end and (buf[j] == 45 or buf[j] == 43):
@@ -158,37 +150,29 @@ def parse_float(buf, i, end):
             exp10 += -e if eneg else e
             i = j
         # else: 'e' is not part of the number; the caller sees it as garbage
-    if mant == 0 and not dropped:
-        return (-0.0 if neg else 0.0), i, True
-    if (not dropped) and mant <= 9007199254740992 and -22 <= exp10 <= 22:
-        v = np.float64(mant)
-        if exp10 >= 0:
-            v = v * _POW10[exp10]
-        else:
-            v = v / _POW10[-exp10]
-        return (-v if neg else v), i, True
+    if nd <= 18:
+        if mant == 0:
+            return (-0.0 if neg else 0.0), i, True
+        if mant <= 9007199254740992 and -22 <= exp10 <= 22:
+            v = np.float64(mant)
+            if exp10 >= 0:
+                v = v * _POW10[exp10]
+            else:
+                v = v / _POW10[-exp10]
+            return (-v if neg else v), i, True
     # hard case: exact conversion by the C library (glibc rounds correctly);
     # the token is followed by a non-numeric byte, so strtod stops where we did.
     return _strtod(buf, start), i, True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _check_value(v, allow_nan):
     """OK, E_NONFINITE or E_RANGE32 for a value that goes into float32 X."""
+    if abs(v) < F32_LIMIT:      # False for NaN too: one compare on the fast path
+        return OK
     if v != v or v == np.inf or v == -np.inf:
         return OK if allow_nan else E_NONFINITE
-    if v >= F32_LIMIT or v <= -F32_LIMIT:
-        return E_RANGE32
-    return OK
-
-
-@njit(cache=True, nogil=True)
-def count_byte(buf, start, end, byte):
-    n = 0
-    for i in range(start, end):
-        if buf[i] == byte:
-            n += 1
-    return n
+    return E_RANGE32
 
 
 # ---------------------------------------------------------------------------
@@ -196,7 +180,7 @@ def count_byte(buf, start, end, byte):
 # ---------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def parse_svmlight(buf, zero_based, n_features_limit, allow_nan, qid_mode):
+def parse_svmlight(buf, zero_based, n_features_limit, allow_nan, qid_mode, rcap, ncap):
     """Parse whole svmlight lines: ``label [qid:q] i:v i:v ... [# comment]``.
 
     Returns (n_rows, labels f64, qid i64 (-1 where absent), indptr i64,
@@ -204,15 +188,16 @@ def parse_svmlight(buf, zero_based, n_features_limit, allow_nan, qid_mode):
     err, err_line, err_pos). Explicit zeros are dropped. ``n_features_limit``
     < 0 means unlimited. ``qid_mode``: 1 every row has a qid, 0 none has,
     -1 the first row decides; a row that breaks it is E_QIDMIX.
+    ``rcap`` rows and ``ncap`` pairs of output are allocated (no counting
+    pass); if the block holds more, the result is E_FULL and the caller
+    parses again with the bounds of :func:`svmlight_bounds`.
     """
     end = len(buf)
-    n_nl = count_byte(buf, 0, end, 10) + 1
-    n_colon = count_byte(buf, 0, end, 58)
-    labels = np.empty(n_nl, np.float64)
-    qids = np.empty(n_nl, np.int64)
-    indptr = np.empty(n_nl + 1, np.int64)
-    indices = np.empty(n_colon, np.int32)
-    data = np.empty(n_colon, np.float32)
+    labels = np.empty(rcap, np.float64)
+    qids = np.empty(rcap, np.int64)
+    indptr = np.empty(rcap + 1, np.int64)
+    indices = np.empty(ncap, np.int32)
+    data = np.empty(ncap, np.float32)
     indptr[0] = 0
     row = 0
     nnz = 0
@@ -247,6 +232,8 @@ def parse_svmlight(buf, zero_based, n_features_limit, allow_nan, qid_mode):
         if v != v or v == np.inf or v == -np.inf:
             if not allow_nan:
                 return row, labels, qids, indptr, indices, data, max_col, line, qid_rows, E_NONFINITE, line, i
+        if row >= rcap:
+            return row, labels, qids, indptr, indices, data, max_col, line, qid_rows, E_FULL, line, i
         labels[row] = v
         qids[row] = -1
         i = j
@@ -305,6 +292,8 @@ def parse_svmlight(buf, zero_based, n_features_limit, allow_nan, qid_mode):
                 return row, labels, qids, indptr, indices, data, max_col, line, qid_rows, err, line, i
             i = j
             if v != 0.0:
+                if nnz >= ncap:
+                    return row, labels, qids, indptr, indices, data, max_col, line, qid_rows, E_FULL, line, i
                 indices[nnz] = col
                 data[nnz] = v
                 nnz += 1
@@ -339,7 +328,7 @@ def _fnv1a(buf, a, b):
 
 
 @njit(cache=True, nogil=True)
-def parse_csv(buf, delim, roles, d, label_text, allow_nan):
+def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
     """Parse whole delimited lines into a dense float32 block.
 
     ``delim``: a byte (44 ',', 9 tab, 59 ';', ...) or 0 for runs of blanks.
@@ -353,13 +342,14 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan):
     """
     end = len(buf)
     n_fields = len(roles)
-    n_nl = count_byte(buf, 0, end, 10) + 1
-    X = np.empty((n_nl, max(d, 1)), np.float32)
-    labels = np.zeros(n_nl, np.float64)
-    label_hash = np.zeros(n_nl, np.int64)
-    label_span = np.zeros((n_nl, 2), np.int64)
-    qids = np.zeros(n_nl, np.int64)
-    weights = np.ones(n_nl, np.float32)
+    # ``cap`` rows are allocated (see parse_svmlight on E_FULL); only the
+    # outputs that the roles name are filled in
+    X = np.empty((cap, max(d, 1)), np.float32)
+    labels = np.empty(cap, np.float64)
+    label_hash = np.empty(cap, np.int64)
+    label_span = np.empty((cap, 2), np.int64)
+    qids = np.empty(cap, np.int64)
+    weights = np.empty(cap, np.float32)
     row = 0
     line = 0
     i = 0
@@ -377,6 +367,8 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan):
             continue
         if ws:
             i = k
+        if row >= cap:
+            return row, X, labels, label_hash, label_span, qids, weights, line, E_FULL, line, i, 0
         f = 0
         while True:
             # one field starting at i
@@ -446,7 +438,12 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan):
                     if err != OK:
                         return row, X, labels, label_hash, label_span, qids, weights, line, err, line, fs, f
                     weights[row] = v
-            # after the field: blanks, then delimiter or end of line
+            # after the field: the delimiter right away (the common case), or
+            # blanks, then the delimiter or the end of the line
+            if i < end and buf[i] == delim:
+                f += 1
+                i += 1
+                continue
             while i < end and _is_space(buf[i]) and buf[i] != delim:
                 i += 1
             f += 1
@@ -474,3 +471,16 @@ def csr_to_dense(indptr, indices, data, d):
         for k in range(indptr[r], indptr[r + 1]):
             X[r, indices[k]] = data[k]
     return X
+
+
+def svmlight_bounds(nbytes, exact=False):
+    """(rows, pairs) to allocate for a block: a guess, or sure upper bounds
+    (a line takes at least 2 bytes, a pair at least 4: "1:1 ")."""
+    if exact:
+        return nbytes // 2 + 1, nbytes // 4 + 1
+    return nbytes // 16 + 16, nbytes // 6 + 16
+
+
+def csv_bound(nbytes, n_fields, exact=False):
+    """Rows to allocate for a block (a row of n fields takes >= 2n bytes)."""
+    return nbytes // (2 * n_fields) + 1 if exact else nbytes // (4 * n_fields) + 16

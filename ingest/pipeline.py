@@ -181,21 +181,31 @@ class _CsvLayout:
 
 def _parse_svmlight_task(block, zero_based, limit, allow_nan, qid_mode):
     buf = np.frombuffer(block, dtype=np.uint8)
+    out = P.parse_svmlight(buf, zero_based, limit, allow_nan, qid_mode,
+                           *P.svmlight_bounds(len(buf)))
+    if out[9] == P.E_FULL:
+        out = P.parse_svmlight(buf, zero_based, limit, allow_nan, qid_mode,
+                               *P.svmlight_bounds(len(buf), exact=True))
     (n, labels, qids, indptr, indices, data, max_col, n_lines, qid_rows,
-     err, err_line, err_pos) = P.parse_svmlight(buf, zero_based, limit, allow_nan, qid_mode)
-    nnz = indptr[n]
+     err, err_line, err_pos) = out
+    nnz = indptr[n] if err == P.OK else 0
     return dict(n=n, y=labels[:n], qid=qids[:n], indptr=indptr[:n + 1],
                 indices=indices[:nnz], data=data[:nnz], max_col=max_col,
-                n_lines=block.count(b"\n"), qid_rows=qid_rows,
+                n_lines=n_lines, qid_rows=qid_rows,
                 err=err, err_line=err_line, err_pos=err_pos, err_field=None)
 
 
 def _parse_csv_task(block, delim, roles, d, label_text, allow_nan):
     buf = np.frombuffer(block, dtype=np.uint8)
+    out = P.parse_csv(buf, delim, roles, d, label_text, allow_nan,
+                      P.csv_bound(len(buf), len(roles)))
+    if out[8] == P.E_FULL:
+        out = P.parse_csv(buf, delim, roles, d, label_text, allow_nan,
+                          P.csv_bound(len(buf), len(roles), exact=True))
     (n, X, labels, lhash, lspan, qids, weights, n_lines, err, err_line, err_pos,
-     err_field) = P.parse_csv(buf, delim, roles, d, label_text, allow_nan)
+     err_field) = out
     return dict(n=n, X=X[:n, :d], y=labels[:n], label_hash=lhash[:n], label_span=lspan[:n],
-                qid=qids[:n], weight=weights[:n], n_lines=block.count(b"\n"),
+                qid=qids[:n], weight=weights[:n], n_lines=n_lines,
                 err=err, err_line=err_line, err_pos=err_pos, err_field=err_field)
 
 
@@ -451,7 +461,7 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
     if rows_here == 0:
         raise IngestError(path, "empty input (no data rows)")
     st.source_meta.append({"path": path, "bytes": src.size, "compression": src.compression,
-                           "format": fmt, "rows": rows_here, "sha256": src.digest()})
+                           "format": fmt, "rows": rows_here, "xxh3_128": src.digest()})
 
 
 class _Done:

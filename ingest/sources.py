@@ -6,10 +6,11 @@ of exactly the bytes it was built from without a second read.
 """
 import bz2
 import gzip
-import hashlib
 import io
 import os
 import zlib
+
+import xxhash
 
 from .errors import IngestError
 
@@ -22,7 +23,7 @@ class _HashingReader(io.RawIOBase):
 
     def __init__(self, f):
         self._f = f
-        self.hash = hashlib.sha256()
+        self.hash = xxhash.xxh3_128()
         self.nread = 0
 
     def readable(self):
@@ -55,7 +56,7 @@ class Source:
 
     ``blocks()`` yields ``bytes`` objects, each ending with ``b"\\n"``.
     ``raw_bytes_read`` (compressed bytes consumed) feeds the progress bar;
-    ``digest()`` is the sha256 of the file's bytes on disk, valid once the
+    ``digest()`` is the XXH3-128 of the file's bytes on disk, valid once the
     file has been read to the end.
     """
 

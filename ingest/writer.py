@@ -91,7 +91,9 @@ class _ZarrBackend:
     def create(self, name, shape, dtype, chunks):
         return self.group.create_array(
             name, shape=shape, dtype=dtype, chunks=chunks,
-            compressors=self.codec, fill_value=0)
+            compressors=self.codec, fill_value=0,
+            # every chunk we write is data: skip zarr's per-chunk "is it empty?" scan
+            config={"write_empty_chunks": True})
 
     @staticmethod
     def resize(arr, shape):
@@ -214,7 +216,7 @@ class StoreWriter:
         if d_new <= self.d:
             return
         if not self.sparse:
-            self.be.resize(self.a_X, (self.n, d_new))
+            self.be.resize(self.a_X, (self.a_X.shape[0], d_new))
             self._pend = [(np.pad(b[0], ((0, 0), (0, d_new - b[0].shape[1]))),) + tuple(b[1:])
                           for b in self._pend]
         self.d = int(d_new)
@@ -297,7 +299,7 @@ class StoreWriter:
         h = self._hash
         if self.sparse:
             ip = X - X[0] + self.nnz
-            self.be.resize(self.a_indptr, (b + 1,))
+            self._reserve(self.a_indptr, b + 1)
             self.a_indptr[a + 1:b + 1] = ip[1:]
             self._append_nnz(indices, data)
             if self.n == 0:
@@ -307,23 +309,45 @@ class StoreWriter:
             h.update("data", data)
             self.nnz += len(data)
         else:
-            self.be.resize(self.a_X, (b, self.d))
+            self._reserve(self.a_X, b)
             self.a_X[a:b] = X
             h.update("X", X)
             self.nnz += int(np.count_nonzero(X))
-        self.be.resize(self.a_y, (b,))
+        self._reserve(self.a_y, b)
         self.a_y[a:b] = y
         h.update("y", y)
         if self.a_qid is not None:
-            self.be.resize(self.a_qid, (b,))
+            self._reserve(self.a_qid, b)
             self.a_qid[a:b] = qid
             h.update("qid", qid)
         if self.a_w is not None:
-            self.be.resize(self.a_w, (b,))
+            self._reserve(self.a_w, b)
             self.a_w[a:b] = w
             h.update("weight", w)
         self._count_labels(y)
         self.n = b
+
+    def _reserve(self, arr, rows):
+        """Make ``arr`` at least ``rows`` long, growing geometrically (each
+        resize rewrites metadata); close() trims to the exact size."""
+        cap = arr.shape[0]
+        if cap >= rows:
+            return
+        step = arr.chunks[0]
+        new = max(rows, 2 * cap)
+        new = -(-new // step) * step
+        self.be.resize(arr, (new,) + tuple(arr.shape[1:]))
+
+    def _trim(self):
+        exact = [(self.a_y, self.n), (self.a_qid, self.n), (self.a_w, self.n)]
+        if self.sparse:
+            exact += [(self.a_indptr, self.n + 1), (self.a_indices, self._nnz_written),
+                      (self.a_data, self._nnz_written)]
+        else:
+            exact.append((self.a_X, self.n))
+        for arr, rows in exact:
+            if arr is not None and arr.shape[0] != rows:
+                self.be.resize(arr, (rows,) + tuple(arr.shape[1:]))
 
     def _append_nnz(self, indices, data):
         self._nnz_pend.append((indices, data))
@@ -339,8 +363,8 @@ class StoreWriter:
         take = len(dat) if final else (len(dat) // NNZ_CHUNK) * NNZ_CHUNK
         if take:
             a, b = self._nnz_written, self._nnz_written + take
-            self.be.resize(self.a_indices, (b,))
-            self.be.resize(self.a_data, (b,))
+            self._reserve(self.a_indices, b)
+            self._reserve(self.a_data, b)
             self.a_indices[a:b] = ind[:take]
             self.a_data[a:b] = dat[:take]
             self._nnz_written = b
@@ -371,6 +395,7 @@ class StoreWriter:
         self._drain(final=True)
         if self.sparse:
             self._drain_nnz(final=True)
+        self._trim()
         n_chunks = -(-self.n // self.chunk_rows)
         meta = {
             "streamcvm_format": FORMAT_VERSION,
@@ -385,7 +410,6 @@ class StoreWriter:
             "y_min": None if self.n == 0 or not np.isfinite(self._y_min) else self._y_min,
             "y_max": None if self.n == 0 or not np.isfinite(self._y_max) else self._y_max,
             "classes": None,
-            "content_sha256": self._hash.hexdigest(),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
         if self._classes:

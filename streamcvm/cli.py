@@ -168,7 +168,7 @@ def describe_store(path):
     for src in s.attrs.get("sources") or []:
         lines.append(f"source     {src['path']} ({src['format']}"
                      f"{', ' + src['compression'] if src.get('compression') else ''}, "
-                     f"{src['rows']:,} rows, sha256 {src['sha256'][:16]})")
+                     f"{src['rows']:,} rows, xxh3 {src['xxh3_128'][:16]})")
     if s.attrs.get("generator"):
         g = s.attrs["generator"]
         lines.append(f"generator  {g['kind']} (n={g['n']:,}, d={g['d']}, seed={g['seed']})")

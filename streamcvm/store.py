@@ -6,12 +6,12 @@ nothing ever reads more than one chunk at a time unless asked to. The same
 interface wraps numpy/scipy arrays (:class:`ArrayStore`) without copying, so
 every solver runs on either. The on-disk layout is docs/store-format.md.
 """
-import hashlib
 import json
 import os
 from typing import NamedTuple, Optional
 
 import numpy as np
+import xxhash
 
 FORMAT_VERSION = 1
 MAX_CLASSES = 1000          # more distinct labels than this: a regression target
@@ -29,7 +29,7 @@ def default_chunk_rows(n_features, sparse=False, nnz_per_row=None):
 
 
 class ContentHash:
-    """The store fingerprint: sha256 over per-array sha256 digests.
+    """The store fingerprint: XXH3-128 over per-array XXH3-128 digests.
 
     Each array is hashed as one stream of its row-major bytes, in row order,
     so the fingerprint depends on the contents only, not on the chunking or
@@ -44,11 +44,11 @@ class ContentHash:
     def update(self, name, arr):
         h = self._h.get(name)
         if h is None:
-            h = self._h[name] = hashlib.sha256()
+            h = self._h[name] = xxhash.xxh3_128()
         h.update(np.ascontiguousarray(arr).data)
 
     def hexdigest(self):
-        top = hashlib.sha256()
+        top = xxhash.xxh3_128()
         for name in self.ORDER:
             if name in self._h:
                 top.update(name.encode() + b":" + self._h[name].digest())
