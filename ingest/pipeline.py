@@ -189,8 +189,10 @@ def _parse_svmlight_task(block, zero_based, limit, allow_nan, qid_mode):
     (n, labels, qids, indptr, indices, data, max_col, n_lines, qid_rows,
      err, err_line, err_pos) = out
     nnz = indptr[n] if err == P.OK else 0
-    return dict(n=n, y=labels[:n], qid=qids[:n], indptr=indptr[:n + 1],
-                indices=indices[:nnz], data=data[:nnz], max_col=max_col,
+    # exact-size copies: the capacity guesses are freed here, not held by
+    # views while the block waits for the writer
+    return dict(n=n, y=labels[:n].copy(), qid=qids[:n].copy(), indptr=indptr[:n + 1].copy(),
+                indices=indices[:nnz].copy(), data=data[:nnz].copy(), max_col=max_col,
                 n_lines=n_lines, qid_rows=qid_rows,
                 err=err, err_line=err_line, err_pos=err_pos, err_field=None)
 
@@ -204,13 +206,10 @@ def _parse_csv_task(block, delim, roles, d, label_text, allow_nan):
                           P.csv_bound(len(buf), len(roles), exact=True))
     (n, X, labels, lhash, lspan, qids, weights, n_lines, err, err_line, err_pos,
      err_field) = out
-    return dict(n=n, X=X[:n, :d], y=labels[:n], label_hash=lhash[:n], label_span=lspan[:n],
-                qid=qids[:n], weight=weights[:n], n_lines=n_lines,
+    return dict(n=n, X=X[:n, :d].copy(), y=labels[:n].copy(), label_hash=lhash[:n].copy(),
+                label_span=lspan[:n].copy(), qid=qids[:n].copy(), weight=weights[:n].copy(),
+                n_lines=n_lines,
                 err=err, err_line=err_line, err_pos=err_pos, err_field=err_field)
-
-
-class _Stop(Exception):
-    pass
 
 
 def _produce(src, skip_lines, submit, out_q, stop):
@@ -305,7 +304,7 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
             raise IngestError(srcs[0].path if len(srcs) == 1 else out,
                               "empty input (no data rows)")
         attrs = {
-            "label_kind": "text" if st.label_text else "numeric",
+            "label_kind": "none" if st.unlabeled else "text" if st.label_text else "numeric",
             "label_names": st.label_names if st.label_text else None,
             "feature_names": st.feature_names,
             "sources": st.source_meta,
@@ -349,6 +348,7 @@ class _State:
         self.has_qid = None
         self.has_weight = None
         self.label_text = None
+        self.unlabeled = False         # a CSV read with --label-col none
         self.label_codes = {}          # text labels: hash -> code
         self.label_names = []
         self.feature_names = None
@@ -508,6 +508,7 @@ def _append(res, fmt, layout, st, path, line0, block):
     if layout.has_qid != w.has_qid or layout.has_weight != w.has_weight:
         raise IngestError(path, "qid/weight columns differ from the inputs before")
     if layout.label_col is None:
+        st.unlabeled = True
         y = np.full(n, np.nan)
     elif layout.label_text:
         y = _encode_text_labels(res, st, block, path)
