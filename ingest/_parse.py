@@ -338,7 +338,8 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
     ``label_hash`` and its byte span to ``label_span`` (for the dictionary).
 
     Returns (n_rows, X, labels f64, label_hash i64, label_span i64[n,2],
-    qid i64, weight f32, n_lines, err, err_line, err_pos, err_field).
+    qid i64, weight f32, nonzeros of X, n_lines, err, err_line, err_pos,
+    err_field).
     """
     end = len(buf)
     n_fields = len(roles)
@@ -351,6 +352,7 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
     qids = np.empty(cap, np.int64)
     weights = np.empty(cap, np.float32)
     row = 0
+    nz = 0
     line = 0
     i = 0
     ws = delim == 0
@@ -368,14 +370,14 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
         if ws:
             i = k
         if row >= cap:
-            return row, X, labels, label_hash, label_span, qids, weights, line, E_FULL, line, i, 0
+            return row, X, labels, label_hash, label_span, qids, weights, nz, line, E_FULL, line, i, 0
         f = 0
         while True:
             # one field starting at i
             while i < end and buf[i] == 32:
                 i += 1
             if f >= n_fields:
-                return row, X, labels, label_hash, label_span, qids, weights, line, E_RAGGED, line, i, f
+                return row, X, labels, label_hash, label_span, qids, weights, nz, line, E_RAGGED, line, i, f
             role = roles[f]
             quoted = i < end and buf[i] == 34
             if quoted:
@@ -386,7 +388,7 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
                     while i < end and buf[i] != 34 and buf[i] != 10:
                         i += 1
                     if i >= end or buf[i] != 34:
-                        return row, X, labels, label_hash, label_span, qids, weights, line, E_QUOTE, line, fs, f
+                        return row, X, labels, label_hash, label_span, qids, weights, nz, line, E_QUOTE, line, fs, f
                     fe = i
                     i += 1
                 else:
@@ -414,29 +416,30 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
                         v = np.nan
                         j = k
                     else:
-                        return row, X, labels, label_hash, label_span, qids, weights, line, E_NUMBER, line, fs, f
+                        return row, X, labels, label_hash, label_span, qids, weights, nz, line, E_NUMBER, line, fs, f
                 i = j
                 if quoted:
                     if i >= end or buf[i] != 34:
-                        return row, X, labels, label_hash, label_span, qids, weights, line, E_NUMBER, line, fs, f
+                        return row, X, labels, label_hash, label_span, qids, weights, nz, line, E_NUMBER, line, fs, f
                     i += 1
                 if role >= 0:
                     err = _check_value(v, allow_nan)
                     if err != OK:
-                        return row, X, labels, label_hash, label_span, qids, weights, line, err, line, fs, f
+                        return row, X, labels, label_hash, label_span, qids, weights, nz, line, err, line, fs, f
                     X[row, role] = v
+                    nz += v != 0.0
                 elif role == ROLE_LABEL:
                     if (v != v or v == np.inf or v == -np.inf) and not allow_nan:
-                        return row, X, labels, label_hash, label_span, qids, weights, line, E_NONFINITE, line, fs, f
+                        return row, X, labels, label_hash, label_span, qids, weights, nz, line, E_NONFINITE, line, fs, f
                     labels[row] = v
                 elif role == ROLE_QID:
                     if v != np.floor(v) or v < 0 or v > 9e18:
-                        return row, X, labels, label_hash, label_span, qids, weights, line, E_QID, line, fs, f
+                        return row, X, labels, label_hash, label_span, qids, weights, nz, line, E_QID, line, fs, f
                     qids[row] = np.int64(v)
                 else:
                     err = _check_value(v, False)
                     if err != OK:
-                        return row, X, labels, label_hash, label_span, qids, weights, line, err, line, fs, f
+                        return row, X, labels, label_hash, label_span, qids, weights, nz, line, err, line, fs, f
                     weights[row] = v
             # after the field: the delimiter right away (the common case), or
             # blanks, then the delimiter or the end of the line
@@ -452,14 +455,14 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
             if ws:
                 continue
             if buf[i] != delim:
-                return row, X, labels, label_hash, label_span, qids, weights, line, E_NUMBER, line, fs, f - 1
+                return row, X, labels, label_hash, label_span, qids, weights, nz, line, E_NUMBER, line, fs, f - 1
             i += 1
         if f != n_fields:
-            return row, X, labels, label_hash, label_span, qids, weights, line, E_RAGGED, line, i, f
+            return row, X, labels, label_hash, label_span, qids, weights, nz, line, E_RAGGED, line, i, f
         line += 1
         i += 1
         row += 1
-    return row, X, labels, label_hash, label_span, qids, weights, line, OK, line, end, 0
+    return row, X, labels, label_hash, label_span, qids, weights, nz, line, OK, line, end, 0
 
 
 @njit(cache=True, nogil=True)

@@ -11,8 +11,11 @@ blocks plus one chunk, whatever the size of the input. Parse tasks go to
 a ``concurrent.futures``-style executor: local threads by default, or a
 ``dask.distributed`` Client passed as ``executor`` (same ``submit`` API).
 """
+import glob
 import os
 import queue
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -201,15 +204,47 @@ def _parse_csv_task(block, delim, roles, d, label_text, allow_nan):
     buf = np.frombuffer(block, dtype=np.uint8)
     out = P.parse_csv(buf, delim, roles, d, label_text, allow_nan,
                       P.csv_bound(len(buf), len(roles)))
-    if out[8] == P.E_FULL:
+    if out[9] == P.E_FULL:
         out = P.parse_csv(buf, delim, roles, d, label_text, allow_nan,
                           P.csv_bound(len(buf), len(roles), exact=True))
-    (n, X, labels, lhash, lspan, qids, weights, n_lines, err, err_line, err_pos,
+    (n, X, labels, lhash, lspan, qids, weights, nz, n_lines, err, err_line, err_pos,
      err_field) = out
     return dict(n=n, X=X[:n, :d].copy(), y=labels[:n].copy(), label_hash=lhash[:n].copy(),
                 label_span=lspan[:n].copy(), qid=qids[:n].copy(), weight=weights[:n].copy(),
-                n_lines=n_lines,
+                nnz=int(nz), n_lines=n_lines,
                 err=err, err_line=err_line, err_pos=err_pos, err_field=err_field)
+
+
+_KERNELS = ("parse_svmlight", "parse_csv", "csr_to_dense")
+_warm = False
+
+
+def warm_up():
+    """Compile (or load from numba's cache) the parse kernels for exactly the
+    argument types ingest() passes."""
+    res = _parse_svmlight_task(b"1 1:1 2:0.5\n", False, -1, False, -1)
+    P.csr_to_dense(res["indptr"], res["indices"], res["data"], 2)
+    _parse_csv_task(b"1,2\n", 44, np.array([P.ROLE_LABEL, 0], np.int64), 1, False, False)
+
+
+def _ensure_compiled():
+    """On a cold numba cache, compile in a child process: LLVM keeps what it
+    used for compiling, which would add ~70 MB to this ingest's peak RSS."""
+    global _warm
+    if _warm:
+        return
+    _warm = True
+    cache = os.path.join(os.path.dirname(os.path.abspath(P.__file__)), "__pycache__")
+    if all(glob.glob(os.path.join(cache, f"_parse.{k}-*.nbi")) for k in _KERNELS):
+        return
+    os.makedirs(cache, exist_ok=True)
+    if not os.access(cache, os.W_OK):
+        return      # nowhere to cache: compile here, as numba would anyway
+    subprocess.run([sys.executable, "-c", "import ingest.pipeline as p; p.warm_up()"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                       [os.path.dirname(os.path.dirname(os.path.abspath(P.__file__)))]
+                       + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])})
 
 
 def _produce(src, skip_lines, submit, out_q, stop):
@@ -288,6 +323,7 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
     if sparse not in ("auto", True, False):
         raise ValueError("sparse must be 'auto', True or False")
     srcs = [Source(p, block_size=block_size) for p in sources]
+    _ensure_compiled()
     if os.path.lexists(out) and not overwrite:
         raise IngestError(out, "already exists (pass --overwrite to replace it)")
     n_jobs = n_jobs or os.cpu_count() or 1
@@ -336,10 +372,10 @@ class _State:
         self.out = out
         self.store_format = store_format
         self.sparse = sparse
-        self.zero_based = zero_based
+        self.zero_based = bool(zero_based)
         self.n_features = n_features
         self.chunk_rows = chunk_rows
-        self.allow_nan = allow_nan
+        self.allow_nan = bool(allow_nan)
         self.overwrite = overwrite
         self.clevel = clevel
         self.writer = None
@@ -494,7 +530,7 @@ def _append(res, fmt, layout, st, path, line0, block):
         X = (res["indptr"], res["indices"], res["data"]) if w.sparse else \
             P.csr_to_dense(res["indptr"], res["indices"], res["data"], w.d)
         w.append(X, res["y"], res["qid"] if w.has_qid else None,
-                 np.ones(n, np.float32) if w.has_weight else None)
+                 np.ones(n, np.float32) if w.has_weight else None, nnz=len(res["data"]))
         return
     # csv
     X = res["X"]
@@ -521,7 +557,8 @@ def _append(res, fmt, layout, st, path, line0, block):
         Xw = (indptr, np.nonzero(nz)[1].astype(np.int32), X[nz])
     else:
         Xw = X
-    w.append(Xw, y, res["qid"] if w.has_qid else None, res["weight"] if w.has_weight else None)
+    w.append(Xw, y, res["qid"] if w.has_qid else None, res["weight"] if w.has_weight else None,
+             nnz=res["nnz"])
 
 
 def _encode_text_labels(res, st, block, path):

@@ -177,7 +177,8 @@ class StoreWriter:
             self.abort()
             raise
         self.n = 0              # rows written
-        self.nnz = 0            # stored entries (sparse) / nonzeros (dense)
+        self.nnz = 0            # stored entries (sparse) / nonzeros (dense), appended
+        self._ip_off = 0        # sparse: entries written so far (indptr offset)
         self._pend = []         # pending row blocks, fewer than chunk_rows rows in all
         self._pend_rows = 0
         self._nnz_pend = []     # sparse: pending (indices, data), < NNZ_CHUNK entries
@@ -221,9 +222,10 @@ class StoreWriter:
                           for b in self._pend]
         self.d = int(d_new)
 
-    def append(self, X, y, qid=None, weight=None):
+    def append(self, X, y, qid=None, weight=None, nnz=None):
         """Append rows. ``X``: float32 [m, d] array, or a CSR triple
-        ``(indptr, indices, data)`` with local indptr starting at 0."""
+        ``(indptr, indices, data)`` with local indptr starting at 0.
+        ``nnz``: the nonzeros of a dense block, if the caller knows them."""
         y = np.asarray(y, dtype=np.float64)
         m = len(y)
         if m == 0:
@@ -233,6 +235,7 @@ class StoreWriter:
             assert len(indptr) == m + 1
             block = ((np.asarray(indptr, np.int64), np.asarray(indices, np.int32),
                       np.asarray(data, np.float32)), y, qid, weight)
+            self.nnz += len(data)
         else:
             X = np.asarray(X, dtype=np.float32)
             if X.shape[1] != self.d:
@@ -241,6 +244,7 @@ class StoreWriter:
                 else:
                     raise ValueError("block is wider than the store; call grow_features first")
             block = (X, y, qid, weight)
+            self.nnz += int(np.count_nonzero(X)) if nnz is None else int(nnz)
         self._pend.append(block)
         self._pend_rows += m
         if self._pend_rows >= self.chunk_rows:
@@ -298,7 +302,7 @@ class StoreWriter:
         a, b = self.n, self.n + m
         h = self._hash
         if self.sparse:
-            ip = X - X[0] + self.nnz
+            ip = X - X[0] + self._ip_off
             self._reserve(self.a_indptr, b + 1)
             self.a_indptr[a + 1:b + 1] = ip[1:]
             self._append_nnz(indices, data)
@@ -307,12 +311,11 @@ class StoreWriter:
             h.update("indptr", ip[1:])
             h.update("indices", indices)
             h.update("data", data)
-            self.nnz += len(data)
+            self._ip_off = int(ip[-1])
         else:
             self._reserve(self.a_X, b)
             self.a_X[a:b] = X
             h.update("X", X)
-            self.nnz += int(np.count_nonzero(X))
         self._reserve(self.a_y, b)
         self.a_y[a:b] = y
         h.update("y", y)

@@ -40,7 +40,7 @@ def test_csv_more_rows_than_the_first_guess(n):
     roles = np.array([P.ROLE_LABEL, 0], np.int64)
     if n == 3000:
         guess = P.csv_bound(len(text), 2)
-        assert P.parse_csv(_buf(text), 44, roles, 1, False, False, guess)[8] == P.E_FULL
+        assert P.parse_csv(_buf(text), 44, roles, 1, False, False, guess)[9] == P.E_FULL
     r = _parse_csv_task(text.encode(), 44, roles, 1, False, False)
     nrow, X, labels = r["n"], r["X"], r["y"]
     assert r["err"] == P.OK and nrow == n

@@ -19,17 +19,33 @@ pandas f32          csv         ``pandas.read_csv(csv, header=None, dtype=np.flo
 
 The references are load_svmlight_file (svmlight) and the plain default
 ``pandas.read_csv(csv, header=None)`` (CSV). Each child reports wall seconds,
-CPU seconds and its own peak RSS (``ru_maxrss``), so memory is per tool. For
-streamcvm the child first ingests a tiny file of the same format (numba
-compile or cache load, zarr/h5py set-up); that warm-up is reported apart
-and not counted in the timing. Imports are not timed for any tool. Input
-files are read once by the parent before each measurement, so every tool
-starts from a warm page cache.
+CPU seconds and its own peak RSS (``ru_maxrss``), so memory is per tool.
+
+- Imports are not timed for any tool. For streamcvm the child first ingests
+  a tiny file of the same format (numba cache load, zarr/h5py set-up); that
+  warm-up is reported apart and not counted in the timing.
+- Before the measurements a throw-away child primes numba's on-disk cache
+  (the first use of a fresh install compiles the parsers: seconds, and
+  ~70 MB of RSS that stays in the process); its time and RSS are printed.
+- This parent imports only the standard library and generates the data in
+  children too: Linux carries a parent's peak RSS into a child's
+  ``ru_maxrss`` across fork/exec, so a big parent would inflate every
+  child's figure. Children also report ``VmHWM`` as a cross-check.
+- Input files are read once by the parent before each measurement, so
+  every tool starts from a warm page cache.
+- On a shared machine other processes distort the figures; each run
+  records the cores the rest of the machine used meanwhile ("bg cores"),
+  ``--wait-quiet`` waits for a quiet machine and ``--max-bg`` reruns
+  disturbed measurements. ``--repeat`` reports the median (or ``--stat
+  best``) of several runs. ``--src DIR`` measures another tree (e.g. a
+  ``git archive`` snapshot) while the checkout is being edited.
 
 Usage::
 
     python tools/bench_ingest.py --quick                 # ~0.1 GiB files, smoke run
     python tools/bench_ingest.py --json /tmp/bench/ingest.json   # >= 2 GiB files
+    python tools/bench_ingest.py --repeat 3 --max-bg 0.15 --wait-quiet 300 \
+        --json /tmp/bench/ingest.json                    # on a shared machine
 """
 import argparse
 import datetime
@@ -43,8 +59,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)      # run from a checkout without installing
+# the code under test: this checkout, or the tree given by --src (children
+# get it through the environment); first on sys.path, so it wins over an
+# editable install of another tree
+SRC = os.environ.get("BENCH_INGEST_SRC") or ROOT
+if SRC not in sys.path:
+    sys.path.insert(0, SRC)
 
 D = 22
 KIND = "gaussian"
@@ -93,6 +113,16 @@ def run_child(spec):
         return
     if tool == "env":
         print(RESULT_TAG + json.dumps(environment()), flush=True)
+        return
+    if tool == "prime":
+        # first use: numba compiles the parsers (or loads them from its cache)
+        t = time.perf_counter()
+        import ingest as ing
+        t1 = time.perf_counter()
+        for src, out, kw in spec["jobs_list"]:
+            ing.ingest([src], out, overwrite=True, **kw)
+        print(RESULT_TAG + json.dumps({"import_s": t1 - t, "seconds": time.perf_counter() - t1,
+                                       "peak_rss": peak_rss_bytes()}), flush=True)
         return
     t = time.perf_counter()
     import numpy as np
@@ -281,26 +311,98 @@ def child(spec, log, stderr_to_log=False):
     return res, p.returncode, p.stderr or ""
 
 
-def run_one(m, log):
+def _busy_seconds():
+    """CPU seconds the whole machine has been busy (all cores), from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal ...
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)) / \
+        os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu():
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def wait_quiet(max_wait, log, threshold=0.2, window=2.0):
+    """Wait (up to ``max_wait`` s) until the machine's other load is below
+    ``threshold`` cores over a ``window``-second sample; returns the last load."""
+    t_end = time.perf_counter() + max_wait
+    said = False
+    while True:
+        b0 = _busy_seconds()
+        if b0 is None:
+            return None
+        time.sleep(window)
+        load = (_busy_seconds() - b0) / window
+        if load < threshold or time.perf_counter() >= t_end:
+            if said or load >= threshold:
+                log(f"  machine load {load:.2f} cores" +
+                    ("" if load < threshold else f" (still busy after {max_wait:.0f} s; running anyway)"))
+            return load
+        if not said:
+            log(f"  waiting for a quiet machine (load {load:.2f} cores) ...")
+            said = True
+
+
+def run_one(m, log, rep=None, quiet_wait=0.0):
+    """One measurement in a fresh child. Also estimates the background load:
+    CPU the rest of the machine used while the child ran (in cores)."""
     spec = m["spec"]
     warm_cache(spec["src"])
-    log(f"running {m['name']} on {m['file']} ...")
-    t0 = time.perf_counter()
+    pre_load = wait_quiet(quiet_wait, log) if quiet_wait > 0 else None
+    log(f"running {m['name']} on {m['file']}" + (f" (run {rep})" if rep else "") + " ...")
+    busy0, kid0, t0 = _busy_seconds(), _children_cpu(), time.perf_counter()
     res, rc, err = child(spec, log)
     wall = time.perf_counter() - t0
+    busy1, kid1 = _busy_seconds(), _children_cpu()
     if rc != 0 or res is None:
         tail = "\n".join(err.strip().splitlines()[-15:])
         log(f"  FAILED (exit {rc}):\n{tail}")
         return dict(name=m["name"], file=m["file"], ref=m["ref"], error=tail or "no result")
     res.update(name=m["name"], file=m["file"], ref=m["ref"], process_s=wall)
+    if pre_load is not None:
+        res["load_before"] = pre_load
+    if busy0 is not None:
+        res["bg_cores"] = max(0.0, ((busy1 - busy0) - (kid1 - kid0)) / wall)
     extra = f", warm-up {res['warmup_s']:.2f} s" if "warmup_s" in res else ""
+    bg = f", background load {res['bg_cores']:.2f} cores" if "bg_cores" in res else ""
     log(f"  {res['rows']:,} rows in {res['seconds']:.2f} s, peak RSS "
-        f"{res['peak_rss'] / 1e6:,.0f} MB{extra}")
+        f"{res['peak_rss'] / 1e6:,.0f} MB{extra}{bg}")
     hwm = res.get("vm_hwm")
     if hwm and abs(hwm - res["peak_rss"]) > 0.05 * res["peak_rss"]:
         log(f"  note: ru_maxrss {res['peak_rss'] / 2**20:,.0f} MiB but VmHWM "
             f"{hwm / 2**20:,.0f} MiB (ru_maxrss carries the parent's peak over exec)")
     return res
+
+
+def combine(runs, stat="median", max_bg=None):
+    """One figure per measurement from repeated runs, with the spread.
+
+    Runs disturbed by other load (bg_cores > max_bg) are kept in the record
+    but left out of the figure when at least one undisturbed run exists.
+    ``stat``: "median" (the median run by seconds; the faster of the middle
+    two for an even count) or "best" (the fastest run).
+    """
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return runs[0]
+    clean = [r for r in ok if max_bg is None or r.get("bg_cores", 0.0) <= max_bg]
+    pool = sorted(clean or ok, key=lambda r: r["seconds"])
+    pick = dict(pool[0] if stat == "best" else pool[(len(pool) - 1) // 2])
+    pick["stat"] = stat
+    pick["runs_used"] = len(pool)
+    pick["all_clean"] = bool(clean)
+    pick["runs_seconds"] = [round(r["seconds"], 3) for r in ok]
+    pick["runs_peak_rss"] = [r["peak_rss"] for r in ok]
+    pick["runs_bg_cores"] = [round(r.get("bg_cores", 0.0), 3) for r in ok]
+    pick["peak_rss_max"] = max(pick["runs_peak_rss"])
+    pick["failed_runs"] = len(runs) - len(ok)
+    return pick
 
 
 def add_rates(results, files_meta):
@@ -322,7 +424,7 @@ def add_rates(results, files_meta):
 
 def table(results):
     head = ["tool", "file", "rows", "seconds", "rows/s", "MB/s", "peak RSS MB",
-            "speed vs ref", "RSS vs ref", "CPU s", "warm-up s", "RSS before MB"]
+            "speed vs ref", "RSS vs ref", "CPU s", "warm-up s", "RSS before MB", "bg cores"]
     rows = []
     for r in results:
         if "error" in r:
@@ -336,7 +438,8 @@ def table(results):
             f"{r['peak_rss'] / 1e6:,.0f}",
             ref or ratio("speed_ratio"), ref or ratio("rss_ratio"),
             f"{r['cpu_s']:.1f}", f"{r['warmup_s']:.2f}" if "warmup_s" in r else "-",
-            f"{r['rss_before'] / 1e6:,.0f}"])
+            f"{r['rss_before'] / 1e6:,.0f}",
+            f"{r['bg_cores']:.2f}" if "bg_cores" in r else "-"])
     w = [max(len(h), *(len(x[i]) for x in rows)) for i, h in enumerate(head)]
     right = set(range(2, len(head)))
     fmt = lambda cells: "| " + " | ".join(
@@ -371,6 +474,14 @@ def verdict(results):
     return lines
 
 
+def _rm(p):
+    import shutil
+    if os.path.isdir(p):
+        shutil.rmtree(p, ignore_errors=True)
+    elif os.path.exists(p):
+        os.remove(p)
+
+
 def environment():
     import numba
     import numpy
@@ -396,7 +507,32 @@ def environment():
             "python": platform.python_version(), "numpy": numpy.__version__,
             "numba": numba.__version__, "zarr": zarr.__version__,
             "pandas": pandas.__version__, "sklearn": sklearn.__version__,
-            "platform": platform.platform()}
+            "platform": platform.platform(), **source_info()}
+
+
+def source_info():
+    """Which code was measured: the imported package paths and its git commit."""
+    import ingest
+    import streamcvm
+    root = os.path.dirname(os.path.dirname(os.path.abspath(ingest.__file__)))
+    info = {"src": root, "streamcvm_version": getattr(streamcvm, "__version__", "?"),
+            "commit": None, "dirty": None}
+
+    def git(*args):
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True,
+                              timeout=30)
+    try:
+        r = git("rev-parse", "HEAD")
+        if r.returncode == 0:
+            info["commit"] = r.stdout.strip()
+            st = git("status", "--porcelain", "--", "streamcvm", "ingest")
+            info["dirty"] = bool(st.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if info["commit"] is None and os.path.exists(os.path.join(root, "COMMIT")):
+        with open(os.path.join(root, "COMMIT")) as f:     # a snapshot made for --src
+            info["commit"] = f.read().strip()
+    return info
 
 
 def main(argv=None):
@@ -417,6 +553,27 @@ def main(argv=None):
     ap.add_argument("--only", default=None,
                     help="comma-separated subset to run, e.g. 'streamcvm:svmlight,"
                          "load_svmlight_file:svmlight' (default: all)")
+    ap.add_argument("--repeat", type=int, default=1, metavar="R",
+                    help="run the whole sequence R times and report the median run of "
+                         "each measurement (default 1)")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                    help="before each measurement, wait up to SECONDS for the rest of the "
+                         "machine to use < 0.2 cores (for shared machines; default 0: "
+                         "don't wait). The load seen during each run is reported anyway.")
+    ap.add_argument("--stat", choices=["median", "best"], default="median",
+                    help="figure reported from repeated runs (default median)")
+    ap.add_argument("--max-bg", type=float, default=None, metavar="CORES",
+                    help="a run during which other processes used more than CORES cores "
+                         "counts as disturbed: it is run again (see --retries) and left out "
+                         "of the figure if a clean run exists (default: accept every run)")
+    ap.add_argument("--retries", type=int, default=2, metavar="K",
+                    help="with --max-bg, run a disturbed measurement up to K more times "
+                         "(default 2)")
+    ap.add_argument("--src", default=None, metavar="DIR",
+                    help="benchmark the streamcvm/ingest packages in DIR (e.g. a "
+                         "'git archive' snapshot, with the commit id in DIR/COMMIT) instead "
+                         "of this checkout; a tree being edited during a long run gives "
+                         "mixed results")
     ap.add_argument("--keep-stores", action="store_true",
                     help="keep the output stores (default: removed at the end)")
     ap.add_argument("--json", default=None, metavar="PATH", help="also write results here")
@@ -429,8 +586,16 @@ def main(argv=None):
     size = 0.1 if a.quick else a.size_gb
     if size <= 0:
         ap.error("--size-gb must be positive")
+    if a.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    if a.retries < 0:
+        ap.error("--retries must be >= 0")
     os.makedirs(a.workdir, exist_ok=True)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)
+    if a.src:
+        if not os.path.isdir(os.path.join(a.src, "ingest")):
+            ap.error(f"--src {a.src}: no ingest/ package there")
+        os.environ["BENCH_INGEST_SRC"] = os.path.abspath(a.src)
     # This process stays small (stdlib only): Linux carries a parent's peak RSS
     # into a child's ru_maxrss, so generation and version probing run in
     # children too.
@@ -441,6 +606,8 @@ def main(argv=None):
     log(f"# bench_ingest {env['date']}: {env['cpus']} CPUs ({env['cpu']}), RAM {env['ram']}, "
         f"python {env['python']}, numpy {env['numpy']}, numba {env['numba']}, "
         f"zarr {env['zarr']}, pandas {env['pandas']}, scikit-learn {env['sklearn']}")
+    log(f"# code under test: {env['src']} (commit {env['commit'] or '?'}"
+        f"{', with uncommitted changes' if env['dirty'] else ''})")
 
     files, meta = {}, {}
     for fmt in ("svmlight", "csv"):
@@ -461,9 +628,37 @@ def main(argv=None):
     if a.only:
         keep = {tuple(s.split(":", 1)) if ":" in s else (s, None) for s in a.only.split(",")}
         todo = [m for m in todo if (m["name"], m["file"]) in keep or (m["name"], None) in keep]
-    results = []
-    for m in todo:                      # strictly one after the other
-        results.append(run_one(m, log))
+    # Prime numba's on-disk cache in a throw-away child, so every measured child
+    # loads compiled parsers (the steady state after a package's first use)
+    # instead of compiling them, which costs seconds and ~70 MB of RSS that
+    # stays in the process. Reported apart.
+    st = lambda name: os.path.join(a.workdir, name)
+    prime, rc, err = child({"tool": "prime", "jobs_list": [
+        [files["warmup_svmlight"], st("prime_svm.zarr"), {}],
+        [files["warmup_csv"], st("prime_csv.zarr"), {"label_col": 0, "header": False}],
+        [files["warmup_csv"], st("prime_csv.h5"),
+         {"label_col": 0, "header": False, "store_format": "hdf5"}]]}, log)
+    if prime is None:
+        log(f"priming failed (exit {rc}):\n{err}")
+        return 2
+    for name in ("prime_svm.zarr", "prime_csv.zarr", "prime_csv.h5"):
+        _rm(st(name))
+    print(f"first use of streamcvm (numba compile or cache load, 3 tiny ingests): "
+          f"{prime['seconds']:.2f} s, peak RSS {prime['peak_rss'] / 1e6:,.0f} MB")
+    sys.stdout.flush()
+
+    runs = {i: [] for i in range(len(todo))}
+    for rep in range(a.repeat):         # strictly one after the other, never concurrent
+        for i, m in enumerate(todo):
+            for attempt in range(a.retries + 1):
+                r = run_one(m, log, rep + 1 if a.repeat > 1 else None, a.wait_quiet)
+                runs[i].append(r)
+                bg = r.get("bg_cores", 0.0)
+                if a.max_bg is None or "error" in r or bg <= a.max_bg:
+                    break
+                log(f"  disturbed: other processes used {bg:.2f} cores during the run"
+                    + (" ; again" if attempt < a.retries else " ; giving up on a clean run"))
+    results = [combine(runs[i], a.stat, a.max_bg) for i in range(len(todo))]
     add_rates(results, meta)
 
     print()
@@ -474,22 +669,30 @@ def main(argv=None):
           "dtype=np.float32. MB/s = input bytes / 1e6 / seconds; peak RSS = the child's "
           "ru_maxrss (MB = 1e6 bytes), imports and streamcvm warm-up included; 'RSS before' "
           "= the child's peak just before the timed call (imports, warm-up). CPU s = "
-          "user + system time of the timed call.")
+          "user + system time of the timed call; bg cores = average cores used by other "
+          "processes on the machine while the child ran (0 = quiet machine).")
+    if any(len(r.get("runs_seconds", [])) > 1 for r in results):
+        print(f"{a.stat} of repeated runs"
+              + (f" with other load <= {a.max_bg:g} cores" if a.max_bg is not None else "")
+              + "; seconds (other load in cores) of every run:")
+        for r in results:
+            if "runs_seconds" in r:
+                print(f"  {r['name']} / {r['file']}: "
+                      + ", ".join(f"{x:.2f} ({b:.2f})"
+                                  for x, b in zip(r["runs_seconds"], r["runs_bg_cores"]))
+                      + f"; peak RSS max {r['peak_rss_max'] / 1e6:,.0f} MB"
+                      + ("" if r.get("all_clean", True) else "; NO CLEAN RUN"))
     for line in verdict(results):
         print(line)
     if not a.keep_stores:
-        import shutil
         for m in todo:
             for k in ("out", "warmup_out"):
-                p = m["spec"].get(k)
-                if p and os.path.isdir(p):
-                    shutil.rmtree(p, ignore_errors=True)
-                elif p and os.path.exists(p):
-                    os.remove(p)
+                if m["spec"].get(k):
+                    _rm(m["spec"][k])
     log(f"parent peak RSS {peak_rss_bytes() / 2**20:,.0f} MiB (bounds what children inherit)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"env": env, "size_gib": size, "seed": a.seed, "files": meta,
+            json.dump({"env": env, "prime": prime, "size_gib": size, "seed": a.seed, "files": meta,
                        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
                        "results": results}, f, indent=1)
         log(f"results written to {a.json}")
