@@ -1,0 +1,108 @@
+"""The core set: the only state that grows during training, O(1/eps^2).
+
+Holds the core vectors' rows (dense or CSR), their labels, global row ids,
+weights ``alpha`` and a float32 cache of the base kernel among them. The
+cache only grows: adding a vector computes one new row of it.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from .store import csr_view
+
+
+class CoreSet:
+    def __init__(self, d, sparse, cap=64):
+        self.d = d
+        self.sparse = sparse
+        self.n = 0
+        self.ids = np.empty(cap, np.int64)
+        self.y = np.empty(cap, np.float64)
+        self.alpha = np.zeros(cap, np.float64)
+        self.K = np.zeros((cap, cap), np.float32)
+        self.sq = np.empty(cap, np.float64)
+        if sparse:
+            self._ip = np.zeros(cap + 1, np.int64)
+            self._ind = np.empty(cap * 16, np.int32)
+            self._dat = np.empty(cap * 16, np.float32)
+        else:
+            self._X = np.empty((cap, d), np.float32)
+        self._slot = {}             # row id -> slot
+
+    def __contains__(self, row_id):
+        return int(row_id) in self._slot
+
+    def slot_of(self, row_id):
+        """The slot of a core row, or -1."""
+        return self._slot.get(int(row_id), -1)
+
+    @property
+    def cap(self):
+        return len(self.ids)
+
+    def rows(self):
+        """The core rows (a view: do not keep across add())."""
+        n = self.n
+        if self.sparse:
+            e = self._ip[n]
+            return csr_view(self._dat[:e], self._ind[:e], self._ip[:n + 1], (n, self.d))
+        return self._X[:n]
+
+    def _grow(self, need):
+        cap = self.cap
+        if need <= cap:
+            return
+        new = max(need, 2 * cap)
+        n = self.n
+        for name in ("ids", "y", "sq"):
+            a = getattr(self, name)
+            b = np.empty(new, a.dtype)
+            b[:n] = a[:n]
+            setattr(self, name, b)
+        al = np.zeros(new)
+        al[:n] = self.alpha[:n]
+        self.alpha = al
+        K = np.zeros((new, new), np.float32)
+        K[:n, :n] = self.K[:n, :n]
+        self.K = K
+        if self.sparse:
+            ip = np.zeros(new + 1, np.int64)
+            ip[:n + 1] = self._ip[:n + 1]
+            self._ip = ip
+        else:
+            X = np.empty((new, self.d), np.float32)
+            X[:n] = self._X[:n]
+            self._X = X
+
+    def add(self, row_id, x, y, kernel):
+        """Append one row (x: [1, d] dense or CSR) with alpha 0; returns its slot."""
+        n = self.n
+        self._grow(n + 1)
+        if self.sparse:
+            x = sp.csr_matrix(x)
+            nnz = x.nnz
+            e = self._ip[n]
+            if e + nnz > len(self._dat):
+                size = max(2 * len(self._dat), e + nnz)
+                ind = np.empty(size, np.int32)
+                dat = np.empty(size, np.float32)
+                ind[:e] = self._ind[:e]
+                dat[:e] = self._dat[:e]
+                self._ind, self._dat = ind, dat
+            order = np.argsort(x.indices)
+            self._ind[e:e + nnz] = x.indices[order]
+            self._dat[e:e + nnz] = x.data[order]
+            self._ip[n + 1] = e + nnz
+        else:
+            self._X[n] = np.asarray(x, np.float32).reshape(-1)
+        self.ids[n] = row_id
+        self.y[n] = y
+        self.alpha[n] = 0.0
+        self.n = n + 1
+        rows = self.rows()
+        xr = rows[n:n + 1]
+        self.sq[n] = float(xr.multiply(xr).sum()) if self.sparse else float(xr[0] @ xr[0])
+        krow = kernel.block(xr, rows, self.sq[n:n + 1], self.sq[:n + 1])[0]
+        self.K[n, :n + 1] = krow
+        self.K[:n + 1, n] = krow
+        self._slot[int(row_id)] = n
+        return n

@@ -1,0 +1,187 @@
+"""Kernel functions: pure numba element kernels plus BLAS-backed blocks.
+
+Kernels are chosen by a small integer code (not by passing functions into
+cached numba code):
+
+=========  ==================================================  =========
+code       k(x, z)                                             k(x, x)
+=========  ==================================================  =========
+RBF        exp(-gamma ||x - z||^2)                             1
+LAPLACIAN  exp(-gamma ||x - z||_1)   (as sklearn)              1
+NPOLY      (gamma x'z + coef0)^p / sqrt((..x'x..)^p (..z'z..)^p)  1
+POLY       (gamma x'z + coef0)^p                               varies
+LINEAR     x'z                                                 varies
+=========  ==================================================  =========
+
+A block ``K[i, j] = k(A_i, B_j)`` is computed from the Gram matrix ``A B'``
+(float32 BLAS for dense data, scipy for CSR) and the squared norms, then
+transformed elementwise in numba; the L1 distances of the Laplacian kernel
+are numba loops (dense and CSR).
+"""
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+
+RBF, LAPLACIAN, NPOLY, POLY, LINEAR = 0, 1, 2, 3, 4
+CODES = {"rbf": RBF, "gaussian": RBF, "laplacian": LAPLACIAN, "npoly": NPOLY,
+         "normalized_poly": NPOLY, "poly": POLY, "polynomial": POLY, "linear": LINEAR}
+NAMES = {RBF: "rbf", LAPLACIAN: "laplacian", NPOLY: "npoly", POLY: "poly", LINEAR: "linear"}
+
+
+def kernel_code(name):
+    try:
+        return CODES[name]
+    except KeyError:
+        raise ValueError(f"unknown kernel {name!r}; choose from "
+                         f"{', '.join(sorted(set(NAMES.values())))}") from None
+
+
+def constant_diagonal(code):
+    """True when k(x, x) is the same for every x (needed by BVM)."""
+    return code in (RBF, LAPLACIAN, NPOLY)
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath=True)
+def _transform(G, sqa, sqb, code, gamma, coef0, degree):
+    """In place: Gram matrix A B' -> kernel block (codes RBF, NPOLY, POLY)."""
+    m, n = G.shape
+    for i in prange(m):
+        for j in range(n):
+            g = G[i, j]
+            if code == RBF:
+                d = sqa[i] + sqb[j] - 2.0 * g
+                G[i, j] = np.exp(-gamma * max(d, 0.0))
+            elif code == POLY:
+                G[i, j] = (gamma * g + coef0) ** degree
+            elif code == NPOLY:
+                num = (gamma * g + coef0) ** degree
+                den = np.sqrt(((gamma * sqa[i] + coef0) ** degree) * ((gamma * sqb[j] + coef0) ** degree))
+                G[i, j] = num / den if den > 0 else 0.0
+    return G
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath=True)
+def _laplacian_dense(A, B, gamma, out):
+    m, d = A.shape
+    n = B.shape[0]
+    for i in prange(m):
+        for j in range(n):
+            s = 0.0
+            for k in range(d):
+                s += abs(np.float64(A[i, k]) - np.float64(B[j, k]))
+            out[i, j] = np.exp(-gamma * s)
+    return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _laplacian_csr(ap, ai, ax, bp, bi, bx, gamma, out):
+    """exp(-gamma ||a - b||_1) for CSR rows with sorted indices (a merge)."""
+    m = len(ap) - 1
+    n = len(bp) - 1
+    for r in prange(m):
+        for c in range(n):
+            p, pe = ap[r], ap[r + 1]
+            q, qe = bp[c], bp[c + 1]
+            s = 0.0
+            while p < pe and q < qe:
+                if ai[p] == bi[q]:
+                    s += abs(np.float64(ax[p]) - np.float64(bx[q]))
+                    p += 1
+                    q += 1
+                elif ai[p] < bi[q]:
+                    s += abs(np.float64(ax[p]))
+                    p += 1
+                else:
+                    s += abs(np.float64(bx[q]))
+                    q += 1
+            while p < pe:
+                s += abs(np.float64(ax[p]))
+                p += 1
+            while q < qe:
+                s += abs(np.float64(bx[q]))
+                q += 1
+            out[r, c] = np.exp(-gamma * s)
+    return out
+
+
+def sq_norms(X):
+    """Squared row norms (float64) of a dense array or CSR matrix."""
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+    X = np.asarray(X)
+    return np.einsum("ij,ij->i", X, X, dtype=np.float64)
+
+
+class Kernel:
+    """A kernel with its parameters; ``block(A, B)`` returns float64 K(A, B)."""
+
+    def __init__(self, name="rbf", gamma=1.0, coef0=0.0, degree=3):
+        self.code = kernel_code(name)
+        self.name = NAMES[self.code]
+        self.gamma = float(gamma)
+        self.coef0 = float(coef0)
+        self.degree = float(degree)
+        if self.gamma <= 0 and self.code in (RBF, LAPLACIAN):
+            raise ValueError(f"gamma must be positive, got {gamma}")
+
+    @property
+    def constant_diagonal(self):
+        return constant_diagonal(self.code)
+
+    def diag(self, X, sq=None):
+        """k(x, x) for every row."""
+        if self.code in (RBF, LAPLACIAN, NPOLY):
+            return np.ones(X.shape[0])
+        sq = sq_norms(X) if sq is None else sq
+        if self.code == LINEAR:
+            return sq
+        return (self.gamma * sq + self.coef0) ** self.degree
+
+    def block(self, A, B, sqa=None, sqb=None):
+        """K[i, j] = k(A_i, B_j) as a float64 array (A, B: dense or CSR)."""
+        m, n = A.shape[0], B.shape[0]
+        if m == 0 or n == 0:
+            return np.zeros((m, n))
+        if self.code == LAPLACIAN:
+            out = np.empty((m, n))
+            if sp.issparse(A) or sp.issparse(B):
+                A = sp.csr_matrix(A)
+                B = sp.csr_matrix(B)
+                A.sort_indices()
+                B.sort_indices()
+                return _laplacian_csr(A.indptr, A.indices, A.data, B.indptr, B.indices,
+                                      B.data, self.gamma, out)
+            return _laplacian_dense(np.ascontiguousarray(A), np.ascontiguousarray(B),
+                                    self.gamma, out)
+        if sp.issparse(A) or sp.issparse(B):
+            G = A @ B.T
+            G = G.toarray() if sp.issparse(G) else np.asarray(G)
+            G = np.ascontiguousarray(G, dtype=np.float64)
+        else:
+            G = np.dot(A, B.T).astype(np.float64)
+        if self.code == LINEAR:
+            return G
+        if sqa is None:
+            sqa = sq_norms(A)
+        if sqb is None:
+            sqb = sq_norms(B)
+        return _transform(G, sqa, sqb, self.code, self.gamma, self.coef0, self.degree)
+
+
+def estimate_beta(X, n_sample=5000, seed=0):
+    """Mean squared distance between two distinct rows, estimated on a sample.
+
+    ``1 / beta`` is the papers' default Gaussian width (``gamma="auto"``).
+    Uses mean_{i != j} ||x_i - x_j||^2 = 2 m/(m-1) (mean ||x||^2 - ||mean x||^2).
+    """
+    n = X.shape[0]
+    if n < 2:
+        return 1.0
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.choice(n, size=min(n, n_sample), replace=False))
+    S = X[idx]
+    m = S.shape[0]
+    sq = sq_norms(S)
+    mu = np.asarray(S.mean(axis=0), dtype=np.float64).ravel()
+    beta = 2.0 * m / (m - 1) * (sq.mean() - mu @ mu)
+    return float(beta) if beta > 0 else 1.0

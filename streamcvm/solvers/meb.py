@@ -1,0 +1,244 @@
+"""CVM, BVM and Frank-Wolfe on the MEB dual of the L2-SVMs (DESIGN.md sec. 2-3).
+
+Points are rows ``z_i = (x_i, y_i)`` with the transformed kernel
+``k~_ij = y_i y_j (k_ij + b) + [i == j] / C``: ``b = 1`` for the two-class
+L2-SVM, ``b = 0`` and ``y = 1`` for the one-class L2-SVM (SVDD). With a
+constant ``k(x, x) = kappa`` the diagonal is ``kt = kappa + b + 1/C`` and,
+for the center ``c = sum_i a_i phi~(z_i)``:
+
+    ||c||^2 = a'K~a,   d_l^2 = ||c||^2 - 2 (K~a)_l + kt,   R^2 = kt - ||c||^2.
+
+Methods (all grow a core set from violators found in random samples):
+
+- ``cvm``: add the furthest violator, re-solve the core QP by SMO (warm start).
+- ``bvm``: fixed radius ``r^2 = kt``; move the center just enough to touch the
+  violator: ``a <- beta a + (1 - beta) e_z``, ``beta = r / d_z`` (bvm eqs. 5-6).
+- ``fvm``: Frank-Wolfe step towards the furthest point with exact line search
+  ``lambda = (d^2 - R^2) / (2 d^2)``.
+
+eps is annealed from 0.1, halved down to the target; a level ends after
+``patience`` consecutive samples without a violator.
+"""
+import time
+
+import numpy as np
+
+from ..coreset import CoreSet
+from ..kernels import sq_norms
+from .smo import center_sq_norm, smo_simplex
+
+PATIENCE = {"cvm": 7, "bvm": 10, "fvm": 7}
+
+
+def eps_levels(eps, start=0.1):
+    """[start, start/2, ..., eps] (at least [eps])."""
+    out = []
+    e = start
+    while e > eps * (1 + 1e-9):
+        out.append(e)
+        e /= 2
+    out.append(eps)
+    return out
+
+
+class MEBSolver:
+    """Solver state: one plain object (core set, scalars, counters, history).
+
+    Parameters
+    ----------
+    kernel : streamcvm.kernels.Kernel with a constant diagonal
+    C : regularisation; b : 1 (two-class) or 0 (one-class)
+    method : "cvm", "bvm" or "fvm"; eps : target tolerance
+    sample_size : rows per violator search (59: a top-5% point with 95% odds)
+    """
+
+    def __init__(self, kernel, d, sparse, *, C=1.0, b=1.0, method="cvm", eps=1e-3,
+                 sample_size=59, patience=None, max_core=None, init_size=20, seed=0,
+                 smo_max_iter=100000):
+        if method not in PATIENCE:
+            raise ValueError(f"unknown method {method!r}: cvm, bvm or fvm")
+        if not kernel.constant_diagonal:
+            raise ValueError(f"{method} needs a kernel with constant k(x, x) "
+                             f"(rbf, laplacian, npoly), not {kernel.name!r}")
+        self.kernel = kernel
+        self.C = float(C)
+        self.b = float(b)
+        self.method = method
+        self.eps = float(eps)
+        self.sample_size = int(sample_size)
+        self.patience = patience or PATIENCE[method]
+        self.max_core = max_core
+        self.init_size = init_size
+        self.seed = seed
+        self.smo_max_iter = smo_max_iter
+        self.kt = 1.0 + self.b + 1.0 / self.C      # kappa = 1 for the codes allowed
+        self.core = CoreSet(d, sparse)
+        self.c2 = 0.0                               # ||c||^2
+        self.n_iter = 0
+        self.history = []
+        self.t0 = None
+
+    # -- geometry -----------------------------------------------------------
+    @property
+    def radius2(self):
+        return self.kt if self.method == "bvm" else self.kt - self.c2
+
+    def dist2(self, X, y, sq=None, ids=None):
+        """Squared distances from the center to rows ``X`` (labels ``y``).
+        With ``ids``, rows that are core vectors get their ``a_l / C`` term
+        of (K~a)_l; without, the rows are taken to be outside the core set."""
+        cs = self.core
+        n = cs.n
+        Kc = self.kernel.block(X, cs.rows(), sq, cs.sq[:n])
+        ay = cs.alpha[:n] * cs.y[:n]
+        Ka = np.asarray(y) * (Kc @ ay + self.b * ay.sum())
+        if ids is not None:
+            for k, i in enumerate(ids):
+                slot = cs.slot_of(i)
+                if slot >= 0:
+                    Ka[k] += cs.alpha[slot] / self.C
+        return self.c2 - 2.0 * Ka + self.kt
+
+    def _refresh_c2(self):
+        cs = self.core
+        self.c2 = center_sq_norm(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, cs.n)
+
+    def _smo(self, eps):
+        cs = self.core
+        tol = 0.1 * eps * max(self.kt - self.c2, 1e-12)
+        smo_simplex(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, cs.n, tol, self.smo_max_iter)
+        self._refresh_c2()
+
+    # -- steps --------------------------------------------------------------
+    def init(self, ids, X, y):
+        """Start from the given rows with equal weights."""
+        self.t0 = time.perf_counter()
+        for k in range(len(ids)):
+            if ids[k] not in self.core:
+                self.core.add(int(ids[k]), X[k:k + 1], float(y[k]), self.kernel)
+        n = self.core.n
+        self.core.alpha[:n] = 1.0 / n
+        self._refresh_c2()
+        if self.method == "cvm":
+            self._smo(self.eps)
+
+    def step(self, row_id, x, y, d2, eps):
+        """Take the violator ``(x, y)`` at squared distance ``d2``."""
+        cs = self.core
+        slot = cs.slot_of(row_id)
+        if self.method == "fvm":
+            R2 = self.kt - self.c2
+            lam = min(max((d2 - R2) / (2.0 * d2), 0.0), 1.0)
+            p = 0.5 * (self.c2 + self.kt - d2)        # (K~a)_z
+        if slot < 0:
+            slot = cs.add(row_id, x, y, self.kernel)
+        if self.method == "cvm":
+            self._smo(eps)
+        elif self.method == "bvm":
+            beta = np.sqrt(self.kt / d2)
+            n = cs.n
+            cs.alpha[:n] *= beta
+            cs.alpha[slot] += 1.0 - beta
+            self.c2 = beta * self.c2 + (1.0 - beta) * self.kt + (beta * beta - beta) * d2
+        else:  # fvm
+            n = cs.n
+            cs.alpha[:n] *= 1.0 - lam
+            cs.alpha[slot] += lam
+            self.c2 = (1 - lam) ** 2 * self.c2 + 2 * lam * (1 - lam) * p + lam * lam * self.kt
+        self.n_iter += 1
+
+    def search(self, ids, X, y, eps):
+        """One violator search over candidate rows; True if it took a step."""
+        if len(ids) == 0:
+            return False
+        d2 = self.dist2(X, y)
+        k = int(np.argmax(d2))
+        if d2[k] <= (1.0 + eps) ** 2 * self.radius2:
+            return False
+        if self.max_core is not None and self.core.n >= self.max_core:
+            return False
+        self.step(int(ids[k]), X[k:k + 1], float(y[k]), float(d2[k]), eps)
+        return True
+
+    def record(self, eps):
+        self.history.append({"iteration": self.n_iter, "core_size": self.core.n,
+                             "radius": float(np.sqrt(max(self.radius2, 0.0))),
+                             "eps": eps, "elapsed": time.perf_counter() - self.t0})
+
+    # -- the driver -----------------------------------------------------------
+    def fit(self, pool, classes=None, full_pass=None, callback=None):
+        """Anneal eps down to the target, sampling violators from ``pool``
+        (a ChunkPool). ``full_pass``: an iterable factory of (ids, X, y)
+        chunks; if given, passes over all rows continue until one finds no
+        violator. Returns self."""
+        ids, X, y = pool.draw(self.init_size, classes=classes)
+        self.init(ids, X, y)
+        for eps in eps_levels(self.eps):
+            calm = 0
+            while calm < self.patience:
+                ids, X, y = pool.draw(self.sample_size, classes=classes, exclude=self.core)
+                if self.search(ids, X, y, eps):
+                    calm = 0
+                else:
+                    calm += 1
+                    if self.max_core is not None and self.core.n >= self.max_core:
+                        break
+            self.record(eps)
+            if callback is not None:
+                callback(self)
+        self.full_pass_violators = None
+        if full_pass is not None:
+            self.full_pass_violators = self.confirm(full_pass)
+        return self
+
+    def confirm(self, full_pass, max_passes=20, max_steps_per_chunk=100000):
+        """Passes over every row, core vectors included, until a pass finds
+        no violator at the target eps. Within a chunk, violators are taken
+        furthest first; BVM and FVM update the chunk's distances in place
+        (one new kernel column per step), CVM recomputes them after SMO.
+        Returns the number of violators the first pass found."""
+        first = None
+        for _ in range(max_passes):
+            found = 0
+            for ids, X, y in full_pass():
+                sq = sq_norms(X)
+                d2 = self.dist2(X, y, sq, ids=ids)
+                thr = (1.0 + self.eps) ** 2 * self.radius2
+                found += int((d2 > thr).sum())
+                for _ in range(max_steps_per_chunk):
+                    k = int(np.argmax(d2))
+                    if d2[k] <= (1.0 + self.eps) ** 2 * self.radius2:
+                        break
+                    if self.max_core is not None and self.core.n >= self.max_core \
+                            and ids[k] not in self.core:
+                        break
+                    old_c2 = self.c2
+                    self.step(int(ids[k]), X[k:k + 1], float(y[k]), float(d2[k]), self.eps)
+                    if self.method == "cvm":
+                        d2 = self.dist2(X, y, sq, ids=ids)
+                        continue
+                    # a <- w a + (1 - w) e_z: (K~a) <- w (K~a) + (1 - w) k~(., z)
+                    w = np.sqrt(self.kt / d2[k]) if self.method == "bvm" else \
+                        1.0 - min(max((d2[k] - (self.kt - old_c2)) / (2.0 * d2[k]), 0.0), 1.0)
+                    Ka = 0.5 * (old_c2 + self.kt - d2)
+                    kz = self.kernel.block(X, X[k:k + 1], sq, sq[k:k + 1])[:, 0]
+                    ktz = y * y[k] * (kz + self.b)
+                    ktz[ids == ids[k]] += 1.0 / self.C
+                    Ka = w * Ka + (1.0 - w) * ktz
+                    d2 = self.c2 - 2.0 * Ka + self.kt
+            if first is None:
+                first = found
+            self.record(self.eps)
+            if found == 0:
+                break
+        return first
+
+    # -- results --------------------------------------------------------------
+    def support(self, tol=1e-12):
+        """(slots, alpha) of the core vectors with weight, renormalised."""
+        cs = self.core
+        a = cs.alpha[:cs.n].copy()
+        a[a < tol * a.max()] = 0.0
+        a /= a.sum()
+        keep = np.flatnonzero(a > 0)
+        return keep, a[keep]

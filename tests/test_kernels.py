@@ -1,0 +1,65 @@
+"""Kernel blocks against sklearn.metrics.pairwise, dense and CSR."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import pairwise as pw
+
+from streamcvm.kernels import Kernel, estimate_beta, kernel_code
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((37, 11)).astype(np.float32)
+    B = rng.standard_normal((23, 11)).astype(np.float32)
+    A[A < 0.3] = 0          # some zeros, so CSR differs from dense storage
+    B[B < 0.3] = 0
+    return A, B
+
+
+def reference(name, A, B, gamma, coef0, degree):
+    A = A.astype(np.float64)
+    B = B.astype(np.float64)
+    if name == "rbf":
+        return pw.rbf_kernel(A, B, gamma=gamma)
+    if name == "laplacian":
+        return pw.laplacian_kernel(A, B, gamma=gamma)
+    if name == "linear":
+        return pw.linear_kernel(A, B)
+    P = pw.polynomial_kernel(A, B, gamma=gamma, coef0=coef0, degree=degree)
+    if name == "poly":
+        return P
+    da = pw.polynomial_kernel(A, A, gamma=gamma, coef0=coef0, degree=degree).diagonal()
+    db = pw.polynomial_kernel(B, B, gamma=gamma, coef0=coef0, degree=degree).diagonal()
+    return P / np.sqrt(np.outer(da, db))
+
+
+@pytest.mark.parametrize("name", ["rbf", "laplacian", "npoly", "poly", "linear"])
+@pytest.mark.parametrize("layout", ["dense", "csr", "mixed"])
+def test_kernel_block_matches_sklearn(data, name, layout):
+    A, B = data
+    k = Kernel(name, gamma=0.07, coef0=1.0, degree=3)
+    a = sp.csr_matrix(A) if layout in ("csr", "mixed") else A
+    b = sp.csr_matrix(B) if layout == "csr" else B
+    K = k.block(a, b)
+    np.testing.assert_allclose(K, reference(name, A, B, 0.07, 1.0, 3), rtol=2e-5, atol=1e-6)
+    # the diagonal helper agrees with the kernel of a row with itself
+    np.testing.assert_allclose(k.diag(a), np.diagonal(k.block(a, a)), rtol=2e-5, atol=1e-6)
+
+
+def test_unknown_kernel_and_bad_gamma():
+    with pytest.raises(ValueError, match="unknown kernel"):
+        kernel_code("sigmoid")
+    with pytest.raises(ValueError, match="gamma"):
+        Kernel("rbf", gamma=0)
+
+
+def test_estimate_beta_is_the_mean_pairwise_squared_distance():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((300, 4)) * [1, 2, 3, 4]
+    D = pw.euclidean_distances(X, X, squared=True)
+    exact = D.sum() / (300 * 299)
+    assert estimate_beta(X, n_sample=5000) == pytest.approx(exact, rel=1e-10)
+    # on a sample it is close
+    big = rng.standard_normal((20000, 4))
+    assert estimate_beta(big, n_sample=5000) == pytest.approx(8.0, rel=0.05)

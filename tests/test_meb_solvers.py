@@ -1,0 +1,106 @@
+"""CVM, BVM and FVM against an exact QP on a few hundred points.
+
+Checks the mathematics: after the final full pass every point lies within
+(1 + eps) of the radius, the dual objective is feasible (never above the
+optimum) and, for CVM and FVM, within the (1 + eps)^2 approximation ratio of
+the exact MEB radius found by scipy's SLSQP.
+"""
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+import streamcvm
+from streamcvm.kernels import Kernel, estimate_beta
+from streamcvm.sampling import ChunkPool
+from streamcvm.solvers import MEBSolver, eps_levels
+
+
+def _problem(n=160, seed=0, C=1.0, one_class=False):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4)).astype(np.float32)
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.3 * rng.standard_normal(n) > 0.3, 1.0, -1.0)
+    if one_class:
+        y = np.ones(n)
+    k = Kernel("rbf", gamma=1.0 / estimate_beta(X))
+    b = 0.0 if one_class else 1.0
+    Q = np.outer(y, y) * (k.block(X, X) + b) + np.eye(n) / C
+    kt = 1.0 + b + 1.0 / C
+    res = minimize(lambda a: a @ Q @ a, np.ones(n) / n, jac=lambda a: 2 * Q @ a,
+                   method="SLSQP", bounds=[(0, None)] * n,
+                   constraints=[{"type": "eq", "fun": lambda a: a.sum() - 1,
+                                 "jac": lambda a: np.ones(n)}],
+                   options={"ftol": 1e-15, "maxiter": 2000})
+    assert res.success
+    return X, y, k, b, Q, kt, kt - res.x @ Q @ res.x
+
+
+@pytest.fixture(scope="module")
+def two_class():
+    return _problem()
+
+
+def _fit(X, y, k, b, method, eps, C=1.0, seed=0):
+    store = streamcvm.as_store(X, y, chunk_rows=64)
+    s = MEBSolver(k, X.shape[1], False, C=C, b=b, method=method, eps=eps, seed=seed)
+
+    def full_pass():
+        for i in range(store.n_chunks):
+            a, e = store.chunk_bounds(i)
+            c = store.chunk(i)
+            yield np.arange(a, e), c.X, c.y
+
+    classes = None if b == 0 else (-1.0, 1.0)
+    s.fit(ChunkPool(store, np.random.default_rng(seed), pool_chunks=2, refresh=3),
+          classes=classes, full_pass=full_pass)
+    a = np.zeros(len(y))
+    a[s.core.ids[:s.core.n]] = s.core.alpha[:s.core.n]
+    return s, a
+
+
+FVM_NO_AWAY = pytest.mark.xfail(
+    strict=True, reason="FVM has no away steps yet (Yildirim): plain Frank-Wolfe cannot pull "
+    "core vectors that drifted outside back within (1 + eps) in 20 full passes")
+
+
+@pytest.mark.parametrize("method,eps", [
+    ("cvm", 1e-2), ("cvm", 1e-3), ("bvm", 1e-2), ("bvm", 1e-3), ("fvm", 1e-2),
+    pytest.param("fvm", 1e-3, marks=FVM_NO_AWAY)])
+def test_two_class_meb_against_exact_qp(two_class, method, eps):
+    X, y, k, b, Q, kt, R2_opt = two_class
+    s, a = _fit(X, y, k, b, method, eps)
+    assert a.min() >= 0 and a.sum() == pytest.approx(1.0, abs=1e-9)
+    c2 = a @ Q @ a
+    assert s.c2 == pytest.approx(c2, rel=1e-6)     # tracked ||c||^2 (float32 kernel cache)
+    d2 = np.diag(Q) - 2 * Q @ a + c2
+    # every point is inside the (1 + eps)-ball of the method's radius
+    assert d2.max() <= (1 + eps) ** 2 * s.radius2 * (1 + 1e-9)
+    R2 = kt - c2
+    assert R2 <= R2_opt * (1 + 1e-9)                          # dual feasible
+    if method in ("cvm", "fvm"):
+        assert R2_opt <= (1 + eps) ** 2 * R2                  # (1 + eps)-approximation
+    else:
+        assert s.radius2 == pytest.approx(kt) and kt >= R2_opt   # BVM: r^2 = kt >= R*^2
+
+
+def test_one_class_cvm_against_exact_qp():
+    X, y, k, b, Q, kt, R2_opt = _problem(one_class=True)
+    s, a = _fit(X, y, k, b, "cvm", 1e-3)
+    R2 = kt - a @ Q @ a
+    assert R2 <= R2_opt * (1 + 1e-9) and R2_opt <= (1 + 1e-3) ** 2 * R2
+
+
+def test_same_seed_same_solution(two_class):
+    X, y, k, b, *_ = two_class
+    _, a1 = _fit(X, y, k, b, "bvm", 1e-3, seed=3)
+    _, a2 = _fit(X, y, k, b, "bvm", 1e-3, seed=3)
+    np.testing.assert_array_equal(a1, a2)
+
+
+def test_eps_levels_anneal_to_the_target():
+    assert eps_levels(1e-3) == [0.1, 0.05, 0.025, 0.0125, 0.00625, 0.003125, 0.0015625, 1e-3]
+    assert eps_levels(0.5) == [0.5]
+
+
+def test_bvm_refuses_a_kernel_without_constant_diagonal():
+    with pytest.raises(ValueError, match="constant k"):
+        MEBSolver(Kernel("linear"), 4, False, method="bvm")
