@@ -57,14 +57,9 @@ def _fit(X, y, k, b, method, eps, C=1.0, seed=0):
     return s, a
 
 
-FVM_NO_AWAY = pytest.mark.xfail(
-    strict=True, reason="FVM has no away steps yet (Yildirim): plain Frank-Wolfe cannot pull "
-    "core vectors that drifted outside back within (1 + eps) in 20 full passes")
-
-
 @pytest.mark.parametrize("method,eps", [
     ("cvm", 1e-2), ("cvm", 1e-3), ("bvm", 1e-2), ("bvm", 1e-3), ("fvm", 1e-2),
-    pytest.param("fvm", 1e-3, marks=FVM_NO_AWAY)])
+    ("fvm", 1e-3)])
 def test_two_class_meb_against_exact_qp(two_class, method, eps):
     X, y, k, b, Q, kt, R2_opt = two_class
     s, a = _fit(X, y, k, b, method, eps)
@@ -74,6 +69,8 @@ def test_two_class_meb_against_exact_qp(two_class, method, eps):
     d2 = np.diag(Q) - 2 * Q @ a + c2
     # every point is inside the (1 + eps)-ball of the method's radius
     assert d2.max() <= (1 + eps) ** 2 * s.radius2 * (1 + 1e-9)
+    if method == "fvm":      # the tracked (K~a) of the core vectors stays exact
+        np.testing.assert_allclose(s.Ka, s._core_Ka(), rtol=1e-6, atol=1e-9)
     R2 = kt - c2
     assert R2 <= R2_opt * (1 + 1e-9)                          # dual feasible
     if method in ("cvm", "fvm"):

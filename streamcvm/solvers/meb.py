@@ -103,6 +103,22 @@ class MEBSolver:
         cs = self.core
         self.c2 = center_sq_norm(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, cs.n)
 
+    def _ktcol(self, slot):
+        """k~(core_i, core_slot) for every core vector i (from the cache)."""
+        cs = self.core
+        n = cs.n
+        col = cs.y[:n] * cs.y[slot] * (cs.K[:n, slot].astype(np.float64) + self.b)
+        col[slot] += 1.0 / self.C
+        return col
+
+    def _core_Ka(self):
+        """(K~a)_i for every core vector i, from the cache (O(|S|^2))."""
+        cs = self.core
+        n = cs.n
+        ay = cs.alpha[:n] * cs.y[:n]
+        return cs.y[:n] * (cs.K[:n, :n].astype(np.float64) @ ay + self.b * ay.sum()) \
+            + cs.alpha[:n] / self.C
+
     def _smo(self, eps):
         cs = self.core
         tol = 0.1 * eps * max(self.kt - self.c2, 1e-12)
@@ -121,6 +137,7 @@ class MEBSolver:
         self._refresh_c2()
         if self.method == "cvm":
             self._smo(self.eps)
+        self.Ka = self._core_Ka() if self.method == "fvm" else None
 
     def step(self, row_id, x, y, d2, eps):
         """Take the violator ``(x, y)`` at squared distance ``d2``."""
@@ -132,6 +149,8 @@ class MEBSolver:
             p = 0.5 * (self.c2 + self.kt - d2)        # (K~a)_z
         if slot < 0:
             slot = cs.add(row_id, x, y, self.kernel)
+            if self.method == "fvm":
+                self.Ka = np.append(self.Ka, p)
         if self.method == "cvm":
             self._smo(eps)
         elif self.method == "bvm":
@@ -145,7 +164,42 @@ class MEBSolver:
             cs.alpha[:n] *= 1.0 - lam
             cs.alpha[slot] += lam
             self.c2 = (1 - lam) ** 2 * self.c2 + 2 * lam * (1 - lam) * p + lam * lam * self.kt
+            self.Ka = (1.0 - lam) * self.Ka + lam * self._ktcol(slot)
         self.n_iter += 1
+
+    def away(self):
+        """FVM's away step (Yildirim): when the core vector nearest to the
+        center is further inside the ball than the furthest point is outside,
+        shrink its weight: a <- (1 + mu) a - mu e_j. Returns (slot, mu) or None."""
+        cs = self.core
+        n = cs.n
+        R2 = self.kt - self.c2
+        d2 = self.c2 - 2.0 * self.Ka + self.kt
+        d2 = np.where(cs.alpha[:n] > 0, d2, np.inf)
+        j = int(np.argmin(d2))
+        dm = 1.0 - d2[j] / R2                     # Delta-
+        a = cs.alpha[j]
+        if dm <= 0 or a >= 1.0:
+            return None
+        mu = min(dm / (2.0 * (1.0 - dm)), a / (1.0 - a))
+        p = self.Ka[j]
+        cs.alpha[:n] *= 1.0 + mu
+        cs.alpha[j] -= mu
+        if cs.alpha[j] < 1e-15:
+            cs.alpha[j] = 0.0
+        self.c2 = (1 + mu) ** 2 * self.c2 - 2 * mu * (1 + mu) * p + mu * mu * self.kt
+        self.Ka = (1.0 + mu) * self.Ka - mu * self._ktcol(j)
+        self.n_iter += 1
+        return j, mu, dm
+
+    def _away_gap(self):
+        """Delta- of the nearest weighted core vector (FVM), else 0."""
+        if self.method != "fvm":
+            return 0.0
+        n = self.core.n
+        d2 = self.c2 - 2.0 * self.Ka + self.kt
+        d2 = np.where(self.core.alpha[:n] > 0, d2, np.inf)
+        return 1.0 - d2.min() / (self.kt - self.c2)
 
     def search(self, ids, X, y, eps):
         """One violator search over candidate rows; True if it took a step."""
@@ -153,7 +207,13 @@ class MEBSolver:
             return False
         d2 = self.dist2(X, y)
         k = int(np.argmax(d2))
-        if d2[k] <= (1.0 + eps) ** 2 * self.radius2:
+        R2 = self.radius2
+        if self.method == "fvm":
+            up = d2[k] / R2 - 1.0                 # Delta+
+            if self._away_gap() > max(up, (1.0 + eps) ** 2 - 1.0):
+                self.away()
+                return True
+        if d2[k] <= (1.0 + eps) ** 2 * R2:
             return False
         if self.max_core is not None and self.core.n >= self.max_core:
             return False
@@ -207,7 +267,20 @@ class MEBSolver:
                 found += int((d2 > thr).sum())
                 for _ in range(max_steps_per_chunk):
                     k = int(np.argmax(d2))
-                    if d2[k] <= (1.0 + self.eps) ** 2 * self.radius2:
+                    thr = (1.0 + self.eps) ** 2 * self.radius2
+                    if self.method == "fvm" and \
+                            self._away_gap() > max(d2[k] / self.radius2 - 1.0, thr / self.radius2 - 1.0):
+                        old_c2 = self.c2
+                        j, mu, _ = self.away()
+                        Ka = 0.5 * (old_c2 + self.kt - d2)
+                        xj = self.core.rows()[j:j + 1]
+                        kj = self.kernel.block(X, xj, sq, self.core.sq[j:j + 1])[:, 0]
+                        ktj = y * self.core.y[j] * (kj + self.b)
+                        ktj[ids == self.core.ids[j]] += 1.0 / self.C
+                        Ka = (1.0 + mu) * Ka - mu * ktj
+                        d2 = self.c2 - 2.0 * Ka + self.kt
+                        continue
+                    if d2[k] <= thr:
                         break
                     if self.max_core is not None and self.core.n >= self.max_core \
                             and ids[k] not in self.core:
