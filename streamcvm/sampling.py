@@ -4,8 +4,7 @@
 from them, and swaps one chunk for a random other one every ``refresh``
 draws, so that over a run every chunk is visited. Everything is driven by
 the caller's ``numpy.random.Generator``: the same seed draws the same rows.
-Class-balanced draws take half of the rows from each class of the pooled
-chunks.
+Class-balanced draws take half of the rows from each of two classes.
 """
 import numpy as np
 import scipy.sparse as sp
@@ -21,12 +20,29 @@ class ChunkPool:
         self.draws = 0
         first = rng.choice(nc, size=self.pool_chunks, replace=False) if nc > 1 else [0]
         self.pool = [self._load(int(i)) for i in first]
+        self._index()
 
     def _load(self, i):
-        a, b = self.store.chunk_bounds(i)
+        a, _ = self.store.chunk_bounds(i)
         c = self.store.chunk(i)
         X = c.X.tocsr() if sp.issparse(c.X) else c.X
         return {"chunk": i, "start": a, "X": X, "y": np.asarray(c.y, np.float64)}
+
+    def _index(self):
+        """Flat (slot, row) index of the pooled rows, and per label value."""
+        slots = np.concatenate([np.full(len(p["y"]), k, np.int64) for k, p in enumerate(self.pool)])
+        rows = np.concatenate([np.arange(len(p["y"]), dtype=np.int64) for p in self.pool])
+        y = np.concatenate([p["y"] for p in self.pool])
+        gid = np.concatenate([p["start"] + np.arange(len(p["y"]), dtype=np.int64)
+                              for p in self.pool])
+        self._flat = (slots, rows, gid, y)
+        self._by_class = {}
+
+    def _class_index(self, cls):
+        idx = self._by_class.get(cls)
+        if idx is None:
+            idx = self._by_class[cls] = np.flatnonzero(self._flat[3] == cls)
+        return idx
 
     def _maybe_refresh(self):
         self.draws += 1
@@ -34,43 +50,51 @@ class ChunkPool:
         if nc <= self.pool_chunks or self.draws % self.refresh:
             return
         pooled = {p["chunk"] for p in self.pool}
-        cand = self.rng.integers(0, nc)
+        cand = int(self.rng.integers(0, nc))
         while cand in pooled:
-            cand = self.rng.integers(0, nc)
-        slot = self.rng.integers(0, len(self.pool))
-        self.pool[slot] = self._load(int(cand))
+            cand = int(self.rng.integers(0, nc))
+        slot = int(self.rng.integers(0, len(self.pool)))
+        self.pool[slot] = self._load(cand)
+        self._index()
+
+    def _pick(self, candidates, k, exclude):
+        """k random positions of ``candidates`` (flat indices) not excluded."""
+        out = []
+        need = k
+        for _ in range(8):
+            if need <= 0 or len(candidates) == 0:
+                break
+            take = candidates[self.rng.integers(0, len(candidates), 2 * need + 4)]
+            if exclude is not None and len(exclude):
+                take = take[~np.isin(self._flat[2][take], exclude)]
+            take = take[:need]
+            out.append(take)
+            need -= len(take)
+        return np.concatenate(out) if out else np.empty(0, np.int64)
 
     def draw(self, m, classes=None, exclude=None):
-        """``m`` random rows: (global ids, X rows, y). With ``classes`` (a
-        pair of label values) half are drawn from each class present.
-        Rows in ``exclude`` (a container of ids) are skipped."""
+        """``m`` random rows: (global ids, X rows, y). With ``classes`` (two
+        label values) half are drawn from each. ``exclude``: an array of
+        global row ids to skip (the core set)."""
         self._maybe_refresh()
-        sizes = np.array([len(p["y"]) for p in self.pool])
-        picks = []
         if classes is None:
-            want = [(None, m)]
+            pos = self._pick(np.arange(len(self._flat[0])), m, exclude)
         else:
-            want = [(classes[0], m - m // 2), (classes[1], m // 2)]
-        for cls, k in want:
-            got = 0
-            tries = 0
-            while got < k and tries < 20 * k + 20:
-                tries += 1
-                p = int(self.rng.choice(len(self.pool), p=sizes / sizes.sum()))
-                r = int(self.rng.integers(0, sizes[p]))
-                if cls is not None and self.pool[p]["y"][r] != cls:
-                    continue
-                gid = self.pool[p]["start"] + r
-                if exclude is not None and gid in exclude:
-                    continue
-                picks.append((p, r))
-                got += 1
-        if not picks:
-            return np.empty(0, np.int64), None, np.empty(0)
-        ids = np.array([self.pool[p]["start"] + r for p, r in picks], np.int64)
-        y = np.array([self.pool[p]["y"][r] for p, r in picks])
-        if sp.issparse(self.pool[0]["X"]):
-            X = sp.vstack([self.pool[p]["X"][r] for p, r in picks]).tocsr()
+            pos = np.concatenate([
+                self._pick(self._class_index(classes[0]), m - m // 2, exclude),
+                self._pick(self._class_index(classes[1]), m // 2, exclude)])
+        slots, rows, gid, y = (a[pos] for a in self._flat)
+        if len(pos) == 0:
+            return gid, None, y
+        parts = []
+        order = []
+        for s in np.unique(slots):
+            sel = np.flatnonzero(slots == s)
+            parts.append(self.pool[s]["X"][rows[sel]])
+            order.append(sel)
+        inv = np.argsort(np.concatenate(order), kind="stable")
+        if sp.issparse(parts[0]):
+            X = sp.vstack(parts).tocsr()[inv]
         else:
-            X = np.stack([self.pool[p]["X"][r] for p, r in picks])
-        return ids, X, y
+            X = np.concatenate(parts)[inv]
+        return gid, X, y

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..coreset import CoreSet
 from ..kernels import sq_norms
-from .smo import center_sq_norm, smo_simplex
+from .smo import center_sq_norm, gradient, smo_simplex
 
 PATIENCE = {"cvm": 7, "bvm": 10, "fvm": 7}
 
@@ -122,7 +122,11 @@ class MEBSolver:
     def _smo(self, eps):
         cs = self.core
         tol = 0.1 * eps * max(self.kt - self.c2, 1e-12)
-        smo_simplex(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, cs.n, tol, self.smo_max_iter)
+        if len(self.g) < cs.n:      # a vector entered since: extend the gradient
+            self.g = gradient(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, cs.n) \
+                if len(self.g) < cs.n - 1 else np.append(self.g, self._g_new)
+        smo_simplex(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, self.g, cs.n, tol,
+                    self.smo_max_iter)
         self._refresh_c2()
 
     # -- steps --------------------------------------------------------------
@@ -135,7 +139,10 @@ class MEBSolver:
         n = self.core.n
         self.core.alpha[:n] = 1.0 / n
         self._refresh_c2()
+        self.g = np.empty(0)
         if self.method == "cvm":
+            cs = self.core
+            self.g = gradient(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, n)
             self._smo(self.eps)
         self.Ka = self._core_Ka() if self.method == "fvm" else None
 
@@ -148,6 +155,8 @@ class MEBSolver:
             lam = min(max((d2 - R2) / (2.0 * d2), 0.0), 1.0)
             p = 0.5 * (self.c2 + self.kt - d2)        # (K~a)_z
         if slot < 0:
+            # a new vector enters at alpha 0: its gradient 2 (K~a)_z - kt = c2 - d2
+            self._g_new = self.c2 - d2
             slot = cs.add(row_id, x, y, self.kernel)
             if self.method == "fvm":
                 self.Ka = np.append(self.Ka, p)
@@ -236,7 +245,8 @@ class MEBSolver:
         for eps in eps_levels(self.eps):
             calm = 0
             while calm < self.patience:
-                ids, X, y = pool.draw(self.sample_size, classes=classes, exclude=self.core)
+                ids, X, y = pool.draw(self.sample_size, classes=classes,
+                                      exclude=self.core.ids[:self.core.n])
                 if self.search(ids, X, y, eps):
                     calm = 0
                 else:

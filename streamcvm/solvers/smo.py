@@ -22,20 +22,17 @@ def _q(K, y, b, invC, i, j):
 
 
 @njit(cache=True, nogil=True)
-def smo_simplex(K, y, b, invC, alpha, n, tol, max_iter):
+def smo_simplex(K, y, b, invC, alpha, g, n, tol, max_iter):
     """Solve in place over the first ``n`` core vectors; returns iterations.
+
+    ``g[:n]`` is the gradient ``2 Q a - diag(Q)`` on entry (kept up to date
+    by the caller between calls: O(n) per new vector instead of O(n^2)) and
+    is updated in place.
 
     Stops when ``max_{a_j > 0} g_j - min_i g_i <= tol`` (g = grad f), i.e.
     every core vector with weight is within ``tol`` (in squared distance)
     of the furthest core vector from the center.
     """
-    g = np.empty(n)
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            if alpha[j] != 0.0:
-                s += _q(K, y, b, invC, i, j) * alpha[j]
-        g[i] = 2.0 * s - _q(K, y, b, invC, i, i)
     it = 0
     while it < max_iter:
         i = 0
@@ -76,6 +73,19 @@ def smo_simplex(K, y, b, invC, alpha, n, tol, max_iter):
             g[k] += 2.0 * step * (_q(K, y, b, invC, k, i) - _q(K, y, b, invC, k, j))
         it += 1
     return it
+
+
+@njit(cache=True, nogil=True)
+def gradient(K, y, b, invC, alpha, n):
+    """2 Q a - diag(Q) over the first n core vectors (O(n^2))."""
+    g = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            if alpha[j] != 0.0:
+                s += _q(K, y, b, invC, i, j) * alpha[j]
+        g[i] = 2.0 * s - _q(K, y, b, invC, i, i)
+    return g
 
 
 @njit(cache=True, nogil=True)
