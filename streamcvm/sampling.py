@@ -72,10 +72,11 @@ class ChunkPool:
             need -= len(take)
         return np.concatenate(out) if out else np.empty(0, np.int64)
 
-    def draw(self, m, classes=None, exclude=None):
+    def draw(self, m, classes=None, exclude=None, target="raw"):
         """``m`` random rows: (global ids, X rows, y). With ``classes`` (two
-        label values) half are drawn from each. ``exclude``: an array of
-        global row ids to skip (the core set)."""
+        label values ``(neg, pos)``) half are drawn from each. ``exclude``: an
+        array of global row ids to skip (the core set). ``target``: "raw"
+        labels, "binary" (+1 for ``pos``, -1 for ``neg``) or "ones"."""
         self._maybe_refresh()
         if classes is None:
             pos = self._pick(np.arange(len(self._flat[0])), m, exclude)
@@ -84,6 +85,7 @@ class ChunkPool:
                 self._pick(self._class_index(classes[0]), m - m // 2, exclude),
                 self._pick(self._class_index(classes[1]), m // 2, exclude)])
         slots, rows, gid, y = (a[pos] for a in self._flat)
+        y = relabel(y, classes, target)
         if len(pos) == 0:
             return gid, None, y
         parts = []
@@ -98,3 +100,12 @@ class ChunkPool:
         else:
             X = np.concatenate(parts)[inv]
         return gid, X, y
+
+
+def relabel(y, classes, target):
+    """Labels as a sub-problem sees them (see ChunkPool.draw)."""
+    if target == "binary":
+        return np.where(y == classes[1], 1.0, -1.0)
+    if target == "ones":
+        return np.ones(len(y))
+    return y

@@ -235,18 +235,18 @@ class MEBSolver:
                              "eps": eps, "elapsed": time.perf_counter() - self.t0})
 
     # -- the driver -----------------------------------------------------------
-    def fit(self, pool, classes=None, full_pass=None, callback=None):
+    def fit(self, pool, classes=None, full_pass=None, callback=None, target="raw"):
         """Anneal eps down to the target, sampling violators from ``pool``
         (a ChunkPool). ``full_pass``: an iterable factory of (ids, X, y)
         chunks; if given, passes over all rows continue until one finds no
         violator. Returns self."""
-        ids, X, y = pool.draw(self.init_size, classes=classes)
+        ids, X, y = pool.draw(self.init_size, classes=classes, target=target)
         self.init(ids, X, y)
         for eps in eps_levels(self.eps):
             calm = 0
             while calm < self.patience:
                 ids, X, y = pool.draw(self.sample_size, classes=classes,
-                                      exclude=self.core.ids[:self.core.n])
+                                      exclude=self.core.ids[:self.core.n], target=target)
                 if self.search(ids, X, y, eps):
                     calm = 0
                 else:

@@ -1,0 +1,289 @@
+"""scikit-learn estimators over the core: CVMClassifier and CVMOneClass.
+
+``fit`` takes arrays, sparse matrices or a store (``streamcvm.open_store``);
+large data never goes through a dense in-memory copy. The estimators only
+validate and translate parameters; training is
+:func:`streamcvm.problems.train_machine` on plain arrays and scalars.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .kernels import Kernel, estimate_beta
+from .problems import pairs, train_machine
+from .store import BaseStore, as_store
+
+METHODS = ("bvm", "cvm", "fvm")
+
+
+def _resolve_gamma(gamma, store):
+    if isinstance(gamma, str) and gamma == "auto":
+        # 1/beta, beta the mean squared distance between rows, on 5,000 rows
+        return 1.0 / estimate_beta(sample_rows(store, 5000), n_sample=5000, seed=0)
+    if not isinstance(gamma, numbers.Real) or gamma <= 0:
+        raise ValueError(f"gamma must be 'auto' or a positive number, got {gamma!r}")
+    return float(gamma)
+
+
+def sample_rows(store, m, seed=0, max_chunks=64):
+    """``m`` random rows of a store (seed 0: the benchmark protocol's sample),
+    read chunk by chunk. Stores of more than ``max_chunks`` chunks are sampled
+    within ``max_chunks`` random chunks, so this never costs a full pass."""
+    rng = np.random.default_rng(seed)
+    if store.n_chunks > max_chunks:
+        chunks = np.sort(rng.choice(store.n_chunks, size=max_chunks, replace=False))
+        spans = [store.chunk_bounds(int(i)) for i in chunks]
+        sizes = np.array([e - a for a, e in spans])
+        pick = np.sort(rng.choice(sizes.sum(), size=min(m, sizes.sum()), replace=False))
+        offs = np.concatenate([[0], np.cumsum(sizes)])
+        which = np.searchsorted(offs, pick, side="right") - 1
+        idx = np.array([spans[w][0] for w in which]) + pick - offs[which]
+    else:
+        idx = np.sort(rng.choice(store.n, size=min(m, store.n), replace=False))
+    parts = []
+    for i in np.unique(idx // store.chunk_rows):
+        a, _ = store.chunk_bounds(int(i))
+        sel = idx[(idx >= a) & (idx < a + store.chunk_rows)] - a
+        parts.append(store.chunk(int(i)).X[sel])
+    return sp.vstack(parts).tocsr() if sp.issparse(parts[0]) else np.concatenate(parts)
+
+
+def _resolve_eps(eps):
+    if eps == "auto":
+        # TODO(issue 3): the robust automatic rule; 1e-4 is what the papers'
+        # experiments found accurate on ijcnn1/a9a-sized problems
+        return 1e-4
+    if not isinstance(eps, numbers.Real) or not 0 < eps < 1:
+        raise ValueError(f"eps must be 'auto' or in (0, 1), got {eps!r}")
+    return float(eps)
+
+
+class _CVMBase(BaseEstimator):
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _check_params(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not isinstance(self.C, numbers.Real) or self.C <= 0:
+            raise ValueError(f"C must be positive, got {self.C!r}")
+
+    def _prepare(self, X, y=None):
+        """A store for the training data, and the arrays sklearn validated."""
+        if isinstance(X, (BaseStore, str)) or hasattr(X, "__fspath__"):
+            store = as_store(X)
+            self.n_features_in_ = store.d
+            return store, None
+        if y is None:
+            X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=True)
+            return as_store(X, np.zeros(X.shape[0])), None
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32, reset=True)
+        check_classification_targets(y)
+        labels, codes = np.unique(y, return_inverse=True)
+        return as_store(X, codes.astype(np.float64)), labels
+
+    def _kernel(self, store):
+        self.gamma_ = _resolve_gamma(self.gamma, store)
+        return Kernel(self.kernel, gamma=self.gamma_, coef0=self.coef0, degree=self.degree)
+
+    def _validate_X(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+
+
+class CVMClassifier(ClassifierMixin, _CVMBase):
+    """Kernel L2-SVM classifier trained by BVM (default), CVM or Frank-Wolfe.
+
+    Parameters
+    ----------
+    method : "bvm", "cvm" or "fvm"
+    C : regularisation (the L2-SVM's; compare LIBSVM's C with care)
+    kernel : "rbf" (default), "laplacian", "npoly" (constant k(x, x) needed)
+    gamma : "auto" (1 / mean squared distance between rows) or a number
+    eps : approximation tolerance of the enclosing ball, or "auto"
+    sample_size : rows per violator search (59: top 5% with 95% odds)
+    max_core : cap on core vectors per binary machine
+    full_pass : finish with passes over all rows until none violates
+    multi_class : "ovo" (one-vs-one, as LIBSVM)
+    random_state : seed of the row sampling
+    """
+
+    def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+                 degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
+                 multi_class="ovo", decision_function_shape="ovr", random_state=0):
+        self.method = method
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.eps = eps
+        self.sample_size = sample_size
+        self.max_core = max_core
+        self.full_pass = full_pass
+        self.multi_class = multi_class
+        self.decision_function_shape = decision_function_shape
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Fit on arrays (X, y), a sparse matrix, or a store (y from the store)."""
+        self._check_params()
+        if y is None and not isinstance(X, BaseStore) and not isinstance(X, str) \
+                and not hasattr(X, "__fspath__"):
+            raise ValueError(f"{type(self).__name__} requires y to be passed, "
+                             "but the target y is None")
+        store, labels = self._prepare(X, y)
+        if store.classes is None:
+            raise ValueError("Unknown label type: the store's y has too many distinct "
+                             "values for a classifier (a regression target?)")
+        codes = np.asarray(store.classes)       # the values the store's y holds
+        if len(codes) < 2:
+            raise ValueError(f"need samples of at least 2 classes, got {len(codes)} class")
+        if labels is None:   # a store: its own labels (text labels decoded)
+            labels = store.decode_labels(codes) if store.label_names else codes
+        self.classes_ = np.asarray(labels)
+        classes = codes
+        kern = self._kernel(store)
+        eps = _resolve_eps(self.eps)
+        seed = 0 if self.random_state is None else int(self.random_state)
+        self.machines_ = [
+            train_machine(store, kern, classes=pair, C=self.C, method=self.method, eps=eps,
+                          sample_size=self.sample_size, max_core=self.max_core, seed=seed + k,
+                          full_pass=self.full_pass)
+            for k, pair in enumerate(pairs(classes, self.multi_class))]
+        self.kernel_ = kern
+        self.n_iter_ = sum(m.n_iter for m in self.machines_)
+        self.core_set_size_ = sum(m.core_size for m in self.machines_)
+        self.history_ = [h for m in self.machines_ for h in m.history]
+        return self
+
+    @property
+    def n_support_(self):
+        check_is_fitted(self)
+        return np.array([len(m.coef) for m in self.machines_])
+
+    @property
+    def support_vectors_(self):
+        check_is_fitted(self)
+        svs = [m.sv for m in self.machines_]
+        return sp.vstack(svs).tocsr() if sp.issparse(svs[0]) else np.concatenate(svs)
+
+    @property
+    def dual_coef_(self):
+        check_is_fitted(self)
+        return [m.coef for m in self.machines_]
+
+    @property
+    def intercept_(self):
+        check_is_fitted(self)
+        return np.array([m.intercept for m in self.machines_])
+
+    def _ovo(self, X):
+        X = self._validate_X(X)
+        from .kernels import sq_norms
+        sq = sq_norms(X)
+        return np.column_stack([m.decision(self.kernel_, X, sq) for m in self.machines_])
+
+    def decision_function(self, X):
+        """Binary: f(x), positive for classes_[1]. Multi-class: with
+        ``decision_function_shape="ovr"`` (default, as SVC) one column per
+        class, the one-vs-one votes plus a confidence below 1/3 that breaks
+        ties; with "ovo", one column per machine (classes i < j, positive
+        for j)."""
+        F = self._ovo(X)
+        if F.shape[1] == 1:
+            return F[:, 0]
+        if self.decision_function_shape == "ovo":
+            return F
+        return _ovr_votes(F, len(self.classes_))
+
+    def predict(self, X):
+        F = self._ovo(X)
+        if F.shape[1] == 1:
+            return self.classes_[(F[:, 0] > 0).astype(int)]
+        return self.classes_[np.argmax(_ovr_votes(F, len(self.classes_)), axis=1)]
+
+
+def _ovr_votes(F, k):
+    """One-vs-one decisions -> per-class votes + confidence in (-1/3, 1/3)."""
+    votes = np.zeros((F.shape[0], k))
+    conf = np.zeros((F.shape[0], k))
+    col = 0
+    for i in range(k):
+        for j in range(i + 1, k):
+            f = F[:, col]
+            votes[:, j] += f > 0
+            votes[:, i] += f <= 0
+            conf[:, j] += f
+            conf[:, i] -= f
+            col += 1
+    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+
+
+class CVMOneClass(OutlierMixin, _CVMBase):
+    """One-class L2-SVM (SVDD): the (1 + eps)-approximate minimum enclosing
+    ball of the data in feature space; points outside it are outliers.
+
+    ``predict`` returns +1 (inside) / -1 (outside) as OneClassSVM does;
+    ``decision_function`` is ``R^2 - ||phi(x) - c||^2`` (positive inside),
+    ``score_samples`` is ``-||phi(x) - c||^2`` and ``offset_`` is ``-R^2``.
+    With the L2 loss every support vector carries slack, so the support
+    vectors are the training outliers; ``C`` sets how many there are.
+    """
+
+    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+                 degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
+                 random_state=0):
+        self.method = method
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.eps = eps
+        self.sample_size = sample_size
+        self.max_core = max_core
+        self.full_pass = full_pass
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        self._check_params()
+        store, _ = self._prepare(X)
+        kern = self._kernel(store)
+        seed = 0 if self.random_state is None else int(self.random_state)
+        self.machine_ = train_machine(store, kern, classes=None, C=self.C, method=self.method,
+                                      eps=_resolve_eps(self.eps), sample_size=self.sample_size,
+                                      max_core=self.max_core, seed=seed,
+                                      full_pass=self.full_pass)
+        self.kernel_ = kern
+        self.offset_ = -self.machine_.radius2
+        self.n_iter_ = self.machine_.n_iter
+        self.core_set_size_ = self.machine_.core_size
+        self.history_ = self.machine_.history
+        return self
+
+    @property
+    def support_vectors_(self):
+        check_is_fitted(self)
+        return self.machine_.sv
+
+    @property
+    def dual_coef_(self):
+        check_is_fitted(self)
+        return self.machine_.coef
+
+    def decision_function(self, X):
+        X = self._validate_X(X)
+        return self.machine_.decision(self.kernel_, X)
+
+    def score_samples(self, X):
+        return self.decision_function(X) + self.offset_
+
+    def predict(self, X):
+        return np.where(self.decision_function(X) >= 0, 1, -1)

@@ -1,0 +1,113 @@
+"""Two-class, one-class and multi-class L2-SVMs as MEB problems over a store.
+
+Each binary machine is trained by :class:`streamcvm.solvers.MEBSolver` on
+the rows of two classes, sampled from the store through a
+:class:`~streamcvm.sampling.ChunkPool` (class-balanced, using the store's
+labels; no O(n) index). Multi-class is one-vs-one (as LIBSVM) (one-vs-rest is
+not implemented yet). A trained machine is plain arrays: support rows, coefficients
+``alpha_i y_i`` and an intercept, with ``f(x) = sum_i coef_i k(x_i, x) + b``.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..sampling import ChunkPool, relabel
+from ..solvers import MEBSolver
+
+
+@dataclass
+class Machine:
+    """One trained binary (or one-class) machine."""
+    sv: object                    # support rows: ndarray [m, d] or CSR
+    coef: np.ndarray              # alpha_i * y_i
+    intercept: float              # sum alpha_i y_i * b
+    sv_ids: np.ndarray            # global row ids of the support rows
+    classes: tuple = None         # (neg, pos) label values; None for one-class
+    radius2: float = 0.0          # one-class: primal R^2 of the ball (original space)
+    c2: float = 0.0               # one-class: ||c||^2 = a'Ka (original space)
+    n_iter: int = 0
+    core_size: int = 0
+    full_pass_violators: object = None
+    history: list = field(default_factory=list)
+
+    def decision(self, kernel, X, sq=None, block_rows=2048):
+        """f(x) (binary) or R^2 - d^2(x) (one-class), for rows X; kernel
+        blocks of ``block_rows`` rows keep memory at block_rows x n_SV."""
+        from ..kernels import sq_norms
+        sq = sq_norms(X) if sq is None else sq
+        sqs = sq_norms(self.sv)
+        s = np.empty(X.shape[0])
+        for a in range(0, X.shape[0], block_rows):
+            b = min(a + block_rows, X.shape[0])
+            s[a:b] = kernel.block(X[a:b], self.sv, sq[a:b], sqs) @ self.coef
+        if self.classes is None:
+            return self.radius2 - (self.c2 - 2.0 * s + kernel.diag(X, sq))
+        return s + self.intercept
+
+
+def _full_pass(store, classes, target):
+    def passes():
+        for i in range(store.n_chunks):
+            a, e = store.chunk_bounds(i)
+            c = store.chunk(i)
+            ids = np.arange(a, e)
+            y = np.asarray(c.y, np.float64)
+            if classes is not None:
+                keep = np.flatnonzero((y == classes[0]) | (y == classes[1]))
+                if len(keep) == 0:
+                    continue
+                yield ids[keep], c.X[keep], relabel(y[keep], classes, target)
+            else:
+                yield ids, c.X, relabel(y, classes, target)
+    return passes
+
+
+def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
+                  eps=1e-3, sample_size=59, max_core=None, seed=0, full_pass=False,
+                  callback=None):
+    """Train one machine on ``store``.
+
+    ``classes=(neg, pos)``: a two-class L2-SVM on the rows of those labels.
+    ``classes=None``: a one-class L2-SVM (SVDD) on every row.
+    """
+    rng = np.random.default_rng(seed)
+    pool = ChunkPool(store, rng)
+    one_class = classes is None
+    target = "ones" if one_class else "binary"
+    solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=0.0 if one_class else 1.0,
+                       method=method, eps=eps, sample_size=sample_size, max_core=max_core,
+                       seed=seed)
+    solver.fit(pool, classes=classes, target=target, callback=callback,
+               full_pass=_full_pass(store, classes, target) if full_pass else None)
+    slots, alpha = solver.support()
+    cs = solver.core
+    rows = cs.rows()[slots]
+    coef = alpha * cs.y[slots]
+    b = 0.0 if one_class else 1.0
+    m = Machine(sv=rows.copy() if not hasattr(rows, "tocsr") else rows.tocsr(copy=True),
+                coef=coef, intercept=float(b * coef.sum()), sv_ids=cs.ids[slots].copy(),
+                classes=None if one_class else tuple(float(c) for c in classes),
+                n_iter=solver.n_iter, core_size=cs.n,
+                full_pass_violators=getattr(solver, "full_pass_violators", None),
+                history=solver.history)
+    if one_class:
+        # The MEB lives in the augmented space phi~ = [phi; e_i / sqrt(C)]. At
+        # the optimum a support vector i sits on that ball, which in the
+        # original space means ||phi(x_i) - c||^2 = R^2 + xi_i, xi_i = 2 a_i / C,
+        # with the primal radius R^2 = kappa - a'Ka - 2 ||a||^2 / C: rows beyond
+        # R (all support vectors, with slack) are the outliers, as in SVDD.
+        K = kernel.block(rows, rows)
+        m.c2 = float(alpha @ K @ alpha)
+        m.radius2 = float(1.0 - m.c2 - 2.0 * (alpha ** 2).sum() / C)
+    return m
+
+
+def pairs(classes, strategy="ovo"):
+    """The (neg, pos) sub-problems of a multi-class strategy."""
+    classes = list(classes)
+    if len(classes) == 2:
+        return [(classes[0], classes[1])]
+    if strategy == "ovo":
+        return [(classes[i], classes[j]) for i in range(len(classes))
+                for j in range(i + 1, len(classes))]
+    raise ValueError(f"multi-class strategy {strategy!r} is not implemented yet (use 'ovo')")

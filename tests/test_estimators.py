@@ -1,0 +1,65 @@
+"""The scikit-learn estimators: sklearn's own checks, stores vs arrays, accuracy."""
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs, make_moons
+from sklearn.metrics import roc_auc_score
+from sklearn.svm import SVC
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import streamcvm
+from streamcvm import CVMClassifier, CVMOneClass, synthetic
+
+
+@parametrize_with_checks([CVMClassifier(eps=1e-2), CVMOneClass(eps=1e-2)])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("method", ["bvm", "cvm", "fvm"])
+def test_close_to_svc_on_moons(method):
+    X, y = make_moons(n_samples=1500, noise=0.25, random_state=0)
+    Xt, yt = make_moons(n_samples=3000, noise=0.25, random_state=1)
+    clf = CVMClassifier(method=method, eps=1e-4).fit(X, y)
+    svc = SVC(C=1.0, gamma=clf.gamma_).fit(X, y)
+    assert clf.score(Xt, yt) >= svc.score(Xt, yt) - 0.01
+    assert clf.n_iter_ > 0 and clf.core_set_size_ >= clf.n_support_.sum()
+    assert [h["eps"] for h in clf.history_][-1] == 1e-4
+
+
+def test_multiclass_one_vs_one_votes():
+    X, y = make_blobs(n_samples=600, centers=4, cluster_std=1.5, random_state=0)
+    clf = CVMClassifier(eps=1e-3).fit(X, y)
+    assert clf.score(X, y) >= SVC(gamma=clf.gamma_).fit(X, y).score(X, y) - 0.02
+    assert len(clf.machines_) == 6
+    D = clf.decision_function(X)
+    assert D.shape == (600, 4)
+    np.testing.assert_array_equal(clf.classes_[D.argmax(axis=1)], clf.predict(X))
+    assert clf.set_params(decision_function_shape="ovo").decision_function(X).shape == (600, 6)
+
+
+def test_store_and_arrays_give_the_same_model(tmp_path):
+    path = str(tmp_path / "g.zarr")
+    synthetic.write_store(path, "gaussian", 6000, seed=5, chunk_rows=1000)
+    store = streamcvm.open_store(path)
+    X = np.concatenate([c.X for c in store])
+    y = np.concatenate([c.y for c in store])
+    a = CVMClassifier(eps=1e-3, random_state=2).fit(store)
+    b = CVMClassifier(eps=1e-3, random_state=2).fit(streamcvm.as_store(X, y, chunk_rows=1000))
+    np.testing.assert_array_equal(a.machines_[0].sv_ids, b.machines_[0].sv_ids)
+    np.testing.assert_allclose(a.dual_coef_[0], b.dual_coef_[0], rtol=1e-12)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    np.testing.assert_array_equal(a.classes_, [-1.0, 1.0])
+
+
+def test_one_class_flags_outliers():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 3))
+    out = rng.uniform(-6, 6, (200, 3))
+    out = out[np.linalg.norm(out, axis=1) > 4]
+    oc = CVMOneClass(eps=1e-3, C=0.05).fit(X)
+    frac = np.mean(oc.predict(X) == -1)
+    assert 0.0 < frac < 0.5
+    s = np.concatenate([oc.decision_function(X), oc.decision_function(out)])
+    truth = np.r_[np.ones(len(X)), np.zeros(len(out))]
+    assert roc_auc_score(truth, s) > 0.95
+    np.testing.assert_allclose(oc.score_samples(X), oc.decision_function(X) + oc.offset_)
