@@ -182,12 +182,164 @@ def cmd_info(args):
     return 0
 
 
+def _add_train(sub):
+    p = sub.add_parser("train", help="train a classifier (or one-class model) from a store",
+                       description="Train a kernel L2-SVM from a store by BVM, CVM or "
+                                   "Frank-Wolfe; only the core set is held in memory.")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model folder to write")
+    p.add_argument("--method", choices=["bvm", "cvm", "fvm"], default="bvm")
+    p.add_argument("-c", "--C", type=float, default=1.0, help="regularisation (default 1)")
+    p.add_argument("-t", "--kernel", default="rbf", help="rbf (default), laplacian, npoly")
+    p.add_argument("-g", "--gamma", default="auto",
+                   help="kernel width: 'auto' (1 / mean squared distance) or a number")
+    p.add_argument("-e", "--eps", default="auto", help="ball tolerance: 'auto' or a number")
+    p.add_argument("-a", "--sample-size", type=_positive_int, default=59)
+    p.add_argument("-f", "--max-core", type=_positive_int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--full-pass", action="store_true",
+                   help="finish with passes over every row until none violates")
+    p.add_argument("--one-class", action="store_true", help="one-class model (SVDD)")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_train)
+
+
+def _num_or_auto(v, what):
+    if v == "auto":
+        return v
+    try:
+        return float(v)
+    except ValueError:
+        raise SystemExit(f"streamcvm train: error: --{what} must be 'auto' or a number, "
+                         f"got {v!r}") from None
+
+
+def cmd_train(args):
+    import time
+    from .estimators import CVMClassifier, CVMOneClass
+    from .model import save_model
+    from .store import open_store
+    store = open_store(args.store)
+    kw = dict(method=args.method, C=args.C, kernel=args.kernel,
+              gamma=_num_or_auto(args.gamma, "gamma"), eps=_num_or_auto(args.eps, "eps"),
+              sample_size=args.sample_size, max_core=args.max_core,
+              full_pass=args.full_pass, random_state=args.seed)
+    est = CVMOneClass(**kw) if args.one_class else CVMClassifier(**kw)
+    t = time.perf_counter()
+    est.fit(store)
+    dt = time.perf_counter() - t
+    save_model(est, args.output)
+    if not args.quiet:
+        nsv = len(est.machine_.coef) if args.one_class else int(est.n_support_.sum())
+        print(f"trained {type(est).__name__} ({args.method}) on {store.n:,} rows in {dt:.1f} s: "
+              f"{est.core_set_size_:,} core vectors, {nsv:,} support vectors, "
+              f"gamma {est.gamma_:.4g} -> {args.output}")
+    return 0
+
+
+def _predict_chunks(est, store):
+    if store.d != est.n_features_in_:
+        from .store import StoreError
+        raise StoreError(f"{store.path if hasattr(store, 'path') else 'store'}: "
+                         f"{store.d} features, the model expects {est.n_features_in_}")
+    for c in store:
+        yield c, est.predict(c.X), est.decision_function(c.X)
+
+
+def _add_predict(sub):
+    p = sub.add_parser("predict", help="predict every row of a store, chunk by chunk")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="text file, one prediction per line")
+    p.set_defaults(func=cmd_predict)
+
+
+def cmd_predict(args):
+    from .model import load_model
+    from .store import open_store
+    est = load_model(args.model)
+    store = open_store(args.store)
+    tmp = args.output + ".writing"
+    n = 0
+    try:
+        with open(tmp, "w") as f:
+            for _, pred, _ in _predict_chunks(est, store):
+                f.write("\n".join(str(v.item() if hasattr(v, "item") else v) for v in pred))
+                f.write("\n")
+                n += len(pred)
+        os.replace(tmp, args.output)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    print(f"wrote {n:,} predictions to {args.output}")
+    return 0
+
+
+def _add_evaluate(sub):
+    p = sub.add_parser("evaluate", help="accuracy, balanced loss, AUC, confusion matrix")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("model", metavar="MODEL")
+    p.set_defaults(func=cmd_evaluate)
+
+
+def cmd_evaluate(args):
+    print(evaluate_text(args.store, args.model))
+    return 0
+
+
+def evaluate_text(store_path, model_path):
+    """The report ``streamcvm evaluate`` prints (confusion counts stream)."""
+    import numpy as np
+    from .model import load_model
+    from .store import open_store
+    est = load_model(model_path)
+    store = open_store(store_path)
+    one_class = not hasattr(est, "classes_")
+    classes = np.array([-1, 1]) if one_class else est.classes_
+    index = {c.item() if hasattr(c, "item") else c: k for k, c in enumerate(classes)}
+    cm = np.zeros((len(classes), len(classes)), np.int64)
+    scores, truth = [], []
+    for c, pred, dec in _predict_chunks(est, store):
+        y = store.decode_labels(c.y)
+        if one_class:
+            y = np.where(y == 1, 1, -1)
+        t = np.array([index.get(v.item() if hasattr(v, "item") else v, -1) for v in y])
+        p = np.array([index[v.item() if hasattr(v, "item") else v] for v in pred])
+        ok = t >= 0
+        np.add.at(cm, (t[ok], p[ok]), 1)
+        if len(classes) == 2 and dec.ndim == 1:
+            scores.append(dec[ok])
+            truth.append(t[ok])
+    total = cm.sum()
+    acc = np.trace(cm) / max(total, 1)
+    recall = np.diag(cm) / np.maximum(cm.sum(axis=1), 1)
+    present = cm.sum(axis=1) > 0
+    lines = [f"rows        {total:,}",
+             f"accuracy    {acc:.4f}",
+             f"balanced loss {1 - recall[present].mean():.4f}  (1 - mean per-class recall)"]
+    if scores:
+        from sklearn.metrics import roc_auc_score
+        s, t = np.concatenate(scores), np.concatenate(truth)
+        if len(np.unique(t)) == 2:
+            lines.append(f"AUC         {roc_auc_score(t, s):.4f}")
+    lines.append("confusion   rows: true class, columns: predicted")
+    names = [f"{c:g}" if isinstance(c, (float, np.floating)) else str(c) for c in classes]
+    w = max(max(len(n) for n in names), len(f"{cm.max():,}")) + 2
+    lines.append(" " * w + "".join(f"{n:>{w}}" for n in names))
+    for n, row in zip(names, cm):
+        lines.append(f"{n:>{w}}" + "".join(f"{v:>{w},}" for v in row))
+    return "\n".join(lines)
+
+
 def _add_demo(sub):
     p = sub.add_parser(
-        "demo", help="generate data, ingest it and describe the store (end to end)",
+        "demo", help="generate data, ingest, train and evaluate (end to end)",
         description="Runs the pipeline on generated data: writes a Gaussian-mixture "
-                    "svmlight file (gzip), ingests it into a Zarr store and prints its "
-                    "description. Needs nothing but the package.")
+                    "svmlight file (gzip), ingests it into a Zarr store, trains a BVM "
+                    "classifier and evaluates it on a held-out generated store. Needs "
+                    "nothing but the package.")
     p.add_argument("--dir", default="streamcvm-demo", help="working folder (default: ./streamcvm-demo)")
     p.add_argument("--rows", type=_positive_int, default=200_000, help="rows to generate (default: 200,000)")
     p.add_argument("--seed", type=int, default=0)
@@ -196,19 +348,35 @@ def _add_demo(sub):
 
 
 def cmd_demo(args):
+    import time
     from . import synthetic
+    from .estimators import CVMClassifier
+    from .model import save_model
+    from .store import open_store
     from ingest import ingest
     os.makedirs(args.dir, exist_ok=True)
     src = os.path.join(args.dir, "mixture.svm.gz")
     store = os.path.join(args.dir, "mixture.zarr")
+    test = os.path.join(args.dir, "mixture-test.zarr")
+    model = os.path.join(args.dir, "mixture.model")
     show = not args.quiet
-    print(f"[1/3] generating {args.rows:,} rows x 22 features -> {src}")
+    print(f"[1/5] generating {args.rows:,} rows x 22 features -> {src}")
     synthetic.write_text(src, "gaussian", args.rows, seed=args.seed, progress=show)
-    print(f"[2/3] ingesting -> {store}")
+    print(f"[2/5] ingesting -> {store}")
     res = ingest([src], store, overwrite=True, progress=show)
     print(f"      {res['n']:,} rows in {res['seconds']:.1f} s")
-    print("[3/3] streamcvm info " + store)
     print(describe_store(store))
+    print(f"[3/5] training BVM (C=1, gamma=auto, eps=auto) -> {model}")
+    t = time.perf_counter()
+    est = CVMClassifier(method="bvm").fit(open_store(store))
+    save_model(est, model)
+    print(f"      {time.perf_counter() - t:.1f} s, {est.core_set_size_:,} core vectors")
+    n_test = max(args.rows // 4, 1000)
+    print(f"[4/5] generating a held-out test store ({n_test:,} rows, same mixture) -> {test}")
+    synthetic.write_store(test, "gaussian", n_test, seed=args.seed, overwrite=True,
+                          first_block=10**6)
+    print("[5/5] streamcvm evaluate")
+    print(evaluate_text(test, model))
     return 0
 
 
@@ -222,6 +390,9 @@ def build_parser():
     sub.required = True
     _add_ingest(sub)
     _add_info(sub)
+    _add_train(sub)
+    _add_predict(sub)
+    _add_evaluate(sub)
     _add_demo(sub)
     return ap
 
@@ -236,10 +407,11 @@ def main(argv=None):
     import signal
     signal.signal(signal.SIGTERM, _sigterm)
     from ingest.errors import IngestError
+    from .model import ModelError
     from .store import StoreError
     try:
         return args.func(args)
-    except (IngestError, StoreError, FileExistsError) as e:
+    except (IngestError, StoreError, ModelError, FileExistsError) as e:
         print(f"streamcvm {args.command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

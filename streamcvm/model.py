@@ -1,0 +1,161 @@
+"""Trained models on disk, without pickle: a JSON manifest plus .npy arrays.
+
+A model is a folder::
+
+    model.json          format version, library versions, estimator, params,
+                        kernel, classes, one record per machine, checksums
+    m{k}_coef.npy       alpha_i y_i of machine k
+    m{k}_sv.npy         its support rows (dense), or
+    m{k}_sv_indptr.npy / _indices.npy / _data.npy   (CSR)
+    m{k}_ids.npy        the support rows' ids in the training store
+
+It is written under a temporary name next to the destination and renamed
+(a model that exists is complete). ``load_model`` checks the format version
+(a newer one is refused) and every array's XXH3 checksum.
+"""
+import json
+import os
+import shutil
+
+import numpy as np
+import scipy.sparse as sp
+import xxhash
+
+from . import __version__
+from .kernels import Kernel
+from .problems import Machine
+from .store import csr_view
+
+FORMAT_VERSION = 1
+
+
+class ModelError(Exception):
+    """A path that is not a readable model (one-line message)."""
+
+
+def _digest(path):
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def save_model(est, path):
+    """Write a fitted CVMClassifier / CVMOneClass to the folder ``path``."""
+    from .estimators import CVMClassifier, CVMOneClass
+    if isinstance(est, CVMClassifier):
+        machines, kind = est.machines_, "CVMClassifier"
+    elif isinstance(est, CVMOneClass):
+        machines, kind = [est.machine_], "CVMOneClass"
+    else:
+        raise TypeError(f"cannot save {type(est).__name__}")
+    path = os.path.abspath(os.fspath(path))
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.writing-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        files = {}
+
+        def put(name, arr):
+            fn = os.path.join(tmp, name + ".npy")
+            np.save(fn, np.ascontiguousarray(arr), allow_pickle=False)
+            files[name + ".npy"] = _digest(fn)
+
+        recs = []
+        for k, m in enumerate(machines):
+            put(f"m{k}_coef", m.coef)
+            put(f"m{k}_ids", m.sv_ids)
+            if sp.issparse(m.sv):
+                put(f"m{k}_sv_indptr", m.sv.indptr.astype(np.int64))
+                put(f"m{k}_sv_indices", m.sv.indices.astype(np.int32))
+                put(f"m{k}_sv_data", m.sv.data.astype(np.float32))
+            else:
+                put(f"m{k}_sv", np.asarray(m.sv, np.float32))
+            recs.append({"classes": None if m.classes is None else list(m.classes),
+                         "intercept": m.intercept, "radius2": m.radius2, "c2": m.c2,
+                         "n_iter": m.n_iter, "core_size": m.core_size,
+                         "sparse": bool(sp.issparse(m.sv)), "shape": list(m.sv.shape),
+                         "full_pass_violators": m.full_pass_violators})
+        classes = getattr(est, "classes_", None)
+        manifest = {
+            "streamcvm_model_format": FORMAT_VERSION,
+            "created_by": f"streamcvm {__version__}",
+            "library_versions": {"numpy": np.__version__},
+            "estimator": kind,
+            "params": {k: v for k, v in est.get_params().items()},
+            "kernel": {"name": est.kernel_.name, "gamma": est.kernel_.gamma,
+                       "coef0": est.kernel_.coef0, "degree": est.kernel_.degree},
+            "n_features_in": int(est.n_features_in_),
+            "classes": None if classes is None else [c.item() if hasattr(c, "item") else c
+                                                     for c in classes],
+            "offset": getattr(est, "offset_", None),
+            "machines": recs,
+            "files": files,
+        }
+        with open(os.path.join(tmp, "model.json"), "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.lexists(path):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def load_model(path):
+    """Read a model folder written by :func:`save_model`."""
+    from .estimators import CVMClassifier, CVMOneClass
+    path = os.fspath(path)
+    mf = os.path.join(path, "model.json")
+    if not os.path.isfile(mf):
+        raise ModelError(f"{path}: not a streamcvm model (no model.json)")
+    with open(mf) as f:
+        try:
+            man = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ModelError(f"{mf}: corrupt manifest ({e})") from None
+    ver = man.get("streamcvm_model_format")
+    if ver is None or ver > FORMAT_VERSION:
+        raise ModelError(f"{path}: model format {ver} is not readable by this streamcvm "
+                         f"(reads {FORMAT_VERSION}); upgrade streamcvm")
+
+    def get(name):
+        fn = os.path.join(path, name + ".npy")
+        want = man["files"].get(name + ".npy")
+        if want is None or not os.path.isfile(fn) or _digest(fn) != want:
+            raise ModelError(f"{fn}: missing or corrupt (checksum mismatch)")
+        return np.load(fn, allow_pickle=False)
+
+    machines = []
+    for k, r in enumerate(man["machines"]):
+        if r["sparse"]:
+            sv = csr_view(get(f"m{k}_sv_data"), get(f"m{k}_sv_indices"),
+                          get(f"m{k}_sv_indptr"), tuple(r["shape"]))
+        else:
+            sv = get(f"m{k}_sv")
+        machines.append(Machine(sv=sv, coef=get(f"m{k}_coef"), intercept=r["intercept"],
+                                sv_ids=get(f"m{k}_ids"),
+                                classes=None if r["classes"] is None else tuple(r["classes"]),
+                                radius2=r["radius2"], c2=r["c2"], n_iter=r["n_iter"],
+                                core_size=r["core_size"],
+                                full_pass_violators=r["full_pass_violators"]))
+    cls = {"CVMClassifier": CVMClassifier, "CVMOneClass": CVMOneClass}[man["estimator"]]
+    est = cls(**man["params"])
+    kp = man["kernel"]
+    est.kernel_ = Kernel(kp["name"], gamma=kp["gamma"], coef0=kp["coef0"], degree=kp["degree"])
+    est.gamma_ = kp["gamma"]
+    est.n_features_in_ = man["n_features_in"]
+    est.n_iter_ = sum(m.n_iter for m in machines)
+    est.core_set_size_ = sum(m.core_size for m in machines)
+    est.history_ = []
+    if man["estimator"] == "CVMClassifier":
+        est.classes_ = np.asarray(man["classes"])
+        est.machines_ = machines
+    else:
+        est.machine_ = machines[0]
+        est.offset_ = man["offset"]
+    return est

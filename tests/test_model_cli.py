@@ -1,0 +1,87 @@
+"""Models saved without pickle and reloaded; train / predict / evaluate from the CLI."""
+import json
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import streamcvm
+from streamcvm import CVMClassifier, CVMOneClass, synthetic
+from streamcvm.model import ModelError, load_model, save_model
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    d = tmp_path_factory.mktemp("stores")
+    train, test = str(d / "train.zarr"), str(d / "test.zarr")
+    synthetic.write_store(train, "gaussian", 4000, seed=0, chunk_rows=1000)
+    synthetic.write_store(test, "gaussian", 2000, seed=0, chunk_rows=1000, first_block=10**6)
+    return train, test
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_saved_and_reloaded_model_predicts_identically(tmp_path, sparse):
+    X, y = synthetic.gaussian_block(0, 1500, d=8, n_classes=3)
+    if sparse:
+        X = sp.csr_matrix(np.where(np.abs(X) > 0.3, X, 0))
+    est = CVMClassifier(eps=1e-3).fit(X, y)
+    path = save_model(est, tmp_path / "m")
+    assert not any(n.startswith(".m.writing") for n in os.listdir(tmp_path))
+    back = load_model(path)
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
+    np.testing.assert_array_equal(back.classes_, est.classes_)
+    # no pickle anywhere: every array loads with allow_pickle=False
+    for name in os.listdir(path):
+        if name.endswith(".npy"):
+            np.load(os.path.join(path, name), allow_pickle=False)
+
+
+def test_one_class_model_roundtrip(tmp_path):
+    X, _ = synthetic.gaussian_block(0, 1000, d=5)
+    est = CVMOneClass(eps=1e-3, C=0.1).fit(X)
+    back = load_model(save_model(est, tmp_path / "oc"))
+    np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
+    assert back.offset_ == est.offset_
+
+
+def test_corrupt_or_newer_models_are_refused(tmp_path):
+    X, y = synthetic.gaussian_block(0, 500, d=4)
+    path = save_model(CVMClassifier(eps=1e-2).fit(X, y), tmp_path / "m")
+    with open(os.path.join(path, "m0_coef.npy"), "r+b") as f:
+        f.seek(-4, 2)
+        f.write(b"\x00\x01\x02\x03")
+    with pytest.raises(ModelError, match="checksum"):
+        load_model(path)
+    path2 = save_model(CVMClassifier(eps=1e-2).fit(X, y), tmp_path / "m2")
+    man = json.load(open(os.path.join(path2, "model.json")))
+    man["streamcvm_model_format"] = 99
+    json.dump(man, open(os.path.join(path2, "model.json"), "w"))
+    with pytest.raises(ModelError, match="format 99"):
+        load_model(path2)
+    with pytest.raises(ModelError, match="not a streamcvm model"):
+        load_model(tmp_path)
+
+
+def test_cli_train_predict_evaluate(stores, tmp_path, cli):
+    train, test = stores
+    model = str(tmp_path / "model")
+    r = cli("train", train, "-o", model, "--method", "bvm", "-e", "1e-3", "-q")
+    assert r.returncode == 0, r.stderr
+    out = str(tmp_path / "pred.txt")
+    r = cli("predict", test, model, "-o", out)
+    assert r.returncode == 0, r.stderr
+    pred = np.loadtxt(out)
+    est = load_model(model)
+    X = np.concatenate([c.X for c in streamcvm.open_store(test)])
+    y = np.concatenate([c.y for c in streamcvm.open_store(test)])
+    np.testing.assert_array_equal(pred, est.predict(X))
+    r = cli("evaluate", test, model)
+    assert r.returncode == 0, r.stderr
+    acc = float(r.stdout.split("accuracy")[1].split()[0])
+    assert acc == pytest.approx(np.mean(pred == y), abs=1e-4)
+    assert "AUC" in r.stdout and "confusion" in r.stdout
+    # a model that does not fit the store is one clear line
+    r = cli("evaluate", train, str(tmp_path))
+    assert r.returncode == 1 and "not a streamcvm model" in r.stderr
