@@ -11,14 +11,15 @@ from .store import csr_view
 
 
 class CoreSet:
-    def __init__(self, d, sparse, cap=64):
+    def __init__(self, d, sparse, cap=64, cache=True):
         self.d = d
         self.sparse = sparse
+        self.cache = cache          # keep the kernel among core vectors (SMO, FVM)
         self.n = 0
         self.ids = np.empty(cap, np.int64)
         self.y = np.empty(cap, np.float64)
         self.alpha = np.zeros(cap, np.float64)
-        self.K = np.zeros((cap, cap), np.float32)
+        self.K = np.zeros((cap, cap) if cache else (0, 0), np.float32)
         self.sq = np.empty(cap, np.float64)
         if sparse:
             self._ip = np.zeros(cap + 1, np.int64)
@@ -61,9 +62,10 @@ class CoreSet:
         al = np.zeros(new)
         al[:n] = self.alpha[:n]
         self.alpha = al
-        K = np.zeros((new, new), np.float32)
-        K[:n, :n] = self.K[:n, :n]
-        self.K = K
+        if self.cache:
+            K = np.zeros((new, new), np.float32)
+            K[:n, :n] = self.K[:n, :n]
+            self.K = K
         if self.sparse:
             ip = np.zeros(new + 1, np.int64)
             ip[:n + 1] = self._ip[:n + 1]
@@ -101,8 +103,9 @@ class CoreSet:
         rows = self.rows()
         xr = rows[n:n + 1]
         self.sq[n] = float(xr.multiply(xr).sum()) if self.sparse else float(xr[0] @ xr[0])
-        krow = kernel.block(xr, rows, self.sq[n:n + 1], self.sq[:n + 1])[0]
-        self.K[n, :n + 1] = krow
-        self.K[:n + 1, n] = krow
+        if self.cache:
+            krow = kernel.block(xr, rows, self.sq[n:n + 1], self.sq[:n + 1])[0]
+            self.K[n, :n + 1] = krow
+            self.K[:n + 1, n] = krow
         self._slot[int(row_id)] = n
         return n

@@ -54,9 +54,7 @@ def sample_rows(store, m, seed=0, max_chunks=64):
 
 def _resolve_eps(eps):
     if eps == "auto":
-        # TODO(issue 3): the robust automatic rule; 1e-4 is what the papers'
-        # experiments found accurate on ijcnn1/a9a-sized problems
-        return 1e-4
+        return "auto"      # MEBSolver anneals until a probe's decisions settle
     if not isinstance(eps, numbers.Real) or not 0 < eps < 1:
         raise ValueError(f"eps must be 'auto' or in (0, 1), got {eps!r}")
     return float(eps)

@@ -64,7 +64,13 @@ class MEBSolver:
         self.C = float(C)
         self.b = float(b)
         self.method = method
-        self.eps = float(eps)
+        # eps="auto": anneal until the decisions on a fixed probe of rows stop
+        # changing (at most auto_tol of them flip, two levels in a row)
+        self.auto_eps = eps == "auto"
+        self.eps = 1e-6 if self.auto_eps else float(eps)
+        self.eps_floor = 1e-6
+        self.probe_size = 2000
+        self.auto_tol = 0.001
         self.sample_size = int(sample_size)
         self.patience = patience or PATIENCE[method]
         self.max_core = max_core
@@ -72,7 +78,8 @@ class MEBSolver:
         self.seed = seed
         self.smo_max_iter = smo_max_iter
         self.kt = 1.0 + self.b + 1.0 / self.C      # kappa = 1 for the codes allowed
-        self.core = CoreSet(d, sparse)
+        # BVM needs no kernel among core vectors: no O(|S|^2) cache for it
+        self.core = CoreSet(d, sparse, cache=method != "bvm")
         self.c2 = 0.0                               # ||c||^2
         self.n_iter = 0
         self.history = []
@@ -101,7 +108,15 @@ class MEBSolver:
 
     def _refresh_c2(self):
         cs = self.core
-        self.c2 = center_sq_norm(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, cs.n)
+        if cs.cache:
+            self.c2 = center_sq_norm(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, cs.n)
+        else:
+            rows = cs.rows()
+            n = cs.n
+            ay = cs.alpha[:n] * cs.y[:n]
+            K = self.kernel.block(rows, rows, cs.sq[:n], cs.sq[:n])
+            self.c2 = float(ay @ K @ ay + self.b * ay.sum() ** 2
+                            + (cs.alpha[:n] ** 2).sum() / self.C)
 
     def _ktcol(self, slot):
         """k~(core_i, core_slot) for every core vector i (from the cache)."""
@@ -240,9 +255,15 @@ class MEBSolver:
         (a ChunkPool). ``full_pass``: an iterable factory of (ids, X, y)
         chunks; if given, passes over all rows continue until one finds no
         violator. Returns self."""
+        auto = self.auto_eps
+        if auto:
+            # a fixed probe of rows whose decisions decide when eps is small enough
+            _, Xp, _ = pool.draw(self.probe_size, classes=classes, target=target)
+            prev = None
+            stable = 0
         ids, X, y = pool.draw(self.init_size, classes=classes, target=target)
         self.init(ids, X, y)
-        for eps in eps_levels(self.eps):
+        for eps in eps_levels(self.eps_floor if auto else self.eps):
             calm = 0
             while calm < self.patience:
                 ids, X, y = pool.draw(self.sample_size, classes=classes,
@@ -256,10 +277,26 @@ class MEBSolver:
             self.record(eps)
             if callback is not None:
                 callback(self)
+            if auto:
+                sign = self.probe_decision(Xp) > 0
+                changed = 1.0 if prev is None else float(np.mean(sign != prev))
+                self.history[-1]["probe_changed"] = changed
+                prev = sign
+                stable = stable + 1 if changed <= self.auto_tol else 0
+                if stable >= 2 and eps <= 1e-3:
+                    self.eps = eps
+                    break
         self.full_pass_violators = None
         if full_pass is not None:
             self.full_pass_violators = self.confirm(full_pass)
         return self
+
+    def probe_decision(self, X):
+        """f(x) = sum_i a_i y_i (k(x_i, x) + b) for rows X (scale irrelevant)."""
+        cs = self.core
+        n = cs.n
+        ay = cs.alpha[:n] * cs.y[:n]
+        return self.kernel.block(X, cs.rows(), None, cs.sq[:n]) @ ay + self.b * ay.sum()
 
     def confirm(self, full_pass, max_passes=20, max_steps_per_chunk=100000):
         """Passes over every row, core vectors included, until a pass finds
