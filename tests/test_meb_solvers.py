@@ -41,7 +41,7 @@ def two_class():
 
 def _fit(X, y, k, b, method, eps, C=1.0, seed=0):
     store = streamcvm.as_store(X, y, chunk_rows=64)
-    s = MEBSolver(k, X.shape[1], False, C=C, b=b, method=method, eps=eps, seed=seed)
+    s = MEBSolver(k, X.shape[1], False, C=C, b=b, method=method, eps=eps)
 
     def full_pass():
         for i in range(store.n_chunks):

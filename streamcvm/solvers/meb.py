@@ -48,12 +48,12 @@ class MEBSolver:
     ----------
     kernel : streamcvm.kernels.Kernel with a constant diagonal
     C : regularisation; b : 1 (two-class) or 0 (one-class)
-    method : "cvm", "bvm" or "fvm"; eps : target tolerance
+    method : "cvm", "bvm" or "fvm"; eps : target tolerance, or "auto"
     sample_size : rows per violator search (59: a top-5% point with 95% odds)
     """
 
     def __init__(self, kernel, d, sparse, *, C=1.0, b=1.0, method="cvm", eps=1e-3,
-                 sample_size=59, patience=None, max_core=None, init_size=20, seed=0,
+                 sample_size=59, patience=None, max_core=None, init_size=20,
                  smo_max_iter=100000):
         if method not in PATIENCE:
             raise ValueError(f"unknown method {method!r}: cvm, bvm or fvm")
@@ -75,7 +75,6 @@ class MEBSolver:
         self.patience = patience or PATIENCE[method]
         self.max_core = max_core
         self.init_size = init_size
-        self.seed = seed
         self.smo_max_iter = smo_max_iter
         self.kt = 1.0 + self.b + 1.0 / self.C      # kappa = 1 for the codes allowed
         # BVM needs no kernel among core vectors: no O(|S|^2) cache for it
