@@ -22,8 +22,7 @@ def _token(buf, pos, limit=40):
     return bytes(buf[pos:end]).decode("utf-8", "replace")
 
 
-def describe(code, buf, pos, field=None, fmt="svmlight", n_features=None,
-             zero_based=False):
+def describe(code, buf, pos, field=None, fmt="svmlight", n_features=None):
     """Human message for a parser error code."""
     tok = _token(buf, pos) if pos < len(buf) else ""
     where = f"field {field + 1}: " if field is not None and fmt == "csv" else ""

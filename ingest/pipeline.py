@@ -477,7 +477,7 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
             if res["err"] != P.OK:
                 buf = np.frombuffer(block, dtype=np.uint8)
                 msg = describe(res["err"], buf, res["err_pos"], res["err_field"], fmt,
-                               st.d_fixed, st.zero_based)
+                               st.d_fixed)
                 raise IngestError(path, msg, line=line0 + res["err_line"])
             n = res["n"]
             if n:

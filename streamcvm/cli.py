@@ -102,17 +102,13 @@ def cmd_ingest(args):
                  delimiter=args.delimiter, header=args.header, label_col=_col(args.label_col),
                  qid_col=_col(args.qid_col), weight_col=_col(args.weight_col), skip_cols=skip,
                  allow_nan=args.allow_nan, overwrite=args.overwrite,
-                 progress=not args.quiet and sys.stderr.isatty() or _force_progress(args),
+                 progress=not args.quiet and sys.stderr.isatty(),
                  n_jobs=args.jobs, clevel=args.clevel)
     if not args.quiet:
         kind = "sparse" if res["sparse"] else "dense"
         print(f"wrote {res['path']}: {res['n']:,} rows x {res['d']:,} features ({kind}) "
               f"in {res['seconds']:.1f} s ({res['n'] / max(res['seconds'], 1e-9):,.0f} rows/s)")
     return 0
-
-
-def _force_progress(args):
-    return os.environ.get("STREAMCVM_PROGRESS") == "1" and not args.quiet
 
 
 def _add_info(sub):
@@ -243,7 +239,8 @@ def _predict_chunks(est, store):
         raise StoreError(f"{store.path if hasattr(store, 'path') else 'store'}: "
                          f"{store.d} features, the model expects {est.n_features_in_}")
     for c in store:
-        yield c, est.predict(c.X), est.decision_function(c.X)
+        pred, dec = est.predict_with_decision(c.X)    # one kernel pass per chunk
+        yield c, pred, dec
 
 
 def _add_predict(sub):

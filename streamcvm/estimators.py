@@ -188,6 +188,15 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         sq = sq_norms(X)
         return np.column_stack([m.decision(self.kernel_, X, sq) for m in self.machines_])
 
+    def predict_with_decision(self, X):
+        """(predict(X), decision_function(X)) from one pass of kernel blocks."""
+        F = self._ovo(X)
+        if F.shape[1] == 1:
+            return self.classes_[(F[:, 0] > 0).astype(int)], F[:, 0]
+        V = _ovr_votes(F, len(self.classes_))
+        dec = F if self.decision_function_shape == "ovo" else V
+        return self.classes_[np.argmax(V, axis=1)], dec
+
     def decision_function(self, X):
         """Binary: f(x), positive for classes_[1]. Multi-class: with
         ``decision_function_shape="ovr"`` (default, as SVC) one column per
@@ -202,10 +211,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return _ovr_votes(F, len(self.classes_))
 
     def predict(self, X):
-        F = self._ovo(X)
-        if F.shape[1] == 1:
-            return self.classes_[(F[:, 0] > 0).astype(int)]
-        return self.classes_[np.argmax(_ovr_votes(F, len(self.classes_)), axis=1)]
+        return self.predict_with_decision(X)[0]
 
 
 def _ovr_votes(F, k):
@@ -283,5 +289,9 @@ class CVMOneClass(OutlierMixin, _CVMBase):
     def score_samples(self, X):
         return self.decision_function(X) + self.offset_
 
+    def predict_with_decision(self, X):
+        dec = self.decision_function(X)
+        return np.where(dec >= 0, 1, -1), dec
+
     def predict(self, X):
-        return np.where(self.decision_function(X) >= 0, 1, -1)
+        return self.predict_with_decision(X)[0]

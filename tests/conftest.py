@@ -42,7 +42,6 @@ def cli_env():
     env = dict(os.environ)
     # the checkout first on the path, whatever the current directory is
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("STREAMCVM_PROGRESS", None)
     return env
 
 

@@ -29,13 +29,16 @@ class Machine:
     core_size: int = 0
     full_pass_violators: object = None
     history: list = field(default_factory=list)
+    sv_sq: np.ndarray = None      # squared norms of the support rows (lazy)
 
     def decision(self, kernel, X, sq=None, block_rows=2048):
         """f(x) (binary) or R^2 - d^2(x) (one-class), for rows X; kernel
         blocks of ``block_rows`` rows keep memory at block_rows x n_SV."""
         from ..kernels import sq_norms
         sq = sq_norms(X) if sq is None else sq
-        sqs = sq_norms(self.sv)
+        if self.sv_sq is None:
+            self.sv_sq = sq_norms(self.sv)
+        sqs = self.sv_sq
         s = np.empty(X.shape[0])
         for a in range(0, X.shape[0], block_rows):
             b = min(a + block_rows, X.shape[0])
