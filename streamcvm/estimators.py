@@ -54,7 +54,7 @@ def sample_rows(store, m, seed=0, max_chunks=64):
 
 def _resolve_eps(eps):
     if eps == "auto":
-        return "auto"      # MEBSolver anneals until a probe's decisions settle
+        return "auto"      # MEBSolver anneals until eps is small against the margin
     if not isinstance(eps, numbers.Real) or not 0 < eps < 1:
         raise ValueError(f"eps must be 'auto' or in (0, 1), got {eps!r}")
     return float(eps)

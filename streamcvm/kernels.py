@@ -138,7 +138,8 @@ class Kernel:
         return (self.gamma * sq + self.coef0) ** self.degree
 
     def block(self, A, B, sqa=None, sqb=None):
-        """K[i, j] = k(A_i, B_j) as a float64 array (A, B: dense or CSR)."""
+        """K[i, j] = k(A_i, B_j) (A, B: dense or CSR): float32 for dense
+        float32 rows with the RBF or linear kernel, float64 otherwise."""
         m, n = A.shape[0], B.shape[0]
         if m == 0 or n == 0:
             return np.zeros((m, n))
@@ -158,7 +159,11 @@ class Kernel:
             G = G.toarray() if sp.issparse(G) else np.asarray(G)
             G = np.ascontiguousarray(G, dtype=np.float64)
         else:
-            G = np.dot(A, B.T).astype(np.float64)
+            # float32 rows (the stores' dtype) give a float32 block: half the
+            # memory traffic and twice the exp throughput of float64
+            G = np.dot(A, B.T)
+            if G.dtype != np.float32 or self.code not in (RBF, LINEAR):
+                G = G.astype(np.float64)
         if self.code == LINEAR:
             return G
         if sqa is None:
@@ -168,8 +173,8 @@ class Kernel:
         if self.code == RBF:
             # numpy's vectorised exp beats a scalar loop by ~10x here
             G *= -2.0
-            G += sqa[:, None]
-            G += sqb[None, :]
+            G += sqa.astype(G.dtype, copy=False)[:, None]
+            G += sqb.astype(G.dtype, copy=False)[None, :]
             np.maximum(G, 0.0, out=G)
             G *= -self.gamma
             return np.exp(G, out=G)

@@ -65,8 +65,13 @@ class ChunkPool:
             if need <= 0 or len(candidates) == 0:
                 break
             take = candidates[self.rng.integers(0, len(candidates), 2 * need + 4)]
-            if exclude is not None and len(exclude):
-                take = take[~np.isin(self._flat[2][take], exclude)]
+            if exclude is not None:
+                gid = self._flat[2][take]
+                if isinstance(exclude, np.ndarray):
+                    keep = ~np.isin(gid, exclude)
+                else:       # a container of ids (e.g. the CoreSet): O(1) lookups
+                    keep = np.fromiter((int(g) not in exclude for g in gid), bool, len(gid))
+                take = take[keep]
             take = take[:need]
             out.append(take)
             need -= len(take)
@@ -74,8 +79,8 @@ class ChunkPool:
 
     def draw(self, m, classes=None, exclude=None, target="raw"):
         """``m`` random rows: (global ids, X rows, y). With ``classes`` (two
-        label values ``(neg, pos)``) half are drawn from each. ``exclude``: an
-        array of global row ids to skip (the core set). ``target``: "raw"
+        label values ``(neg, pos)``) half are drawn from each. ``exclude``: global
+        row ids to skip (the core set): an array, or any container of ids. ``target``: "raw"
         labels, "binary" (+1 for ``pos``, -1 for ``neg``) or "ones"."""
         self._maybe_refresh()
         if classes is None:

@@ -69,7 +69,7 @@ def test_two_class_meb_against_exact_qp(two_class, method, eps):
     d2 = np.diag(Q) - 2 * Q @ a + c2
     # every point is inside the (1 + eps)-ball of the method's radius
     assert d2.max() <= (1 + eps) ** 2 * s.radius2 * (1 + 1e-9)
-    if method == "fvm":      # the tracked (K~a) of the core vectors stays exact
+    if method in ("bvm", "fvm"):     # the tracked (K~a) of the core vectors stays exact
         np.testing.assert_allclose(s.Ka, s._core_Ka(), rtol=1e-6, atol=1e-9)
     R2 = kt - c2
     assert R2 <= R2_opt * (1 + 1e-9)                          # dual feasible
@@ -101,3 +101,16 @@ def test_eps_levels_anneal_to_the_target():
 def test_bvm_refuses_a_kernel_without_constant_diagonal():
     with pytest.raises(ValueError, match="constant k"):
         MEBSolver(Kernel("linear"), 4, False, method="bvm")
+
+
+def test_auto_eps_stops_once_the_margin_slack_is_small(two_class):
+    X, y, k, b, *_ = two_class
+    s, _ = _fit(X, y, k, b, "bvm", "auto")
+    levels = [h for h in s.history if "full_pass_violators" not in h]
+    slack = [h["margin_slack"] for h in levels]
+    # annealed level by level until eps (2 + eps) R^2 / (2 ||c||^2) <= margin_tol
+    assert slack[-1] <= s.margin_tol < min(slack[:-1])
+    assert s.eps == levels[-1]["eps"] and s.eps < 0.1
+    h = levels[-1]
+    assert h["margin_slack"] == pytest.approx(
+        h["eps"] * (2 + h["eps"]) * h["radius"] ** 2 / (2 * h["c2"]), rel=1e-9)

@@ -10,6 +10,7 @@ not implemented yet). A trained machine is plain arrays: support rows, coefficie
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..sampling import ChunkPool, relabel
 from ..solvers import MEBSolver
@@ -40,9 +41,11 @@ class Machine:
             self.sv_sq = sq_norms(self.sv)
         sqs = self.sv_sq
         s = np.empty(X.shape[0])
+        densify = sp.issparse(X) and not sp.issparse(self.sv)
         for a in range(0, X.shape[0], block_rows):
             b = min(a + block_rows, X.shape[0])
-            s[a:b] = kernel.block(X[a:b], self.sv, sq[a:b], sqs) @ self.coef
+            Xb = X[a:b].toarray().astype(np.float32, copy=False) if densify else X[a:b]
+            s[a:b] = kernel.block(Xb, self.sv, sq[a:b], sqs) @ self.coef
         if self.classes is None:
             return self.radius2 - (self.c2 - 2.0 * s + kernel.diag(X, sq))
         return s + self.intercept

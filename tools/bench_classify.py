@@ -1,0 +1,414 @@
+#!/usr/bin/env python
+"""Classification benchmark: streamcvm's CVMClassifier (BVM, CVM, Frank-Wolfe)
+against scikit-learn's SVC (LIBSVM) on the protocol datasets.
+
+Data are prepared by ``tools/datasets.py`` exactly as
+``shared/data/PROTOCOL.md`` says (and cached). Both sides get the same data,
+``C`` (default 1) and the Gaussian kernel with the protocol's gamma = 1/beta,
+beta the mean squared distance between training rows on 5,000 rows (seed 0);
+SVC runs with ``cache_size=2000``. Note that the two solve different
+problems: CVMClassifier is an L2-SVM (squared slack), SVC an L1-SVM, so the
+same ``C`` is not the same regularisation.
+
+Usage::
+
+    python tools/bench_classify.py --quick --datasets ijcnn1 usps --methods bvm
+    python tools/bench_classify.py --json /tmp/streamcvm-bench/classify.json
+    python tools/bench_classify.py --datasets kddcup99 --store --eps 1e-3 --no-svc
+
+Each (dataset, method) measurement runs in its own fresh Python process
+(this script with a hidden ``--child``), one after the other, never
+concurrently. This parent imports only the standard library, because on
+Linux a child's ``ru_maxrss`` starts at the parent's peak (it is carried over
+fork/exec). A first child per dataset prepares the data (filling the cache),
+computes gamma and, with ``--store``, writes the training rows into a Zarr
+store (cached next to the data); none of that is timed.
+
+What each figure is:
+
+- train s: wall seconds (``time.perf_counter``) of ``fit`` alone. For
+  streamcvm, the child first fits a tiny problem of the same data (200 test
+  rows of two classes, same parameters) and predicts on it, so numba's
+  compile / cache load is not counted; that is "warm-up s".
+- predict s: wall seconds of ``predict`` on the whole test set.
+- accuracy: test accuracy in percent.
+- #SV: distinct training rows that are support vectors (SVC: ``n_support_``
+  sum; streamcvm: distinct ``sv_ids`` over the one-vs-one machines; the
+  per-machine sum is in the JSON as ``n_sv_total``).
+- peak RSS MB: the child's ``ru_maxrss`` (10^6 bytes) at the end, i.e. the
+  interpreter, imports, the prepared data (train + test in memory, or only
+  the test set for a store run), the model and prediction. ``vm_hwm`` and
+  ``rss_before_fit`` in the JSON cross-check it. With ``--quick`` the child
+  still reads the full prepared arrays before subsampling, so there the
+  figure mostly measures the data set size, not the solver.
+- train vs SVC: method train s / SVC train s (below 1: faster than SVC).
+- predict speed-up: SVC predict s / method predict s (above 1: faster).
+- d acc pp: method accuracy - SVC accuracy, in percentage points.
+- core / eps: core-set size (summed over machines) and the largest final eps
+  among the machines (``eps="auto"`` anneals until eps is small against the margin).
+- store/mem: with ``--store``, the "<method> (store)" row trains from the
+  Zarr store on disk (``fit(streamcvm.open_store(path))``); the ratio is its
+  train s over the in-memory row's train s.
+
+SVC results are cached in ``--svc-cache`` (JSON) keyed by dataset, training /
+test rows, C, gamma (10 significant digits) and the scikit-learn version,
+because SVC takes ~2,000 s on kddcup99; a cached figure is marked
+"cached <date>" in the notes column. ``--rerun-svc`` measures it again.
+``--quick`` trains on 3,000 random training rows and tests on 1,000 (seed 0).
+The header gives the command line and the git commit ("-dirty": tracked
+files differ from HEAD, as ``git describe --dirty``).
+"""
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+DATASETS = ["ijcnn1", "a9a", "w8a", "usps", "letter", "shuttle", "kddcup99"]
+METHODS = ["bvm", "cvm", "fvm"]
+RESULT_TAG = "BENCH_RESULT "
+QUICK_TRAIN, QUICK_TEST = 3000, 1000
+
+
+def peak_rss_bytes():
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r if sys.platform == "darwin" else r * 1024
+
+
+def vm_hwm_bytes():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------------------
+# child: one measurement in a fresh process
+# ---------------------------------------------------------------------------
+
+def _data(spec, train=True):
+    """(Xtr, ytr, Xte, yte) as the spec says (quick subsample; Xtr None if not train)."""
+    from tools import datasets as D
+    parts = ("Xtr", "ytr", "Xte", "yte") if train else ("ytr", "Xte", "yte")
+    got = dict(zip(parts, D.load(spec["dataset"], spec.get("raw_dir"), parts=parts)))
+    if spec["quick"]:
+        tr, te = D.subsample_index(len(got["ytr"]), len(got["yte"]), QUICK_TRAIN, QUICK_TEST)
+        got = {k: v[tr if k.endswith("tr") else te] for k, v in got.items()}
+    return got.get("Xtr"), got["ytr"], got["Xte"], got["yte"]
+
+
+def child_prepare(spec):
+    import numpy as np
+    import scipy.sparse as sp
+    from tools import datasets as D
+    t0 = time.perf_counter()
+    Xtr, ytr, Xte, yte = _data(spec)
+    counts = lambda y: {f"{k:g}": int(c) for k, c in zip(*np.unique(y, return_counts=True))}
+    out = {"n_train": Xtr.shape[0], "n_test": Xte.shape[0], "d": Xtr.shape[1],
+           "sparse": sp.issparse(Xtr), "gamma": D.protocol_gamma(Xtr),
+           "train_labels": counts(ytr), "test_labels": counts(yte),
+           "cache_key": D.cache_key(spec["dataset"], spec.get("raw_dir")),
+           "prepare_s": time.perf_counter() - t0}
+    if spec.get("store"):
+        path = os.path.join(D.cache_dir(), "stores",
+                            f"{out['cache_key']}-{'quick' if spec['quick'] else 'full'}.zarr")
+        if not os.path.exists(path):     # StoreWriter publishes atomically on close
+            from ingest import StoreWriter
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            t = time.perf_counter()
+            nnz_row = Xtr.nnz / max(Xtr.shape[0], 1) if sp.issparse(Xtr) else None
+            with StoreWriter(path, Xtr.shape[1], sparse=sp.issparse(Xtr),
+                             nnz_per_row=nnz_row) as w:
+                for a in range(0, Xtr.shape[0], 65536):
+                    X = Xtr[a:a + 65536]
+                    w.append((X.indptr, X.indices, X.data) if sp.issparse(X) else X,
+                             ytr[a:a + 65536])
+                w.close({"bench_dataset": spec["dataset"]})
+            out["store_write_s"] = time.perf_counter() - t
+        out["store"] = path
+    return out
+
+
+def _tiny(X, y, m=200):
+    """Up to ``m`` rows of the two most frequent classes (the warm-up problem)."""
+    import numpy as np
+    cls, cnt = np.unique(y, return_counts=True)
+    idx = np.sort(np.concatenate([np.flatnonzero(y == c)[:m // 2]
+                                  for c in cls[np.argsort(-cnt)[:2]]]))
+    return X[idx], y[idx]
+
+
+def child_run(spec):
+    import numpy as np
+    method, from_store = spec["method"], bool(spec.get("store"))
+    Xtr, ytr, Xte, yte = _data(spec, train=not from_store)
+    out = {"n_test": int(len(yte))}
+    if method == "svc":
+        import sklearn
+        from sklearn.svm import SVC
+        clf = SVC(C=spec["C"], kernel="rbf", gamma=spec["gamma"], cache_size=2000)
+        out["sklearn"] = sklearn.__version__
+        out["warmup_s"] = None
+    else:
+        from streamcvm import CVMClassifier, open_store
+        eps = spec["eps"]
+        make = lambda: CVMClassifier(method=method, C=spec["C"], gamma=spec["gamma"],
+                                     eps=eps, random_state=0)
+        t = time.perf_counter()       # warm-up: numba compile / cache load, imports
+        Xw, yw = _tiny(Xte, yte)
+        make().fit(Xw, yw).predict(Xw)
+        if from_store:
+            st = open_store(spec["store"])
+            st.chunk(0)
+        out["warmup_s"] = time.perf_counter() - t
+        clf = make()
+    out["rss_before_fit"] = peak_rss_bytes()
+    t = time.perf_counter()
+    clf.fit(open_store(spec["store"]) if from_store else Xtr, None if from_store else ytr)
+    out["train_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    pred = clf.predict(Xte)
+    out["predict_s"] = time.perf_counter() - t
+    out["accuracy"] = float(np.mean(np.asarray(pred, np.float64) == yte))
+    if method == "svc":
+        out["n_sv"] = int(np.sum(clf.n_support_))
+    else:
+        ms = clf.machines_
+        out["n_sv"] = int(len(np.unique(np.concatenate([m.sv_ids for m in ms]))))
+        out["n_sv_total"] = int(np.sum(clf.n_support_))
+        out["n_machines"] = len(ms)
+        out["core_set_size"] = int(clf.core_set_size_)
+        out["n_iter"] = int(clf.n_iter_)
+        eps_final = [m.history[-1]["eps"] for m in ms if m.history]
+        out["eps_reached"] = max(eps_final) if eps_final else None
+        out["gamma_used"] = float(clf.gamma_)
+    out["peak_rss"] = peak_rss_bytes()
+    out["vm_hwm"] = vm_hwm_bytes()
+    return out
+
+
+def child_main(spec):
+    try:
+        out = child_prepare(spec) if spec["kind"] == "prepare" else child_run(spec)
+    except Exception as e:  # noqa: BLE001 - reported as an error row
+        traceback.print_exc()
+        out = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+    print(RESULT_TAG + json.dumps(out), flush=True)
+
+
+# ---------------------------------------------------------------------------
+# parent
+# ---------------------------------------------------------------------------
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_child(spec, timeout):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout:g} s"}
+    res = None
+    for line in p.stdout.splitlines():
+        if line.startswith(RESULT_TAG):
+            res = json.loads(line[len(RESULT_TAG):])
+    if res is None:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        res = {"error": f"child exited {p.returncode}: {tail[:300]}"}
+    if "error" in res:
+        tb = "\n    ".join(p.stderr.strip().splitlines()[-8:])
+        log(f"  ERROR {res['error']}" + (f"\n    {tb}" if tb else ""))
+    res["process_s"] = time.perf_counter() - t0
+    return res
+
+
+def git_commit():
+    def git(*a):
+        return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True,
+                              timeout=30)
+    try:
+        r = git("rev-parse", "--short", "HEAD")
+        if r.returncode != 0:
+            return "unknown"
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+        return r.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def svc_key(ds, info, C):
+    return (f"{ds}|n={info['n_train']}/{info['n_test']}|C={C:.10g}|gamma={info['gamma']:.10g}"
+            f"|sklearn={importlib.metadata.version('scikit-learn')}")
+
+
+def load_json(path, default):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def save_json(path, obj):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def fmt(v, spec, none="-"):
+    return none if v is None else format(v, spec)
+
+
+def table(rows, with_store):
+    head = ["dataset", "method", "train s", "predict s", "accuracy %", "#SV", "peak RSS MB",
+            "train vs SVC", "predict speed-up", "d acc pp", "warm-up s", "core", "eps"]
+    head += ["store/mem"] if with_store else []
+    head += ["notes"]
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join("---" if i < 2 or h == "notes" else "---:"
+                            for i, h in enumerate(head)) + "|"]
+    for r in rows:
+        if "error" in r:
+            cells = [r["dataset"], r["method"]] + [""] * (len(head) - 3) + [r["error"]]
+        else:
+            acc = r["accuracy"] * 100
+            cells = [r["dataset"], r["method"], fmt(r["train_s"], ".2f"),
+                     fmt(r["predict_s"], ".3f"), f"{acc:.2f}", f"{r['n_sv']:,}",
+                     f"{r['peak_rss'] / 1e6:,.0f}",
+                     fmt(r.get("train_ratio"), ".3g") if r["method"] != "svc" else "(ref)",
+                     fmt(r.get("predict_speedup"), ".2f") if r["method"] != "svc" else "(ref)",
+                     fmt(r.get("acc_diff_pp"), "+.2f") if r["method"] != "svc" else "(ref)",
+                     fmt(r.get("warmup_s"), ".2f"), fmt(r.get("core_set_size"), ","),
+                     fmt(r.get("eps_reached"), ".2g")]
+            cells += [fmt(r.get("store_ratio"), ".2f")] if with_store else []
+            cells += [r.get("note", "")]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--datasets", nargs="+", default=DATASETS, choices=DATASETS, metavar="NAME")
+    ap.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS + ["svc"])
+    ap.add_argument("--no-svc", action="store_true", help="skip the SVC reference")
+    ap.add_argument("--eps", default="auto", help='"auto" (default) or a float in (0, 1)')
+    ap.add_argument("--C", type=float, default=1.0)
+    ap.add_argument("--json", metavar="OUT", help="write all raw numbers here")
+    ap.add_argument("--svc-cache", default="/tmp/streamcvm-bench/svc_cache.json")
+    ap.add_argument("--rerun-svc", action="store_true", help="ignore cached SVC results")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (default 1800)")
+    ap.add_argument("--svc-timeout", type=float, default=7200,
+                    help="seconds per SVC run (default 7200: SVC takes ~2,000 s on kddcup99)")
+    ap.add_argument("--store", action="store_true",
+                    help="also train streamcvm from a Zarr store on disk")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"{QUICK_TRAIN:,} training / {QUICK_TEST:,} test rows (seed 0)")
+    ap.add_argument("--raw-dir", help="raw data directory (default $STREAMCVM_DATA or "
+                                      "../shared/data/raw)")
+    a = ap.parse_args(argv)
+    if a.child:
+        child_main(json.loads(a.child))
+        return 0
+    eps = a.eps if a.eps == "auto" else float(a.eps)
+    methods = [m for m in a.methods if m != "svc"]
+    with_svc = not a.no_svc
+    command = shlex.join([os.path.basename(sys.executable)] + sys.argv)
+    commit = git_commit()
+    now = datetime.datetime.now().isoformat(timespec="seconds")
+    header = [f"command: `{command}`", f"commit: {commit}, {now}",
+              f"python {platform.python_version()}, scikit-learn "
+              f"{importlib.metadata.version('scikit-learn')}, {os.cpu_count()} CPUs, "
+              f"C={a.C:g}, eps={eps}" + (", QUICK (3,000 train / 1,000 test rows)"
+                                          if a.quick else "")]
+    for line in header:
+        log(line)
+    svc_cache = load_json(a.svc_cache, {})
+    base = {"quick": a.quick, "raw_dir": a.raw_dir, "C": a.C, "eps": eps}
+    infos, rows = {}, []
+    for ds in a.datasets:
+        log(f"{ds}: preparing data ...")
+        info = run_child(dict(base, kind="prepare", dataset=ds, store=a.store), a.timeout)
+        infos[ds] = info
+        if "error" in info:
+            rows += [dict(dataset=ds, method=m, error=info["error"])
+                     for m in (["svc"] if with_svc else []) + methods]
+            continue
+        log(f"  {info['n_train']:,} train / {info['n_test']:,} test rows, d={info['d']}, "
+            f"{'sparse' if info['sparse'] else 'dense'}, gamma={info['gamma']:.6g}, "
+            f"train labels {info['train_labels']}")
+        spec = dict(base, kind="run", dataset=ds, gamma=info["gamma"])
+        ref = None
+        if with_svc:
+            key = svc_key(ds, info, a.C)
+            hit = svc_cache.get(key)
+            if hit and not a.rerun_svc:
+                ref = dict(hit, note=f"cached {hit['date'][:16]} ({hit.get('commit', '?')})",
+                           cached=True)
+                log(f"  svc: cached result of {hit['date']}")
+            else:
+                log("  svc ...")
+                ref = run_child(dict(spec, method="svc"), a.svc_timeout)
+                if "error" not in ref:
+                    ref.update(date=now, commit=commit)
+                    svc_cache[key] = ref
+                    save_json(a.svc_cache, svc_cache)
+            rows.append(dict(ref, dataset=ds, method="svc"))
+            if "error" in ref:
+                ref = None
+        for m in methods:
+            for from_store in ([False, True] if a.store else [False]):
+                name = m + (" (store)" if from_store else "")
+                log(f"  {name} ...")
+                r = run_child(dict(spec, method=m, store=info["store"] if from_store else None),
+                              a.timeout)
+                r.update(dataset=ds, method=name)
+                if "error" not in r:
+                    log(f"    train {r['train_s']:.2f} s, accuracy {r['accuracy']:.4f}, "
+                        f"peak RSS {r['peak_rss'] / 1e6:,.0f} MB")
+                    if ref is not None:
+                        r["train_ratio"] = r["train_s"] / ref["train_s"]
+                        r["predict_speedup"] = ref["predict_s"] / r["predict_s"]
+                        r["acc_diff_pp"] = (r["accuracy"] - ref["accuracy"]) * 100
+                    mem = rows[-1] if from_store else None
+                    if mem is not None and mem.get("method") == m and "error" not in mem:
+                        r["store_ratio"] = r["train_s"] / mem["train_s"]
+                rows.append(r)
+    print("\n".join(header) + "\n")
+    for ds, info in infos.items():
+        if "error" not in info:
+            print(f"- {ds}: {info['n_train']:,} train / {info['n_test']:,} test, d={info['d']}"
+                  f"{' sparse' if info['sparse'] else ''}, gamma={info['gamma']:.6g}")
+    print()
+    print(table(rows, a.store))
+    if a.json:
+        save_json(a.json, {"command": command, "commit": commit, "date": now,
+                           "python": platform.python_version(), "cpus": os.cpu_count(),
+                           "args": vars(a), "datasets": infos, "runs": rows})
+        log(f"wrote {a.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

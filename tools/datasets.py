@@ -1,0 +1,236 @@
+"""Benchmark datasets, prepared exactly as ``shared/data/PROTOCOL.md`` says.
+
+``load(name)`` returns ``(Xtr, ytr, Xte, yte)``: X float32 (a dense ndarray,
+or a scipy CSR matrix for the sparse svmlight sets a9a and w8a), y float64.
+
+==========  =====================================  ============================================
+name        raw files (under the raw dir)           preparation
+==========  =====================================  ============================================
+ijcnn1      ijcnn1/ijcnn1.trn.bz2, .tst.bz2         as given (already scaled), 22 features
+a9a         adult_a9a/a9a, a9a.t                    as given, sparse CSR, 123 features
+w8a         w8a/w8a, w8a.t                          as given, sparse CSR, 300 features
+usps        usps/zip.train.gz, zip.test.gz          first column the digit, 256 pixels as given
+letter      letter/letter.scale, letter.scale.t     as given, 16 features, labels 1..26
+shuttle     shuttle/pmlb_shuttle.tsv.gz             80/20 split, then min-max scaling
+kddcup99    kddcup99/kddcup.data_10_percent.gz      "normal." -> -1, any attack -> +1; columns
+                                                    1-3 one-hot; 80/20 split; min-max scaling
+==========  =====================================  ============================================
+
+Details the protocol leaves open, fixed here:
+
+- svmlight files are read with 1-based indices and ``n_features`` fixed, so
+  train and test agree (a 0 index would be an error, not a silent shift).
+- 80/20 splits: ``np.random.default_rng(0).permutation(n)``, first 80% train.
+- Min-max scaling uses the *training* minimum and maximum, applied to train
+  and test alike; test values are not clipped (they may fall outside
+  [0, 1]); a feature constant on the training set is only shifted.
+- kddcup99 one-hot categories are those of the whole file, sorted; each
+  symbolic column is replaced in place by its indicator columns (1 + 3 + 66
+  + 11 + 37 = 118 features).
+
+The raw directory is ``raw_dir``, else ``$STREAMCVM_DATA``, else
+``<repo>/../shared/data/raw``. Prepared arrays are cached (``.npz``; CSR via
+``scipy.sparse.save_npz``) in ``$XDG_CACHE_HOME/streamcvm-bench`` (or
+``~/.cache/streamcvm-bench``), keyed by name, ``PREP_VERSION`` and each raw
+file's size and mtime, so kddcup99 is parsed once.
+"""
+import hashlib
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PREP_VERSION = 1            # bump when a preparation changes: invalidates caches
+
+# name -> (raw files, sparse)
+FILES = {
+    "ijcnn1": (["ijcnn1/ijcnn1.trn.bz2", "ijcnn1/ijcnn1.tst.bz2"], False),
+    "a9a": (["adult_a9a/a9a", "adult_a9a/a9a.t"], True),
+    "w8a": (["w8a/w8a", "w8a/w8a.t"], True),
+    "usps": (["usps/zip.train.gz", "usps/zip.test.gz"], False),
+    "letter": (["letter/letter.scale", "letter/letter.scale.t"], False),
+    "shuttle": (["shuttle/pmlb_shuttle.tsv.gz"], False),
+    "kddcup99": (["kddcup99/kddcup.data_10_percent.gz"], False),
+}
+SVMLIGHT_FEATURES = {"ijcnn1": 22, "a9a": 123, "w8a": 300, "letter": 16}
+NAMES = tuple(FILES)
+
+
+def raw_dir(path=None):
+    return path or os.environ.get("STREAMCVM_DATA") or \
+        os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "raw"))
+
+
+def cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "streamcvm-bench")
+
+
+def raw_paths(name, raw=None):
+    """Absolute paths of the raw files of ``name``; a one-line error if one is missing."""
+    if name not in FILES:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(NAMES)}")
+    paths = [os.path.join(raw_dir(raw), f) for f in FILES[name][0]]
+    for p in paths:
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"{name}: raw data file {p} is missing "
+                                    "(set STREAMCVM_DATA or pass raw_dir)")
+    return paths
+
+
+def cache_key(name, raw=None):
+    h = hashlib.sha1(f"{name}|v{PREP_VERSION}".encode())
+    for p in raw_paths(name, raw):
+        st = os.stat(p)
+        h.update(f"|{os.path.basename(p)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return f"{name}-{h.hexdigest()[:12]}"
+
+
+# ---------------------------------------------------------------------------
+# preparation
+# ---------------------------------------------------------------------------
+
+def _split80(n):
+    perm = np.random.default_rng(0).permutation(n)
+    k = int(0.8 * n)
+    return perm[:k], perm[k:]
+
+
+def _minmax(Xtr, Xte):
+    """Scale with the training min/max (no clipping); float32 out."""
+    lo, hi = Xtr.min(axis=0), Xtr.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return ((Xtr - lo) / span).astype(np.float32), ((Xte - lo) / span).astype(np.float32)
+
+
+def _prepare(name, paths):
+    sparse = FILES[name][1]
+    if name in SVMLIGHT_FEATURES:
+        from sklearn.datasets import load_svmlight_files
+        Xtr, ytr, Xte, yte = load_svmlight_files(paths, n_features=SVMLIGHT_FEATURES[name],
+                                                 dtype=np.float32, zero_based=False)
+        if not sparse:
+            Xtr, Xte = Xtr.toarray(), Xte.toarray()
+        return Xtr, ytr, Xte, yte
+    import pandas as pd
+    if name == "usps":
+        out = []
+        for p in paths:
+            a = pd.read_csv(p, sep=r"\s+", header=None, dtype=np.float64).to_numpy()
+            out += [a[:, 1:].astype(np.float32), a[:, 0]]
+        return tuple(out)
+    if name == "shuttle":
+        a = pd.read_csv(paths[0], sep="\t").to_numpy(np.float64)    # header row, target last
+        X, y = a[:, :-1], a[:, -1]
+    else:   # kddcup99
+        df = pd.read_csv(paths[0], header=None)
+        y = np.where(df[41].astype(str).str.strip() == "normal.", -1.0, 1.0)
+        cols = [df[[0]].to_numpy(np.float64)]
+        for c in (1, 2, 3):
+            cols.append(pd.get_dummies(df[c].astype(str), dtype=np.float64).to_numpy())
+        cols.append(df[list(range(4, 41))].to_numpy(np.float64))
+        X = np.hstack(cols)
+    tr, te = _split80(len(y))
+    Xtr, Xte = _minmax(X[tr], X[te])
+    return Xtr, y[tr], Xte, y[te]
+
+
+# ---------------------------------------------------------------------------
+# cache
+# ---------------------------------------------------------------------------
+
+def _cache_paths(name, raw=None):
+    stem = os.path.join(cache_dir(), cache_key(name, raw))
+    return stem + ".npz", stem + ".Xtr.npz", stem + ".Xte.npz"
+
+
+def _atomic(path, write):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        write(f)
+    os.replace(tmp, path)
+
+
+def _save(name, raw, Xtr, ytr, Xte, yte):
+    main, ptr, pte = _cache_paths(name, raw)
+    os.makedirs(os.path.dirname(main), exist_ok=True)
+    if sp.issparse(Xtr):
+        _atomic(ptr, lambda f: sp.save_npz(f, Xtr.tocsr(), compressed=False))
+        _atomic(pte, lambda f: sp.save_npz(f, Xte.tocsr(), compressed=False))
+        arrays = {}
+    else:
+        arrays = {"Xtr": Xtr, "Xte": Xte}
+    _atomic(main, lambda f: np.savez(f, ytr=ytr, yte=yte, **arrays))   # written last
+
+
+def _load_cached(name, raw, parts):
+    main, ptr, pte = _cache_paths(name, raw)
+    if not os.path.exists(main):
+        return None
+    with np.load(main) as z:
+        out = []
+        for part in parts:
+            if part in z.files:
+                out.append(z[part])
+            else:   # a sparse X, saved apart
+                out.append(sp.load_npz(ptr if part == "Xtr" else pte).tocsr())
+    return out
+
+
+def load(name, raw_dir=None, parts=("Xtr", "ytr", "Xte", "yte")):
+    """Prepared ``(Xtr, ytr, Xte, yte)`` of a benchmark dataset (from the cache
+    when present). ``parts`` selects and orders what is returned, e.g.
+    ``parts=("Xte", "yte", "ytr")`` reads no training rows from the cache."""
+    out = _load_cached(name, raw_dir, parts)
+    if out is None:
+        Xtr, ytr, Xte, yte = _prepare(name, raw_paths(name, raw_dir))
+        ytr, yte = np.asarray(ytr, np.float64), np.asarray(yte, np.float64)
+        if not sp.issparse(Xtr):
+            Xtr, Xte = np.ascontiguousarray(Xtr, np.float32), np.ascontiguousarray(Xte, np.float32)
+        else:
+            Xtr, Xte = Xtr.astype(np.float32).tocsr(), Xte.astype(np.float32).tocsr()
+        _save(name, raw_dir, Xtr, ytr, Xte, yte)
+        d = {"Xtr": Xtr, "ytr": ytr, "Xte": Xte, "yte": yte}
+        out = [d[p] for p in parts]
+    return tuple(out)
+
+
+def subsample_index(n_train, n_test, max_train=3000, max_test=1000, seed=0):
+    """Sorted row indices of a random subsample (``--quick``): ``max_train``
+    training and ``max_test`` test rows, one ``default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    tr = np.sort(rng.choice(n_train, size=min(n_train, max_train), replace=False))
+    te = np.sort(rng.choice(n_test, size=min(n_test, max_test), replace=False))
+    return tr, te
+
+
+def protocol_gamma(Xtr, n_sample=5000, seed=0):
+    """1 / beta, beta the mean squared distance between two distinct training
+    rows, on ``n_sample`` rows drawn without replacement by ``default_rng(seed)``.
+
+    Uses mean_{i != j} ||x_i - x_j||^2 = 2 m / (m - 1) (mean_i ||x_i||^2 - ||mean x||^2),
+    in float64; dense or CSR.
+    """
+    n = Xtr.shape[0]
+    idx = np.random.default_rng(seed).choice(n, size=min(n, n_sample), replace=False)
+    S = Xtr[idx]
+    m = S.shape[0]
+    if sp.issparse(S):
+        S = S.astype(np.float64)
+        sq = np.asarray(S.multiply(S).sum(axis=1)).ravel()
+        mu = np.asarray(S.mean(axis=0)).ravel()
+    else:
+        S = np.asarray(S, np.float64)
+        sq = np.einsum("ij,ij->i", S, S)
+        mu = S.mean(axis=0)
+    beta = 2.0 * m / (m - 1) * (sq.mean() - mu @ mu)
+    return 1.0 / beta
+
+
+def describe(name, raw_dir=None):
+    """Shapes and label counts of a prepared dataset (a small dict)."""
+    Xtr, ytr, Xte, yte = load(name, raw_dir)
+    counts = lambda y: {f"{k:g}": int(c) for k, c in zip(*np.unique(y, return_counts=True))}
+    return {"name": name, "n_train": Xtr.shape[0], "n_test": Xte.shape[0], "d": Xtr.shape[1],
+            "sparse": sp.issparse(Xtr), "train_labels": counts(ytr), "test_labels": counts(yte)}
