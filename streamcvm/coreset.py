@@ -11,7 +11,7 @@ from .store import csr_view
 
 
 class CoreSet:
-    def __init__(self, d, sparse, cap=64, cache=True):
+    def __init__(self, d, sparse, cap=64, cache=True, transposed=False):
         self.d = d
         self.sparse = sparse
         self.cache = cache          # keep the kernel among core vectors (SMO, FVM)
@@ -27,6 +27,8 @@ class CoreSet:
             self._dat = np.empty(cap * 16, np.float32)
         else:
             self._X = np.empty((cap, d), np.float32)
+        # dense rows also kept transposed ([d, cap]) for sparse candidates
+        self._XT = np.empty((d, cap), np.float32) if transposed and not sparse else None
         self._slot = {}             # row id -> slot
 
     def __contains__(self, row_id):
@@ -35,6 +37,10 @@ class CoreSet:
     def slot_of(self, row_id):
         """The slot of a core row, or -1."""
         return self._slot.get(int(row_id), -1)
+
+    def rows_t(self):
+        """The core rows transposed, [d, >= n] (None unless kept)."""
+        return self._XT
 
     @property
     def cap(self):
@@ -74,6 +80,10 @@ class CoreSet:
             X = np.empty((new, self.d), np.float32)
             X[:n] = self._X[:n]
             self._X = X
+            if self._XT is not None:
+                XT = np.empty((self.d, new), np.float32)
+                XT[:, :n] = self._XT[:, :n]
+                self._XT = XT
 
     def add(self, row_id, x, y, kernel):
         """Append one row (x: [1, d] dense or CSR) with alpha 0; returns its slot."""
@@ -95,7 +105,10 @@ class CoreSet:
             self._dat[e:e + nnz] = x.data[order]
             self._ip[n + 1] = e + nnz
         else:
-            self._X[n] = np.asarray(x, np.float32).reshape(-1)
+            self._X[n] = x.toarray().reshape(-1) if sp.issparse(x) else \
+                np.asarray(x, np.float32).reshape(-1)
+            if self._XT is not None:
+                self._XT[:, n] = self._X[n]
         self.ids[n] = row_id
         self.y[n] = y
         self.alpha[n] = 0.0

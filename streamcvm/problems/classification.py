@@ -41,11 +41,12 @@ class Machine:
             self.sv_sq = sq_norms(self.sv)
         sqs = self.sv_sq
         s = np.empty(X.shape[0])
-        densify = sp.issparse(X) and not sp.issparse(self.sv)
+        # CSR rows against dense support rows: from the nonzeros (kernels._csr_gram)
+        svT = np.ascontiguousarray(self.sv.T, np.float32) \
+            if sp.issparse(X) and not sp.issparse(self.sv) else None
         for a in range(0, X.shape[0], block_rows):
             b = min(a + block_rows, X.shape[0])
-            Xb = X[a:b].toarray().astype(np.float32, copy=False) if densify else X[a:b]
-            s[a:b] = kernel.block(Xb, self.sv, sq[a:b], sqs) @ self.coef
+            s[a:b] = kernel.block(X[a:b], self.sv, sq[a:b], sqs, BT=svT) @ self.coef
         if self.classes is None:
             return self.radius2 - (self.c2 - 2.0 * s + kernel.diag(X, sq))
         return s + self.intercept

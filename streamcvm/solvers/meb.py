@@ -40,9 +40,12 @@ PATIENCE = {"cvm": 7, "bvm": 10, "fvm": 7}
 DENSE_MAX_D = 2048
 
 
-def as_dense(X):
-    """CSR rows as a dense float32 array (dense input passes through)."""
-    return X.toarray().astype(np.float32, copy=False) if sp.issparse(X) else X
+def _sub_blocks(chunks, rows):
+    """(ids, X, y) chunks cut into blocks of at most ``rows`` rows, so that a
+    block's kernel against the core set stays rows x |S|."""
+    for ids, X, y in chunks:
+        for a in range(0, len(ids), rows):
+            yield ids[a:a + rows], X[a:a + rows], y[a:a + rows]
 
 
 def eps_levels(eps, start=0.1):
@@ -91,16 +94,19 @@ class MEBSolver:
         self.init_size = init_size
         self.smo_max_iter = smo_max_iter
         self.kt = 1.0 + self.b + 1.0 / self.C      # kappa = 1 for the codes allowed
-        # Sparse rows of up to DENSE_MAX_D features are densified: core rows
-        # and candidates then meet in float32 BLAS instead of sparse products.
+        # Sparse data of up to DENSE_MAX_D features keeps dense core rows (and
+        # their transpose): a CSR candidate's kernel row then costs nnz x |S|.
         self.densify = sparse and d <= DENSE_MAX_D
         # BVM needs no kernel among core vectors: no O(|S|^2) cache for it
-        self.core = CoreSet(d, sparse and not self.densify, cache=method != "bvm")
+        self.core = CoreSet(d, sparse and not self.densify, cache=method != "bvm",
+                            transposed=self.densify)
         self.c2 = 0.0                               # ||c||^2
         # BVM's smaller ball (bvm paper sec. 3.3, Alg. 4): the ball lives in
         # the space [phi~; 0] with center [c; ce]; r2 shrinks from kt
         self.r2 = self.kt
         self.ce2 = self.kt if method == "bvm" else 0.0
+        self._buf = np.empty(0, np.float32)        # scratch for kernel blocks
+        self.pass_rows = 4096                       # rows per block in a full pass
         self.n_iter = 0
         self.history = []
         self.t0 = None
@@ -117,7 +123,9 @@ class MEBSolver:
         the rows are taken to be outside the core set."""
         cs = self.core
         n = cs.n
-        Kc = self.kernel.block(X, cs.rows(), sq, cs.sq[:n])
+        if self._buf.size < X.shape[0] * n:
+            self._buf = np.empty(max(2 * self._buf.size, X.shape[0] * n), np.float32)
+        Kc = self.kernel.block(X, cs.rows(), sq, cs.sq[:n], BT=cs.rows_t(), out=self._buf)
         ay = cs.alpha[:n] * cs.y[:n]
         Ka = np.asarray(y) * (Kc @ ay + self.b * ay.sum())
         if ids is not None:
@@ -151,6 +159,12 @@ class MEBSolver:
             k = np.ones(n)
             k[:len(kx)] = kx
             k[slot] = 1.0                     # constant diagonal (kappa = 1)
+        elif cs.rows_t() is not None:         # a sparse row: only its nonzeros
+            x = cs.rows()[slot]
+            nz = np.flatnonzero(x)
+            xs = sp.csr_matrix((x[nz], nz, [0, len(nz)]), shape=(1, cs.d))
+            k = self.kernel.block(xs, cs.rows(), cs.sq[slot:slot + 1], cs.sq[:n],
+                                  BT=cs.rows_t())[0]
         else:
             k = self.kernel.block(cs.rows(), cs.rows()[slot:slot + 1],
                                   cs.sq[:n], cs.sq[slot:slot + 1])[:, 0]
@@ -284,8 +298,6 @@ class MEBSolver:
         """One violator search over candidate rows; True if it took a step."""
         if len(ids) == 0:
             return False
-        if self.densify:
-            X = as_dense(X)
         d2, Kc = self.dist2(X, y)
         k = int(np.argmax(d2))
         R2 = self.radius2
@@ -318,7 +330,7 @@ class MEBSolver:
         violator. Returns self."""
         auto = self.auto_eps
         ids, X, y = pool.draw(self.init_size, classes=classes, target=target)
-        self.init(ids, as_dense(X) if self.densify else X, y)
+        self.init(ids, X, y)
         for eps in eps_levels(self.eps_floor if auto else self.eps):
             calm = 0
             while calm < self.patience:
@@ -367,9 +379,9 @@ class MEBSolver:
         first = None
         for _ in range(max_passes):
             found = 0
-            for ids, X, y in self._blocks(full_pass):
+            for ids, X, y in _sub_blocks(full_pass(), self.pass_rows):
                 sq = sq_norms(X)
-                d2, Kc = self.dist2(X, y, sq, ids=ids)
+                d2, _ = self.dist2(X, y, sq, ids=ids)
                 thr = (1.0 + self.eps) ** 2 * self.radius2
                 found += int((d2 > thr).sum())
                 for _ in range(max_steps_per_chunk):
@@ -417,15 +429,6 @@ class MEBSolver:
             if found == 0:
                 break
         return first
-
-    def _blocks(self, full_pass, rows=8192):
-        """The full pass's chunks, densified in blocks of ``rows`` if needed."""
-        for ids, X, y in full_pass():
-            if not self.densify:
-                yield ids, X, y
-                continue
-            for a in range(0, len(ids), rows):
-                yield ids[a:a + rows], as_dense(X[a:a + rows]), y[a:a + rows]
 
     # -- results --------------------------------------------------------------
     def support(self, tol=1e-12):
