@@ -1,61 +1,140 @@
 """Random rows from a store without one chunk decompression per row.
 
-:class:`ChunkPool` keeps a bounded number of decompressed chunks, draws rows
-from them, and swaps one chunk for a random other one every ``refresh``
-draws, so that over a run every chunk is visited. Everything is driven by
-the caller's ``numpy.random.Generator``: the same seed draws the same rows.
-Class-balanced draws take half of the rows from each of two classes.
+:class:`ChunkPool` keeps a bounded number of decompressed chunks and draws
+rows from them. Every ``refresh`` draws one pooled chunk is swapped for
+another, which a background thread has already read and decompressed, so
+over a run every chunk is visited and the search rarely waits for the disk.
+
+Reproducible: the rows drawn come from the caller's
+``numpy.random.Generator``; which chunk is swapped in, and where, comes
+from a schedule seeded from it at construction, so the prefetch thread's
+timing never changes a result. With ``classes`` (a two-class sub-problem)
+chunks are scheduled by their per-chunk class counts (the store's
+``class_counts``; no O(n) index): pool slots alternate between the classes,
+each filled with a chunk drawn in proportion to its count of that class, so
+both classes stay in the pool however rare or clustered one of them is, and
+chunks with neither class are never read.
 """
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import scipy.sparse as sp
 
 
 class ChunkPool:
-    def __init__(self, store, rng, pool_chunks=8, refresh=16):
+    def __init__(self, store, rng, classes=None, pool_chunks=8, refresh=16, prefetch=True):
         self.store = store
         self.rng = rng
-        nc = store.n_chunks
-        self.pool_chunks = min(pool_chunks, nc)
         self.refresh = refresh
         self.draws = 0
-        first = rng.choice(nc, size=self.pool_chunks, replace=False) if nc > 1 else [0]
-        self.pool = [self._load(int(i)) for i in first]
+        nc = store.n_chunks
+        # one chunk distribution per "lane"; pool slot k follows lane k % lanes
+        self._lanes = [np.full(nc, 1.0 / nc)]
+        counts = store.class_counts if classes is not None else None
+        if counts is not None and store.classes is not None:
+            cols = [int(np.searchsorted(store.classes, c)) for c in classes]
+            lanes = [counts[:, c] / counts[:, c].sum() for c in cols if counts[:, c].sum() > 0]
+            # each class keeps chunks of its own in the pool, however rare or
+            # clustered it is (stores sorted by label are common)
+            self._lanes = lanes or self._lanes
+        self._sched = np.random.default_rng(int(rng.integers(2 ** 63)))
+        reachable = np.flatnonzero(np.sum(self._lanes, axis=0) > 0)
+        k = min(pool_chunks, len(reachable))
+        self.pool_chunks = k
+        self._n_reachable = len(reachable)
+        self.pool = []
+        taken = set()
+        for slot in range(k):
+            i = self._choose(slot, taken)
+            taken.add(i)
+            self.pool.append(self._load(i))
+        self._synced = 0            # exclusion: members of `exclude` seen so far
+        self._next = None
+        self._exec = ThreadPoolExecutor(1, thread_name_prefix="chunkpool") \
+            if prefetch and self._n_reachable > k else None
+        self._schedule()
         self._index()
 
+    # -- chunks ---------------------------------------------------------------
     def _load(self, i):
         a, _ = self.store.chunk_bounds(i)
         c = self.store.chunk(i)
         X = c.X.tocsr() if sp.issparse(c.X) else c.X
-        return {"chunk": i, "start": a, "X": X, "y": np.asarray(c.y, np.float64)}
+        y = np.asarray(c.y, np.float64)
+        return {"chunk": i, "start": a, "X": X, "y": y, "excl": np.zeros(len(y), bool),
+                "synced": 0}
 
+    def _choose(self, slot, taken):
+        """A chunk for pool slot ``slot`` from its lane, not in ``taken``
+        (falls back to any chunk of any lane when its lane is exhausted)."""
+        p = self._lanes[slot % len(self._lanes)]
+        ok = p > 0
+        ok[list(taken)] = False
+        if not ok.any():
+            ok = np.sum(self._lanes, axis=0) > 0
+            ok[list(taken)] = False
+            p = ok.astype(np.float64)
+        q = np.where(ok, p, 0.0)
+        return int(self._sched.choice(len(q), p=q / q.sum()))
+
+    def _schedule(self):
+        """Pick the next (chunk, slot) swap and start reading that chunk."""
+        if self._n_reachable <= self.pool_chunks:
+            return
+        slot = int(self._sched.integers(0, len(self.pool)))
+        cand = self._choose(slot, {p["chunk"] for p in self.pool})
+        fut = self._exec.submit(self._load, cand) if self._exec is not None else None
+        self._next = (cand, slot, fut)
+
+    def _maybe_refresh(self):
+        self.draws += 1
+        if self._next is None or self.draws % self.refresh:
+            return
+        cand, slot, fut = self._next
+        self.pool[slot] = fut.result() if fut is not None else self._load(cand)
+        self._schedule()
+        self._index()
+
+    def close(self):
+        if self._exec is not None:
+            self._exec.shutdown(wait=True, cancel_futures=True)
+            self._exec = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- index and exclusion --------------------------------------------------
     def _index(self):
         """Flat (slot, row) index of the pooled rows, and per label value."""
-        slots = np.concatenate([np.full(len(p["y"]), k, np.int64) for k, p in enumerate(self.pool)])
-        rows = np.concatenate([np.arange(len(p["y"]), dtype=np.int64) for p in self.pool])
-        y = np.concatenate([p["y"] for p in self.pool])
-        gid = np.concatenate([p["start"] + np.arange(len(p["y"]), dtype=np.int64)
-                              for p in self.pool])
-        self._flat = (slots, rows, gid, y)
+        sizes = [len(p["y"]) for p in self.pool]
+        self._offs = np.concatenate([[0], np.cumsum(sizes)])
+        self._flat_y = np.concatenate([p["y"] for p in self.pool])
+        self._excl = np.concatenate([p["excl"] for p in self.pool])
+        for k, p in enumerate(self.pool):
+            p["excl"] = self._excl[self._offs[k]:self._offs[k + 1]]   # views
         self._by_class = {}
+
+    def _sync_exclude(self, exclude):
+        """Mark the pooled rows that are members of ``exclude`` (an object
+        with ``ids`` and ``n`` that only grows, such as the CoreSet): new
+        members are looked up once, a newly pooled chunk once."""
+        ids = exclude.ids[:exclude.n]
+        for p in self.pool:
+            new = ids[p["synced"]:]
+            if len(new):
+                loc = new - p["start"]
+                loc = loc[(loc >= 0) & (loc < len(p["y"]))]
+                p["excl"][loc] = True
+                p["synced"] = len(ids)
 
     def _class_index(self, cls):
         idx = self._by_class.get(cls)
         if idx is None:
-            idx = self._by_class[cls] = np.flatnonzero(self._flat[3] == cls)
+            idx = self._by_class[cls] = np.flatnonzero(self._flat_y == cls)
         return idx
-
-    def _maybe_refresh(self):
-        self.draws += 1
-        nc = self.store.n_chunks
-        if nc <= self.pool_chunks or self.draws % self.refresh:
-            return
-        pooled = {p["chunk"] for p in self.pool}
-        cand = int(self.rng.integers(0, nc))
-        while cand in pooled:
-            cand = int(self.rng.integers(0, nc))
-        slot = int(self.rng.integers(0, len(self.pool)))
-        self.pool[slot] = self._load(cand)
-        self._index()
 
     def _pick(self, candidates, k, exclude):
         """k random positions of ``candidates`` (flat indices) not excluded."""
@@ -66,45 +145,61 @@ class ChunkPool:
                 break
             take = candidates[self.rng.integers(0, len(candidates), 2 * need + 4)]
             if exclude is not None:
-                gid = self._flat[2][take]
-                if isinstance(exclude, np.ndarray):
-                    keep = ~np.isin(gid, exclude)
-                else:       # a container of ids (e.g. the CoreSet): O(1) lookups
-                    keep = np.fromiter((int(g) not in exclude for g in gid), bool, len(gid))
-                take = take[keep]
+                take = take[~self._excl[take]]
             take = take[:need]
             out.append(take)
             need -= len(take)
         return np.concatenate(out) if out else np.empty(0, np.int64)
 
+    # -- drawing --------------------------------------------------------------
     def draw(self, m, classes=None, exclude=None, target="raw"):
         """``m`` random rows: (global ids, X rows, y). With ``classes`` (two
-        label values ``(neg, pos)``) half are drawn from each. ``exclude``: global
-        row ids to skip (the core set): an array, or any container of ids. ``target``: "raw"
-        labels, "binary" (+1 for ``pos``, -1 for ``neg``) or "ones"."""
+        label values ``(neg, pos)``) half are drawn from each. ``exclude``:
+        rows to skip (the core set): an object with ``ids`` and ``n`` whose
+        ``ids[:n]`` only grows (a CoreSet), or an array of global row ids.
+        ``target``: "raw" labels, "binary" (+1 for ``pos``, -1 for ``neg``)
+        or "ones". Rows come grouped by pooled chunk (the order is random
+        enough: which rows is what the generator decides)."""
         self._maybe_refresh()
+        if exclude is not None:
+            if isinstance(exclude, np.ndarray):
+                self._excl[:] = False
+                for p in self.pool:
+                    p["synced"] = 0
+                exclude = _Ids(exclude)
+            self._sync_exclude(exclude)
         if classes is None:
-            pos = self._pick(np.arange(len(self._flat[0])), m, exclude)
+            pos = self._pick(np.arange(len(self._flat_y)), m, exclude)
         else:
             pos = np.concatenate([
                 self._pick(self._class_index(classes[0]), m - m // 2, exclude),
                 self._pick(self._class_index(classes[1]), m // 2, exclude)])
-        slots, rows, gid, y = (a[pos] for a in self._flat)
-        y = relabel(y, classes, target)
+        pos = np.sort(pos)
+        slots = np.searchsorted(self._offs, pos, side="right") - 1
+        rows = pos - self._offs[slots]
+        gid = np.array([self.pool[s]["start"] for s in range(len(self.pool))],
+                       np.int64)[slots] + rows
+        y = relabel(self._flat_y[pos], classes, target)
         if len(pos) == 0:
             return gid, None, y
-        parts = []
-        order = []
-        for s in np.unique(slots):
-            sel = np.flatnonzero(slots == s)
-            parts.append(self.pool[s]["X"][rows[sel]])
-            order.append(sel)
-        inv = np.argsort(np.concatenate(order), kind="stable")
-        if sp.issparse(parts[0]):
-            X = sp.vstack(parts).tocsr()[inv]
+        cut = np.flatnonzero(np.diff(slots)) + 1
+        parts = [self.pool[int(slots[a])]["X"][rows[a:b]]
+                 for a, b in zip(np.r_[0, cut], np.r_[cut, len(pos)])]
+        if len(parts) == 1:
+            X = parts[0]
+        elif sp.issparse(parts[0]):
+            X = sp.vstack(parts).tocsr()
         else:
-            X = np.concatenate(parts)[inv]
+            X = np.concatenate(parts)
         return gid, X, y
+
+
+class _Ids:
+    """An array of ids seen through the CoreSet's (ids, n) protocol."""
+
+    def __init__(self, ids):
+        self.ids = np.asarray(ids, np.int64)
+        self.n = len(self.ids)
 
 
 def relabel(y, classes, target):

@@ -70,7 +70,7 @@ def test_two_class_meb_against_exact_qp(two_class, method, eps):
     # every point is inside the (1 + eps)-ball of the method's radius
     assert d2.max() <= (1 + eps) ** 2 * s.radius2 * (1 + 1e-9)
     if method in ("bvm", "fvm"):     # the tracked (K~a) of the core vectors stays exact
-        np.testing.assert_allclose(s.Ka, s._core_Ka(), rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(s.Ka, s._core_Ka(), rtol=1e-5, atol=1e-8)   # float32 kernels
     R2 = kt - c2
     assert R2 <= R2_opt * (1 + 1e-9)                          # dual feasible
     if method in ("cvm", "fvm"):

@@ -78,13 +78,16 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
     ``classes=None``: a one-class L2-SVM (SVDD) on every row.
     """
     rng = np.random.default_rng(seed)
-    pool = ChunkPool(store, rng)
+    pool = ChunkPool(store, rng, classes=classes)
     one_class = classes is None
     target = "ones" if one_class else "binary"
     solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=0.0 if one_class else 1.0,
                        method=method, eps=eps, sample_size=sample_size, max_core=max_core)
-    solver.fit(pool, classes=classes, target=target, callback=callback,
-               full_pass=_full_pass(store, classes, target) if full_pass else None)
+    try:
+        solver.fit(pool, classes=classes, target=target, callback=callback,
+                   full_pass=_full_pass(store, classes, target) if full_pass else None)
+    finally:
+        pool.close()
     slots, alpha = solver.support()
     cs = solver.core
     rows = cs.rows()[slots]
