@@ -116,6 +116,16 @@ class ChunkPool:
         for k, p in enumerate(self.pool):
             p["excl"] = self._excl[self._offs[k]:self._offs[k + 1]]   # views
         self._by_class = {}
+        # a pool that never changes (small stores) is merged once: one fancy
+        # index per draw instead of per-chunk gathers
+        self._static = None
+        if self._next is None and len(self.pool) > 0:
+            Xs = [p["X"] for p in self.pool]
+            X = Xs[0] if len(Xs) == 1 else \
+                sp.vstack(Xs).tocsr() if sp.issparse(Xs[0]) else np.concatenate(Xs)
+            gid = np.concatenate([p["start"] + np.arange(len(p["y"]), dtype=np.int64)
+                                  for p in self.pool])
+            self._static = (gid, X)
 
     def _sync_exclude(self, exclude):
         """Mark the pooled rows that are members of ``exclude`` (an object
@@ -174,6 +184,9 @@ class ChunkPool:
             pos = np.concatenate([
                 self._pick(self._class_index(classes[0]), m - m // 2, exclude),
                 self._pick(self._class_index(classes[1]), m // 2, exclude)])
+        if self._static is not None:            # the whole pool in one array
+            gid, X = self._static
+            return gid[pos], X[pos], relabel(self._flat_y[pos], classes, target)
         pos = np.sort(pos)
         slots = np.searchsorted(self._offs, pos, side="right") - 1
         rows = pos - self._offs[slots]

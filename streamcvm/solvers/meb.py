@@ -191,7 +191,9 @@ class MEBSolver:
                 if len(self.g) < cs.n - 1 else np.append(self.g, self._g_new)
         smo_simplex(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, self.g, cs.n, tol,
                     self.smo_max_iter)
-        self._refresh_c2()
+        # g = 2 Q a - kt, so ||c||^2 = a'Qa = (a'g + kt) / 2: O(|S|), not O(|S|^2)
+        n = cs.n
+        self.c2 = 0.5 * (float(cs.alpha[:n] @ self.g[:n]) + self.kt)
 
     # -- steps --------------------------------------------------------------
     def init(self, ids, X, y):

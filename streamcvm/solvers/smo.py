@@ -69,8 +69,8 @@ def smo_simplex(K, y, b, invC, alpha, g, n, tol, max_iter):
         alpha[j] -= step
         if alpha[j] < 1e-15:
             alpha[j] = 0.0
-        for k in range(n):
-            g[k] += 2.0 * step * (_q(K, y, b, invC, k, i) - _q(K, y, b, invC, k, j))
+        for k in range(n):      # rows i and j (K is symmetric): contiguous reads
+            g[k] += 2.0 * step * (_q(K, y, b, invC, i, k) - _q(K, y, b, invC, j, k))
         it += 1
     return it
 
