@@ -236,9 +236,11 @@ class CVMOneClass(OutlierMixin, _CVMBase):
 
     ``predict`` returns +1 (inside) / -1 (outside) as OneClassSVM does;
     ``decision_function`` is ``R^2 - ||phi(x) - c||^2`` (positive inside),
-    ``score_samples`` is ``-||phi(x) - c||^2`` and ``offset_`` is ``-R^2``.
-    With the L2 loss every support vector carries slack, so the support
-    vectors are the training outliers; ``C`` sets how many there are.
+    ``score_samples`` is ``-||phi(x) - c||^2`` and ``offset_`` is ``-R^2``,
+    where ``R^2`` is the radius the solver certified: the (1 + eps) ball in
+    the L2-SVDD's augmented space, seen from a new point (see
+    ``problems.classification.train_machine``). ``C`` trades the ball's size
+    against the slack of the rows outside it.
     """
 
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,

@@ -24,7 +24,7 @@ class Machine:
     intercept: float              # sum alpha_i y_i * b
     sv_ids: np.ndarray            # global row ids of the support rows
     classes: tuple = None         # (neg, pos) label values; None for one-class
-    radius2: float = 0.0          # one-class: primal R^2 of the ball (original space)
+    radius2: float = 0.0          # one-class: outlier threshold on ||phi(x) - c||^2
     c2: float = 0.0               # one-class: ||c||^2 = a'Ka (original space)
     n_iter: int = 0
     core_size: int = 0
@@ -100,14 +100,23 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
                 full_pass_violators=getattr(solver, "full_pass_violators", None),
                 history=solver.history)
     if one_class:
-        # The MEB lives in the augmented space phi~ = [phi; e_i / sqrt(C)]. At
-        # the optimum a support vector i sits on that ball, which in the
-        # original space means ||phi(x_i) - c||^2 = R^2 + xi_i, xi_i = 2 a_i / C,
-        # with the primal radius R^2 = kappa - a'Ka - 2 ||a||^2 / C: rows beyond
-        # R (all support vectors, with slack) are the outliers, as in SVDD.
+        # The MEB lives in the augmented space phi~ = [phi; e_i / sqrt(C)], with
+        # center c~ = [c; a / sqrt(C)] and radius R~^2 = kappa + 1/C - a'K~a.
+        # A new row x (no slack coordinate of its own in the center) is at
+        # d~^2 = ||phi(x) - c||^2 + ||a||^2 / C + 1/C. The solver certifies
+        # every training row within (1 + eps) R~, so a row is an outlier when
+        # ||phi(x) - c||^2 > (1 + eps)^2 R~^2 - ||a||^2 / C - 1/C =: radius2.
+        # (At eps = 0 and the optimum this is SVDD's primal radius
+        # kappa - a'Ka - 2 ||a||^2 / C; with an approximate center and a
+        # 1/C-dominated R~, the (1 + eps) tolerance is what keeps the inliers
+        # of the training data inside.)
         K = kernel.block(rows, rows)
         m.c2 = float(alpha @ K @ alpha)
-        m.radius2 = float(1.0 - m.c2 - 2.0 * (alpha ** 2).sum() / C)
+        a2 = float((alpha ** 2).sum())
+        # the certified ball: R~^2 = kt - a'K~a (CVM, FVM), or BVM's fixed r^2
+        # less its extra coordinate ce^2 (bvm paper sec. 3.3)
+        R2t = solver.r2 - solver.ce2 if method == "bvm" else 1.0 + 1.0 / C - m.c2 - a2 / C
+        m.radius2 = float((1.0 + solver.eps) ** 2 * R2t - a2 / C - 1.0 / C)
     return m
 
 
