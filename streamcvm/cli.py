@@ -219,7 +219,7 @@ def cmd_train(args):
     kw = dict(method=args.method, C=args.C, kernel=args.kernel,
               gamma=_num_or_auto(args.gamma, "gamma"), eps=_num_or_auto(args.eps, "eps"),
               sample_size=args.sample_size, max_core=args.max_core,
-              full_pass=args.full_pass, random_state=args.seed)
+              full_pass=args.full_pass, random_state=args.seed, verbose=not args.quiet)
     est = CVMOneClass(**kw) if args.one_class else CVMClassifier(**kw)
     t = time.perf_counter()
     est.fit(store)
@@ -363,11 +363,12 @@ def cmd_demo(args):
     res = ingest([src], store, overwrite=True, progress=show)
     print(f"      {res['n']:,} rows in {res['seconds']:.1f} s")
     print(describe_store(store))
-    print(f"[3/5] training BVM (C=1, gamma=auto, eps=1e-4) -> {model}")
+    print(f"[3/5] training BVM (defaults: C=1, gamma=auto, eps=auto) -> {model}")
     t = time.perf_counter()
-    est = CVMClassifier(method="bvm", eps=1e-4).fit(open_store(store))
+    est = CVMClassifier(method="bvm", verbose=show).fit(open_store(store))
     save_model(est, model)
-    print(f"      {time.perf_counter() - t:.1f} s, {est.core_set_size_:,} core vectors")
+    print(f"      {time.perf_counter() - t:.1f} s, {est.core_set_size_:,} core vectors, "
+          f"eps reached {est.machines_[0].history[-1]['eps']:.2g}")
     n_test = max(args.rows // 4, 1000)
     print(f"[4/5] generating a held-out test store ({n_test:,} rows, same mixture) -> {test}")
     synthetic.write_store(test, "gaussian", n_test, seed=args.seed, overwrite=True,

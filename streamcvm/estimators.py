@@ -110,11 +110,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     full_pass : finish with passes over all rows until none violates
     multi_class : "ovo" (one-vs-one, as LIBSVM)
     random_state : seed of the row sampling
+    verbose : show a progress bar (eps level, core-set size, radius)
     """
 
     def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
-                 multi_class="ovo", decision_function_shape="ovr", random_state=0):
+                 multi_class="ovo", decision_function_shape="ovr", random_state=0,
+                 verbose=False):
         self.method = method
         self.C = C
         self.kernel = kernel
@@ -128,6 +130,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.multi_class = multi_class
         self.decision_function_shape = decision_function_shape
         self.random_state = random_state
+        self.verbose = verbose
 
     def fit(self, X, y=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (y from the store)."""
@@ -150,11 +153,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         kern = self._kernel(store)
         eps = _resolve_eps(self.eps)
         seed = 0 if self.random_state is None else int(self.random_state)
-        self.machines_ = [
-            train_machine(store, kern, classes=pair, C=self.C, method=self.method, eps=eps,
-                          sample_size=self.sample_size, max_core=self.max_core, seed=seed + k,
-                          full_pass=self.full_pass)
-            for k, pair in enumerate(pairs(classes, self.multi_class))]
+        subs = pairs(classes, self.multi_class)
+        with _Progress(self.verbose, len(subs), self.method) as bar:
+            self.machines_ = [
+                train_machine(store, kern, classes=pair, C=self.C, method=self.method, eps=eps,
+                              sample_size=self.sample_size, max_core=self.max_core,
+                              seed=seed + k, full_pass=self.full_pass, callback=bar.update)
+                for k, pair in enumerate(subs) if bar.next()]
         self.kernel_ = kern
         self.n_iter_ = sum(m.n_iter for m in self.machines_)
         self.core_set_size_ = sum(m.core_size for m in self.machines_)
@@ -214,6 +219,42 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return self.predict_with_decision(X)[0]
 
 
+class _Progress:
+    """A tqdm bar over the machines (``verbose``), showing the running
+    machine's eps level, core-set size, radius and iterations."""
+
+    def __init__(self, verbose, total, method):
+        self.bar = None
+        if verbose:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, unit="machine", desc=f"train {method}",
+                            mininterval=0.5)
+        self.k = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.update(self.k - self.bar.n)
+            self.bar.close()
+
+    def next(self):
+        """Before each machine: count the finished ones."""
+        if self.bar is not None and self.k:
+            self.bar.update(1)
+        self.k += 1
+        return True
+
+    def update(self, solver):
+        if self.bar is not None:
+            eps = solver.level_eps if solver.level_eps is not None else solver.eps
+            self.bar.set_postfix_str(
+                f"eps {eps:.1e}  core {solver.core.n:,}  "
+                f"radius {np.sqrt(max(solver.radius2 - solver.ce2, 0)):.5f}  "
+                f"iter {solver.n_iter:,}")
+
+
 def _ovr_votes(F, k):
     """One-vs-one decisions -> per-class votes + confidence in (-1/3, 1/3)."""
     votes = np.zeros((F.shape[0], k))
@@ -234,6 +275,9 @@ class CVMOneClass(OutlierMixin, _CVMBase):
     """One-class L2-SVM (SVDD): the (1 + eps)-approximate minimum enclosing
     ball of the data in feature space; points outside it are outliers.
 
+    Parameters are those of :class:`CVMClassifier` (``method`` defaults to
+    "cvm" here); ``verbose`` shows a progress bar.
+
     ``predict`` returns +1 (inside) / -1 (outside) as OneClassSVM does;
     ``decision_function`` is ``R^2 - ||phi(x) - c||^2`` (positive inside),
     ``score_samples`` is ``-||phi(x) - c||^2`` and ``offset_`` is ``-R^2``,
@@ -245,7 +289,7 @@ class CVMOneClass(OutlierMixin, _CVMBase):
 
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
-                 random_state=0):
+                 random_state=0, verbose=False):
         self.method = method
         self.C = C
         self.kernel = kernel
@@ -257,16 +301,20 @@ class CVMOneClass(OutlierMixin, _CVMBase):
         self.max_core = max_core
         self.full_pass = full_pass
         self.random_state = random_state
+        self.verbose = verbose
 
     def fit(self, X, y=None):
         self._check_params()
         store, _ = self._prepare(X)
         kern = self._kernel(store)
         seed = 0 if self.random_state is None else int(self.random_state)
-        self.machine_ = train_machine(store, kern, classes=None, C=self.C, method=self.method,
-                                      eps=_resolve_eps(self.eps), sample_size=self.sample_size,
-                                      max_core=self.max_core, seed=seed,
-                                      full_pass=self.full_pass)
+        with _Progress(self.verbose, 1, self.method) as bar:
+            bar.next()
+            self.machine_ = train_machine(store, kern, classes=None, C=self.C,
+                                          method=self.method, eps=_resolve_eps(self.eps),
+                                          sample_size=self.sample_size, max_core=self.max_core,
+                                          seed=seed, full_pass=self.full_pass,
+                                          callback=bar.update)
         self.kernel_ = kern
         self.offset_ = -self.machine_.radius2
         self.n_iter_ = self.machine_.n_iter

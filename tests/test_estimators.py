@@ -65,3 +65,12 @@ def test_one_class_flags_outliers(method):
     truth = np.r_[np.ones(len(X)), np.zeros(len(out))]
     assert roc_auc_score(truth, s) > 0.95
     np.testing.assert_allclose(oc.score_samples(X), oc.decision_function(X) + oc.offset_)
+
+
+def test_verbose_shows_progress(capsys):
+    X, y = make_blobs(n_samples=600, centers=3, cluster_std=1.5, random_state=0)
+    CVMClassifier(eps=1e-3, verbose=True).fit(X, y)
+    err = capsys.readouterr().err
+    assert "3/3" in err and "machine" in err and "core" in err and "eps" in err
+    CVMClassifier(eps=1e-3).fit(X, y)
+    assert capsys.readouterr().err == ""

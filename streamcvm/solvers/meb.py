@@ -110,6 +110,7 @@ class MEBSolver:
         self.n_iter = 0
         self.history = []
         self.t0 = None
+        self.level_eps = None                       # the eps level being solved
 
     # -- geometry -----------------------------------------------------------
     @property
@@ -329,15 +330,22 @@ class MEBSolver:
         """Anneal eps down to the target, sampling violators from ``pool``
         (a ChunkPool). ``full_pass``: an iterable factory of (ids, X, y)
         chunks; if given, passes over all rows continue until one finds no
-        violator. Returns self."""
+        violator. ``callback(solver)``: called after each eps level and at
+        most 4 times a second in between (progress display). Returns self."""
         auto = self.auto_eps
         ids, X, y = pool.draw(self.init_size, classes=classes, target=target)
         self.init(ids, X, y)
+        self.level_eps = None
+        shown = time.perf_counter()
         for eps in eps_levels(self.eps_floor if auto else self.eps):
+            self.level_eps = eps
             calm = 0
             while calm < self.patience:
                 ids, X, y = pool.draw(self.sample_size, classes=classes,
                                       exclude=self.core, target=target)
+                if callback is not None and time.perf_counter() - shown > 0.25:
+                    callback(self)          # progress: at most 4 times a second
+                    shown = time.perf_counter()
                 if self.search(ids, X, y, eps):
                     calm = 0
                 else:
