@@ -9,6 +9,7 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -155,11 +156,12 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         seed = 0 if self.random_state is None else int(self.random_state)
         subs = pairs(classes, self.multi_class)
         with _Progress(self.verbose, len(subs), self.method) as bar:
-            self.machines_ = [
+            machines = [
                 train_machine(store, kern, classes=pair, C=self.C, method=self.method, eps=eps,
                               sample_size=self.sample_size, max_core=self.max_core,
                               seed=seed + k, full_pass=self.full_pass, callback=bar.update)
                 for k, pair in enumerate(subs) if bar.next()]
+        self._set_machines(machines)
         self.kernel_ = kern
         self.n_iter_ = sum(m.n_iter for m in self.machines_)
         self.core_set_size_ = sum(m.core_size for m in self.machines_)
@@ -187,11 +189,47 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         check_is_fitted(self)
         return np.array([m.intercept for m in self.machines_])
 
-    def _ovo(self, X):
+    def _ovo(self, X, block_rows=2048):
+        """Every machine's f(x), one column each. The machines share support
+        rows (one-vs-one), so kernel blocks are computed once against their
+        union and each machine reads its own columns."""
         X = self._validate_X(X)
         from .kernels import sq_norms
+        U, Usq, UT, cols = self._sv_union_
         sq = sq_norms(X)
-        return np.column_stack([m.decision(self.kernel_, X, sq) for m in self.machines_])
+        F = np.empty((X.shape[0], len(self.machines_)))
+        for a in range(0, X.shape[0], block_rows):
+            b = min(a + block_rows, X.shape[0])
+            K = self.kernel_.block(X[a:b], U, sq[a:b], Usq, BT=UT)
+            if len(self.machines_) == 1:       # binary: the union is its rows
+                m = self.machines_[0]
+                w = np.zeros(K.shape[1])
+                w[cols[0]] = m.coef
+                F[a:b, 0] = K @ w + m.intercept
+                continue
+            _combine(K, self._sv_union_cols_, self._sv_union_offs_, self._sv_union_coef_,
+                     F[a:b])
+        F += np.array([m.intercept for m in self.machines_])
+        return F
+
+    def _set_machines(self, machines):
+        """Set ``machines_`` and the distinct support rows they share:
+        (rows, squared norms, rows transposed or None, per-machine indices)."""
+        from .kernels import sq_norms
+        self.machines_ = machines
+        ids = np.concatenate([m.sv_ids for m in self.machines_])
+        uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+        svs = [m.sv for m in self.machines_]
+        allrows = sp.vstack(svs).tocsr() if sp.issparse(svs[0]) else np.concatenate(svs)
+        U = allrows[first]
+        offs = np.cumsum([0] + [len(m.sv_ids) for m in self.machines_])
+        cols = [inv[offs[k]:offs[k + 1]] for k in range(len(self.machines_))]
+        UT = None if sp.issparse(U) else np.ascontiguousarray(U.T, np.float32)
+        self._sv_union_ = (U, sq_norms(U), UT, cols)
+        # flat (column, coefficient) lists per machine for _combine
+        self._sv_union_cols_ = np.concatenate(cols).astype(np.int64)
+        self._sv_union_offs_ = offs.astype(np.int64)
+        self._sv_union_coef_ = np.concatenate([m.coef for m in machines]).astype(np.float64)
 
     def predict_with_decision(self, X):
         """(predict(X), decision_function(X)) from one pass of kernel blocks."""
@@ -217,6 +255,19 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     def predict(self, X):
         return self.predict_with_decision(X)[0]
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _combine(K, cols, offs, coef, out):
+    """out[i, k] = sum_p coef[p] K[i, cols[p]] over machine k's entries
+    offs[k]:offs[k + 1] (a row of K, one per test row, stays in cache)."""
+    for i in range(K.shape[0]):
+        for k in range(len(offs) - 1):
+            s = 0.0
+            for p in range(offs[k], offs[k + 1]):
+                s += coef[p] * K[i, cols[p]]
+            out[i, k] = s
+    return out
 
 
 class _Progress:

@@ -154,7 +154,7 @@ def load_model(path):
     est.history_ = []
     if man["estimator"] == "CVMClassifier":
         est.classes_ = np.asarray(man["classes"])
-        est.machines_ = machines
+        est._set_machines(machines)
     else:
         est.machine_ = machines[0]
         est.offset_ = man["offset"]
