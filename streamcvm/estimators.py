@@ -205,7 +205,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 m = self.machines_[0]
                 w = np.zeros(K.shape[1])
                 w[cols[0]] = m.coef
-                F[a:b, 0] = K @ w + m.intercept
+                F[a:b, 0] = K @ w
                 continue
             _combine(K, self._sv_union_cols_, self._sv_union_offs_, self._sv_union_coef_,
                      F[a:b])

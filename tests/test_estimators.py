@@ -74,3 +74,16 @@ def test_verbose_shows_progress(capsys):
     assert "3/3" in err and "machine" in err and "core" in err and "eps" in err
     CVMClassifier(eps=1e-3).fit(X, y)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("centers", [2, 4])
+def test_decision_matches_each_machine(centers):
+    """The estimator combines machines over their shared support rows; each
+    column must equal that machine's own f(x) = sum coef k(sv, x) + b."""
+    X, y = make_blobs(n_samples=800, centers=centers, cluster_std=2.5, random_state=1)
+    clf = CVMClassifier(eps=1e-3, decision_function_shape="ovo").fit(X, y)
+    F = clf.decision_function(X)
+    F = F[:, None] if F.ndim == 1 else F
+    for k, m in enumerate(clf.machines_):
+        np.testing.assert_allclose(F[:, k], m.decision(clf.kernel_, X.astype(np.float32)),
+                                   rtol=1e-5, atol=1e-9)
