@@ -195,6 +195,8 @@ def _add_train(sub):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--full-pass", action="store_true",
                    help="finish with passes over every row until none violates")
+    p.add_argument("--multi-class", choices=["ovo", "ovr"], default="ovo",
+                   help="one-vs-one (default, as LIBSVM) or one-vs-rest")
     p.add_argument("--one-class", action="store_true", help="one-class model (SVDD)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_train)
@@ -220,7 +222,8 @@ def cmd_train(args):
               gamma=_num_or_auto(args.gamma, "gamma"), eps=_num_or_auto(args.eps, "eps"),
               sample_size=args.sample_size, max_core=args.max_core,
               full_pass=args.full_pass, random_state=args.seed, verbose=not args.quiet)
-    est = CVMOneClass(**kw) if args.one_class else CVMClassifier(**kw)
+    est = CVMOneClass(**kw) if args.one_class else \
+        CVMClassifier(multi_class=args.multi_class, **kw)
     t = time.perf_counter()
     est.fit(store)
     dt = time.perf_counter() - t

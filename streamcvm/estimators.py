@@ -109,7 +109,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     sample_size : rows per violator search (59: top 5% with 95% odds)
     max_core : cap on core vectors per binary machine
     full_pass : finish with passes over all rows until none violates
-    multi_class : "ovo" (one-vs-one, as LIBSVM)
+    multi_class : "ovo" (one-vs-one, as LIBSVM; default) or "ovr" (one-vs-rest:
+        one machine per class, trained on every row)
     random_state : seed of the row sampling
     verbose : show a progress bar (eps level, core-set size, radius)
     """
@@ -236,22 +237,20 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         F = self._ovo(X)
         if F.shape[1] == 1:
             return self.classes_[(F[:, 0] > 0).astype(int)], F[:, 0]
+        if self.multi_class == "ovr":       # machine k: class k against the rest
+            return self.classes_[np.argmax(F, axis=1)], F
         V = _ovr_votes(F, len(self.classes_))
         dec = F if self.decision_function_shape == "ovo" else V
         return self.classes_[np.argmax(V, axis=1)], dec
 
     def decision_function(self, X):
-        """Binary: f(x), positive for classes_[1]. Multi-class: with
-        ``decision_function_shape="ovr"`` (default, as SVC) one column per
-        class, the one-vs-one votes plus a confidence below 1/3 that breaks
-        ties; with "ovo", one column per machine (classes i < j, positive
-        for j)."""
-        F = self._ovo(X)
-        if F.shape[1] == 1:
-            return F[:, 0]
-        if self.decision_function_shape == "ovo":
-            return F
-        return _ovr_votes(F, len(self.classes_))
+        """Binary: f(x), positive for classes_[1]. Multi-class one-vs-one:
+        with ``decision_function_shape="ovr"`` (default, as SVC) one column
+        per class, the one-vs-one votes plus a confidence below 1/3 that
+        breaks ties; with "ovo", one column per machine (classes i < j,
+        positive for j). Multi-class one-vs-rest (``multi_class="ovr"``):
+        column k is machine k's f(x), positive for class k."""
+        return self.predict_with_decision(X)[1]
 
     def predict(self, X):
         return self.predict_with_decision(X)[0]

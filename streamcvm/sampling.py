@@ -32,8 +32,10 @@ class ChunkPool:
         self._lanes = [np.full(nc, 1.0 / nc)]
         counts = store.class_counts if classes is not None else None
         if counts is not None and store.classes is not None:
-            cols = [int(np.searchsorted(store.classes, c)) for c in classes]
-            lanes = [counts[:, c] / counts[:, c].sum() for c in cols if counts[:, c].sum() > 0]
+            # a side is one label value or several (one-vs-rest)
+            side = [counts[:, np.searchsorted(store.classes, np.atleast_1d(c))].sum(axis=1)
+                    for c in classes]
+            lanes = [c / c.sum() for c in side if c.sum() > 0]
             # each class keeps chunks of its own in the pool, however rare or
             # clustered it is (stores sorted by label are common)
             self._lanes = lanes or self._lanes
@@ -141,9 +143,11 @@ class ChunkPool:
                 p["synced"] = len(ids)
 
     def _class_index(self, cls):
+        """Flat positions of the pooled rows whose label is ``cls`` (a value,
+        or a tuple of values for one side of a one-vs-rest problem)."""
         idx = self._by_class.get(cls)
         if idx is None:
-            idx = self._by_class[cls] = np.flatnonzero(self._flat_y == cls)
+            idx = self._by_class[cls] = np.flatnonzero(np.isin(self._flat_y, cls))
         return idx
 
     def _pick(self, candidates, k, exclude):
@@ -163,8 +167,9 @@ class ChunkPool:
 
     # -- drawing --------------------------------------------------------------
     def draw(self, m, classes=None, exclude=None, target="raw"):
-        """``m`` random rows: (global ids, X rows, y). With ``classes`` (two
-        label values ``(neg, pos)``) half are drawn from each. ``exclude``:
+        """``m`` random rows: (global ids, X rows, y). With ``classes``
+        ``(neg, pos)``, each a label value or a tuple of them, half are drawn
+        from each side. ``exclude``:
         rows to skip (the core set): an object with ``ids`` and ``n`` whose
         ``ids[:n]`` only grows (a CoreSet), or an array of global row ids.
         ``target``: "raw" labels, "binary" (+1 for ``pos``, -1 for ``neg``)
@@ -218,7 +223,7 @@ class _Ids:
 def relabel(y, classes, target):
     """Labels as a sub-problem sees them (see ChunkPool.draw)."""
     if target == "binary":
-        return np.where(y == classes[1], 1.0, -1.0)
+        return np.where(np.isin(y, classes[1]), 1.0, -1.0)
     if target == "ones":
         return np.ones(len(y))
     return y

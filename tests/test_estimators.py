@@ -87,3 +87,22 @@ def test_decision_matches_each_machine(centers):
     for k, m in enumerate(clf.machines_):
         np.testing.assert_allclose(F[:, k], m.decision(clf.kernel_, X.astype(np.float32)),
                                    rtol=1e-5, atol=1e-9)
+
+
+def test_one_vs_rest(tmp_path):
+    from streamcvm.model import load_model, save_model
+    X, y = make_blobs(n_samples=1200, centers=4, cluster_std=2.0, random_state=2)
+    Xt, yt = make_blobs(n_samples=1200, centers=4, cluster_std=2.0, random_state=2)
+    ovr = CVMClassifier(eps=1e-3, multi_class="ovr").fit(X, y)
+    ovo = CVMClassifier(eps=1e-3).fit(X, y)
+    assert len(ovr.machines_) == 4 and len(ovo.machines_) == 6
+    # machine k: class k (+1) against the three others, all rows of the store
+    assert ovr.machines_[2].classes == ((0.0, 1.0, 3.0), 2.0)
+    F = ovr.decision_function(Xt)
+    assert F.shape == (len(Xt), 4)
+    np.testing.assert_array_equal(ovr.predict(Xt), ovr.classes_[np.argmax(F, axis=1)])
+    assert ovr.score(Xt, yt) >= ovo.score(Xt, yt) - 0.02
+    save_model(ovr, tmp_path / "m")
+    np.testing.assert_array_equal(load_model(tmp_path / "m").decision_function(Xt), F)
+    with pytest.raises(ValueError, match="ovo' or 'ovr"):
+        CVMClassifier(multi_class="crammer").fit(X, y)

@@ -3,8 +3,8 @@
 Each binary machine is trained by :class:`streamcvm.solvers.MEBSolver` on
 the rows of two classes, sampled from the store through a
 :class:`~streamcvm.sampling.ChunkPool` (class-balanced, using the store's
-labels; no O(n) index). Multi-class is one-vs-one (as LIBSVM) (one-vs-rest is
-not implemented yet). A trained machine is plain arrays: support rows, coefficients
+labels; no O(n) index). Multi-class is one-vs-one (as LIBSVM, the default) or
+one-vs-rest. A trained machine is plain arrays: support rows, coefficients
 ``alpha_i y_i`` and an intercept, with ``f(x) = sum_i coef_i k(x_i, x) + b``.
 """
 from dataclasses import dataclass, field
@@ -23,7 +23,7 @@ class Machine:
     coef: np.ndarray              # alpha_i * y_i
     intercept: float              # sum alpha_i y_i * b
     sv_ids: np.ndarray            # global row ids of the support rows
-    classes: tuple = None         # (neg, pos) label values; None for one-class
+    classes: tuple = None         # (neg, pos): label values (or a tuple: the rest); None: one-class
     radius2: float = 0.0          # one-class: outlier threshold on ||phi(x) - c||^2
     c2: float = 0.0               # one-class: ||c||^2 = a'Ka (original space)
     n_iter: int = 0
@@ -60,7 +60,7 @@ def _full_pass(store, classes, target):
             ids = np.arange(a, e)
             y = np.asarray(c.y, np.float64)
             if classes is not None:
-                keep = np.flatnonzero((y == classes[0]) | (y == classes[1]))
+                keep = np.flatnonzero(np.isin(y, classes[0]) | np.isin(y, classes[1]))
                 if len(keep) == 0:
                     continue
                 yield ids[keep], c.X[keep], relabel(y[keep], classes, target)
@@ -95,7 +95,7 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
     b = 0.0 if one_class else 1.0
     m = Machine(sv=rows.copy() if not hasattr(rows, "tocsr") else rows.tocsr(copy=True),
                 coef=coef, intercept=float(b * coef.sum()), sv_ids=cs.ids[slots].copy(),
-                classes=None if one_class else tuple(float(c) for c in classes),
+                classes=None if one_class else tuple(_side(c) for c in classes),
                 n_iter=solver.n_iter, core_size=cs.n,
                 full_pass_violators=getattr(solver, "full_pass_violators", None),
                 history=solver.history)
@@ -120,12 +120,21 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
     return m
 
 
+def _side(c):
+    """A side of a sub-problem as stored: a float, or a tuple of floats."""
+    return tuple(float(v) for v in c) if isinstance(c, (tuple, list)) else float(c)
+
+
 def pairs(classes, strategy="ovo"):
-    """The (neg, pos) sub-problems of a multi-class strategy."""
+    """The (neg, pos) sub-problems of a multi-class strategy: one-vs-one
+    (``ovo``: every pair, as LIBSVM) or one-vs-rest (``ovr``: class k against
+    the tuple of all others, one machine per class)."""
     classes = list(classes)
+    if strategy not in ("ovo", "ovr"):
+        raise ValueError(f"multi_class must be 'ovo' or 'ovr', got {strategy!r}")
     if len(classes) == 2:
         return [(classes[0], classes[1])]
     if strategy == "ovo":
         return [(classes[i], classes[j]) for i in range(len(classes))
                 for j in range(i + 1, len(classes))]
-    raise ValueError(f"multi-class strategy {strategy!r} is not implemented yet (use 'ovo')")
+    return [(tuple(c for c in classes if c != k), k) for k in classes]
