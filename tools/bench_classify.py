@@ -218,18 +218,22 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_child(spec, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
+def run_child(spec, timeout, script=None, tag=RESULT_TAG):
+    """Run ``script`` (default: this file) with ``--child SPEC`` in a fresh
+    process and return the JSON it prints after ``tag``, or an error
+    record (a timeout kills the child). Shared by the other bench tools."""
+    cmd = [sys.executable, os.path.abspath(script or __file__), "--child", json.dumps(spec)]
     t0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:g} s"}
+        return {"error": f"timeout after {timeout:g} s", "timeout": True,
+                "process_s": time.perf_counter() - t0}
     res = None
     for line in p.stdout.splitlines():
-        if line.startswith(RESULT_TAG):
-            res = json.loads(line[len(RESULT_TAG):])
+        if line.startswith(tag):
+            res = json.loads(line[len(tag):])
     if res is None:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
         res = {"error": f"child exited {p.returncode}: {tail[:300]}"}

@@ -66,7 +66,6 @@ import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -78,6 +77,7 @@ if ROOT not in sys.path:
 
 from tools.bench_classify import (fmt, git_commit, log, peak_rss_bytes,  # noqa: E402
                                   save_json, vm_hwm_bytes)
+from tools.bench_classify import run_child as run_child_  # noqa: E402
 
 DATASET = "kddcup99"
 RESULT_TAG = "BENCH_RESULT "
@@ -168,24 +168,7 @@ def child_main(spec):
 # ---------------------------------------------------------------------------
 
 def run_child(spec, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:g} s"}
-    res = None
-    for line in p.stdout.splitlines():
-        if line.startswith(RESULT_TAG):
-            res = json.loads(line[len(RESULT_TAG):])
-    if res is None:
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        res = {"error": f"child exited {p.returncode}: {tail[:300]}"}
-    if "error" in res:
-        tb = "\n    ".join(p.stderr.strip().splitlines()[-8:])
-        log(f"  ERROR {res['error']}" + (f"\n    {tb}" if tb else ""))
-    res["process_s"] = time.perf_counter() - t0
-    return res
+    return run_child_(spec, timeout, script=__file__, tag=RESULT_TAG)
 
 
 def label(r):

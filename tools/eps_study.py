@@ -69,7 +69,6 @@ import json
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import time
 import traceback
@@ -164,27 +163,7 @@ log = BC.log
 
 
 def run_child(spec, timeout):
-    """One child; its JSON result, or {"error": ...} ("timeout": True if killed)."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
-    t0 = time.perf_counter()
-    try:    # subprocess.run kills the child on timeout
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:g} s", "timeout": True,
-                "process_s": time.perf_counter() - t0}
-    res = None
-    for line in p.stdout.splitlines():
-        if line.startswith(RESULT_TAG):
-            res = json.loads(line[len(RESULT_TAG):])
-    if res is None:
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        res = {"error": f"child exited {p.returncode}: {tail[:300]}"}
-    if "error" in res:
-        tb = "\n    ".join(p.stderr.strip().splitlines()[-8:])
-        log(f"  ERROR {res['error']}" + (f"\n    {tb}" if tb else ""))
-    res["process_s"] = time.perf_counter() - t0
-    return res
+    return BC.run_child(spec, timeout, script=__file__, tag=RESULT_TAG)
 
 
 def svc_reference(a, info, commit, now):
