@@ -251,8 +251,47 @@ def _add_predict(sub):
     p.add_argument("store", metavar="STORE")
     p.add_argument("model", metavar="MODEL")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
-                   help="text file, one prediction per line")
+                   help="text file, one prediction per line; or a store (.zarr, .h5): "
+                        "y = the predictions, X = the decision values")
     p.set_defaults(func=cmd_predict)
+
+
+STORE_SUFFIXES = (".zarr", ".h5", ".hdf5")
+
+
+def _predict_to_store(est, store, out, model_path):
+    """Predictions as a store: X = the decision values (one column, or one per
+    class / machine), y = the predicted label (codes + label map when the
+    labels are not numbers). Written under a temporary name, then renamed."""
+    import numpy as np
+    from ingest.writer import StoreWriter
+    classes = getattr(est, "classes_", None)
+    numeric = classes is None or np.issubdtype(np.asarray(classes).dtype, np.number)
+    w = None
+    n = 0
+    try:
+        for _, pred, dec in _predict_chunks(est, store):
+            dec = np.asarray(dec, np.float32).reshape(len(pred), -1)
+            if w is None:
+                w = StoreWriter(out, dec.shape[1], overwrite=True,
+                                fmt="zarr" if out.endswith(".zarr") else "hdf5")
+            y = np.asarray(pred, np.float64) if numeric else \
+                np.searchsorted(classes, pred).astype(np.float64)
+            w.append(dec, y)
+            n += len(pred)
+        if w is None:
+            raise SystemExit("streamcvm predict: error: the store has no rows")
+        attrs = {"predictions": {"model": os.path.abspath(model_path),
+                                 "source": getattr(store, "path", None),
+                                 "X": "decision_function", "y": "predict"}}
+        if not numeric:
+            attrs["label_names"] = [str(c) for c in classes]
+        w.close(attrs)
+    except BaseException:
+        if w is not None:
+            w.abort()
+        raise
+    return n
 
 
 def cmd_predict(args):
@@ -260,6 +299,10 @@ def cmd_predict(args):
     from .store import open_store
     est = load_model(args.model)
     store = open_store(args.store)
+    if args.output.endswith(STORE_SUFFIXES):
+        n = _predict_to_store(est, store, args.output, args.model)
+        print(f"wrote {n:,} predictions (y) and decision values (X) to the store {args.output}")
+        return 0
     tmp = args.output + ".writing"
     n = 0
     try:

@@ -77,6 +77,13 @@ def test_cli_train_predict_evaluate(stores, tmp_path, cli):
     X = np.concatenate([c.X for c in streamcvm.open_store(test)])
     y = np.concatenate([c.y for c in streamcvm.open_store(test)])
     np.testing.assert_array_equal(pred, est.predict(X))
+    # predictions into a store: y = predict, X = decision values
+    r = cli("predict", test, model, "-o", str(tmp_path / "pred.zarr"))
+    assert r.returncode == 0, r.stderr
+    ps = streamcvm.open_store(tmp_path / "pred.zarr")
+    np.testing.assert_array_equal(np.concatenate([c.y for c in ps]), pred)
+    np.testing.assert_allclose(np.concatenate([c.X for c in ps])[:, 0],
+                               est.decision_function(X), rtol=1e-6, atol=1e-7)
     r = cli("evaluate", test, model)
     assert r.returncode == 0, r.stderr
     acc = float(r.stdout.split("accuracy")[1].split()[0])
