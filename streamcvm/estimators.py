@@ -15,7 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .kernels import Kernel, estimate_beta
-from .problems import pairs, train_machine
+from .problems import one_blas_thread, pairs, train_machine
 from .store import BaseStore, as_store
 
 METHODS = ("bvm", "cvm", "fvm")
@@ -156,7 +156,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         eps = _resolve_eps(self.eps)
         seed = 0 if self.random_state is None else int(self.random_state)
         subs = pairs(classes, self.multi_class)
-        with _Progress(self.verbose, len(subs), self.method) as bar:
+        with _Progress(self.verbose, len(subs), self.method) as bar, one_blas_thread():
             machines = [
                 train_machine(store, kern, classes=pair, C=self.C, method=self.method, eps=eps,
                               sample_size=self.sample_size, max_core=self.max_core,
@@ -358,7 +358,7 @@ class CVMOneClass(OutlierMixin, _CVMBase):
         store, _ = self._prepare(X)
         kern = self._kernel(store)
         seed = 0 if self.random_state is None else int(self.random_state)
-        with _Progress(self.verbose, 1, self.method) as bar:
+        with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread():
             bar.next()
             self.machine_ = train_machine(store, kern, classes=None, C=self.C,
                                           method=self.method, eps=_resolve_eps(self.eps),

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
 
 from ..sampling import ChunkPool, relabel
 from ..solvers import MEBSolver
@@ -70,6 +69,16 @@ def _full_pass(store, classes, target):
     return passes
 
 
+def one_blas_thread():
+    """A context with one BLAS thread. The search's kernel blocks are small
+    (59 rows x |S|), where OpenBLAS's threads cost more than they give
+    (ijcnn1: 4.0 s against 11.2 s when another process is busy), and the
+    sampler's prefetch thread decompresses chunks on the other core. Entered
+    once per fit: threadpoolctl's inspection costs milliseconds."""
+    from threadpoolctl import threadpool_limits
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
                   eps=1e-3, sample_size=59, max_core=None, seed=0, full_pass=False,
                   callback=None):
@@ -77,6 +86,7 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
 
     ``classes=(neg, pos)``: a two-class L2-SVM on the rows of those labels.
     ``classes=None``: a one-class L2-SVM (SVDD) on every row.
+    Callers should hold BLAS to one thread (see :func:`one_blas_thread`).
     """
     rng = np.random.default_rng(seed)
     pool = ChunkPool(store, rng, classes=classes)
@@ -85,13 +95,8 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
     solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=0.0 if one_class else 1.0,
                        method=method, eps=eps, sample_size=sample_size, max_core=max_core)
     try:
-        # One BLAS thread: the search's blocks are small (59 rows x |S|), where
-        # OpenBLAS's threads cost more than they give (ijcnn1: 4.0 s against
-        # 11.2 s when another process is busy); the pool's prefetch thread
-        # decompresses chunks on the other core meanwhile.
-        with threadpool_limits(limits=1, user_api="blas"):
-            solver.fit(pool, classes=classes, target=target, callback=callback,
-                       full_pass=_full_pass(store, classes, target) if full_pass else None)
+        solver.fit(pool, classes=classes, target=target, callback=callback,
+                   full_pass=_full_pass(store, classes, target) if full_pass else None)
     finally:
         pool.close()
     slots, alpha = solver.support()
