@@ -165,6 +165,16 @@ class ChunkPool:
             need -= len(take)
         return np.concatenate(out) if out else np.empty(0, np.int64)
 
+    def all_rows(self, classes=None, target="raw"):
+        """(ids, X, y) of every row of ``classes`` when the whole store is
+        pooled (a small store), else None."""
+        if self._static is None:
+            return None
+        gid, X = self._static
+        pos = np.arange(len(gid)) if classes is None else \
+            np.flatnonzero(np.isin(self._flat_y, classes[0]) | np.isin(self._flat_y, classes[1]))
+        return gid[pos], X[pos], relabel(self._flat_y[pos], classes, target)
+
     # -- drawing --------------------------------------------------------------
     def draw(self, m, classes=None, exclude=None, target="raw"):
         """``m`` random rows: (global ids, X rows, y). With ``classes``

@@ -114,3 +114,23 @@ def test_auto_eps_stops_once_the_margin_slack_is_small(two_class):
     h = levels[-1]
     assert h["margin_slack"] == pytest.approx(
         h["eps"] * (2 + h["eps"]) * h["radius"] ** 2 / (2 * h["c2"]), rel=1e-9)
+
+
+@pytest.mark.parametrize("eps", [1e-2, 1e-3, "auto"])
+def test_bvm_exact_encloses_every_row(two_class, eps):
+    """bvm_exact (small in-memory problems): every row inside the certified
+    ball (1 + eps)^2 r^2 - ce^2, and the closed-form ||c||^2 exact."""
+    X, y, k, b, Q, kt, R2_opt = two_class
+    s = MEBSolver(k, X.shape[1], False, C=1.0, b=b, method="bvm", eps=eps)
+    assert s.exact_ok(len(y), X.shape[1])
+    s.fit_exact(np.arange(len(y)), X, y)
+    a = np.zeros(len(y))
+    a[s.core.ids[:s.core.n]] = s.core.alpha[:s.core.n]
+    assert a.min() >= 0 and a.sum() == pytest.approx(1.0, abs=1e-9)
+    c2 = a @ Q @ a
+    assert s.c2 == pytest.approx(c2, rel=1e-6)
+    d2 = np.diag(Q) - 2 * Q @ a + c2
+    assert d2.max() <= (1 + s.eps) ** 2 * s.r2 - s.ce2 + 1e-9
+    assert kt - c2 <= R2_opt * (1 + 1e-9)                     # dual feasible
+    if eps == "auto":
+        assert s.history[-1]["margin_slack"] <= s.margin_tol

@@ -95,8 +95,14 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
     solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=0.0 if one_class else 1.0,
                        method=method, eps=eps, sample_size=sample_size, max_core=max_core)
     try:
-        solver.fit(pool, classes=classes, target=target, callback=callback,
-                   full_pass=_full_pass(store, classes, target) if full_pass else None)
+        rows = pool.all_rows(classes, target)       # a small store, wholly pooled
+        if rows is not None and solver.exact_ok(len(rows[0]), store.d):
+            solver.fit_exact(*rows)
+            if callback is not None:
+                callback(solver)
+        else:
+            solver.fit(pool, classes=classes, target=target, callback=callback,
+                       full_pass=_full_pass(store, classes, target) if full_pass else None)
     finally:
         pool.close()
     slots, alpha = solver.support()

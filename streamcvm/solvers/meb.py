@@ -31,13 +31,15 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from ..coreset import CoreSet
-from ..kernels import sq_norms
+from ..kernels import RBF, sq_norms
 from .smo import center_sq_norm, gradient, smo_simplex
 
 PATIENCE = {"cvm": 7, "bvm": 10, "fvm": 7}
 DENSE_MAX_D = 2048
+EXACT_MAX_CELLS = 500_000  # sub-problems of at most this many rows x features run bvm_exact
 
 
 def _sub_blocks(chunks, rows):
@@ -363,6 +365,40 @@ class MEBSolver:
             self.full_pass_violators = self.confirm(full_pass)
         return self
 
+    def fit_exact(self, ids, X, y):
+        """BVM on every row of a small in-memory problem (:func:`bvm_exact`):
+        ``ids``, dense ``X`` and labels ``y`` of all its rows. Same schedule,
+        same stopping rule; no sampling, so no violator is missed. Returns self."""
+        self.t0 = time.perf_counter()
+        X = np.ascontiguousarray(X.toarray() if sp.issparse(X) else X, np.float32)
+        levels = np.array(eps_levels(self.eps_floor if self.auto_eps else self.eps))
+        alpha = np.zeros(len(ids))
+        hist = np.zeros((len(levels), 5))
+        last = bvm_exact(X, sq_norms(X), np.asarray(y, np.float64), self.kernel.gamma,
+                         self.b, 1.0 / self.C, levels, self.margin_tol if self.auto_eps else 0.0,
+                         200 * len(ids) + 10000, alpha, hist)
+        for k in np.flatnonzero(alpha > 0):
+            slot = self.core.add(int(ids[k]), X[k:k + 1], float(y[k]), self.kernel)
+            self.core.alpha[slot] = alpha[k]
+        self.eps = self.level_eps = float(levels[last])
+        self.n_iter = int(hist[last, 1])
+        for e, it, c2, ce2, core in hist[:last + 1]:
+            self.c2, self.ce2 = float(c2), float(ce2)
+            self.history.append({"iteration": int(it), "core_size": int(core),
+                                 "radius": float(np.sqrt(self.r2)), "eps": float(e),
+                                 "elapsed": time.perf_counter() - self.t0, "c2": float(c2),
+                                 "ce2": float(ce2), "margin_slack": float(self.margin_slack(e)),
+                                 "exact": True})
+        self.full_pass_violators = 0
+        return self
+
+    def exact_ok(self, n_rows, d):
+        """Whether :meth:`fit_exact` applies: BVM, the RBF kernel, no core cap,
+        and a problem small enough (rows x features <= EXACT_MAX_CELLS) that a
+        kernel column over all rows per step beats sampled searches."""
+        return (self.method == "bvm" and self.kernel.code == RBF and self.max_core is None
+                and n_rows * d <= EXACT_MAX_CELLS)
+
     def margin_slack(self, eps):
         """How loose eps is against the margin: a point is a violator when
         d^2 > (1 + eps)^2 R^2, i.e. when its (K~a) falls short of the margin
@@ -449,3 +485,75 @@ class MEBSolver:
         a /= a.sum()
         keep = np.flatnonzero(a > 0)
         return keep, a[keep]
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def bvm_exact(X, sq, y, gamma, b, invC, levels, margin_tol, max_steps, alpha, hist):
+    """BVM over every row of a small dense problem, in one compiled loop.
+
+    Algorithm 2/3 of the bvm paper with the *furthest* point each step (the
+    O(1/eps) variant of sec. 3.2) in the smaller-ball space (sec. 3.3):
+    ``(K~a)`` is kept for every row (one RBF kernel column per step), so the
+    search is exact and a level ends when no row violates. ``levels``: the
+    eps schedule; with ``margin_tol > 0`` it stops at the first level whose
+    margin slack is at most ``margin_tol`` (``eps="auto"``). ``alpha`` (zeros,
+    length n) receives the weights; ``hist[l] = (eps, steps, c2, ce2, core)``
+    per level. Returns the index of the last level solved."""
+    n, d = X.shape
+    kt = 1.0 + b + invC
+    r2 = kt
+    Ka = np.empty(n)
+    steps = 0
+    ncore = 0
+    c2 = 0.0
+    ce2 = r2
+    last = len(levels) - 1
+    for li in range(len(levels)):
+        eps = levels[li]
+        thr = (1.0 + eps) ** 2 * r2
+        while steps < max_steps:
+            if steps == 0:
+                best = 0
+                bd = 0.0
+            else:
+                best = -1
+                bd = thr
+                for l in range(n):
+                    dl = c2 - 2.0 * Ka[l] + kt + ce2
+                    if dl > bd:
+                        bd = dl
+                        best = l
+                if best < 0:
+                    break
+            beta = np.sqrt(r2 / bd) if steps > 0 else 0.0
+            sk = sq[best]
+            for l in range(n):
+                g = 0.0
+                for j in range(d):
+                    g += X[l, j] * X[best, j]
+                dist = sq[l] + sk - 2.0 * g
+                kv = np.exp(-gamma * max(dist, 0.0))
+                c = y[l] * y[best] * (kv + b)
+                if l == best:
+                    c += invC
+                Ka[l] = beta * Ka[l] + (1.0 - beta) * c if steps > 0 else c
+            if steps > 0:
+                for l in range(n):
+                    alpha[l] *= beta
+                c2 = beta * c2 + (1.0 - beta) * kt + (beta * beta - beta) * (bd - ce2)
+                ce2 *= beta * beta
+            else:
+                c2 = kt
+            if alpha[best] == 0.0:
+                ncore += 1
+            alpha[best] += 1.0 - beta
+            steps += 1
+        hist[li, 0] = eps
+        hist[li, 1] = steps
+        hist[li, 2] = c2
+        hist[li, 3] = ce2
+        hist[li, 4] = ncore
+        if margin_tol > 0 and eps * (2.0 + eps) * r2 / (2.0 * max(c2, 1e-300)) <= margin_tol:
+            last = li
+            break
+    return last
