@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .kernels import Kernel, estimate_beta
 from .problems import one_blas_thread, pairs, train_machine
-from .store import BaseStore, as_store
+from .store import BaseStore, DiskStore, as_store
 
 METHODS = ("bvm", "cvm", "fvm")
 
@@ -51,6 +51,19 @@ def sample_rows(store, m, seed=0, max_chunks=64):
         sel = idx[(idx >= a) & (idx < a + store.chunk_rows)] - a
         parts.append(store.chunk(int(i)).X[sel])
     return sp.vstack(parts).tocsr() if sp.issparse(parts[0]) else np.concatenate(parts)
+
+
+def _small_in_memory(store, max_chunks=8):
+    """A store of at most ``max_chunks`` chunks (what one machine's sampler
+    pools anyway) read once into memory, so that the machines of a
+    multi-class fit do not each decompress it again; larger stores as they are."""
+    if not isinstance(store, DiskStore) or store.n_chunks > max_chunks:
+        return store
+    chunks = list(store)
+    X = [c.X for c in chunks]
+    X = sp.vstack(X).tocsr() if sp.issparse(X[0]) else np.concatenate(X)
+    return as_store(X, np.concatenate([np.asarray(c.y, np.float64) for c in chunks]),
+                    chunk_rows=store.chunk_rows)
 
 
 def _resolve_eps(eps):
@@ -156,6 +169,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         eps = _resolve_eps(self.eps)
         seed = 0 if self.random_state is None else int(self.random_state)
         subs = pairs(classes, self.multi_class)
+        store = _small_in_memory(store) if len(subs) > 1 else store
         with _Progress(self.verbose, len(subs), self.method) as bar, one_blas_thread():
             machines = [
                 train_machine(store, kern, classes=pair, C=self.C, method=self.method, eps=eps,
