@@ -85,6 +85,26 @@ class CoreSet:
                 XT[:, :n] = self._XT[:, :n]
                 self._XT = XT
 
+    def add_many(self, ids, X, y, alpha, kernel):
+        """Append dense rows with their weights at once (e.g. bvm_exact's
+        result); one by one when a kernel cache or sparse rows need it."""
+        if self.cache or self.sparse:
+            for k in range(len(ids)):
+                slot = self.add(int(ids[k]), X[k:k + 1], float(y[k]), kernel)
+                self.alpha[slot] = alpha[k]
+            return
+        n, m = self.n, len(ids)
+        self._grow(n + m)
+        self._X[n:n + m] = X
+        if self._XT is not None:
+            self._XT[:, n:n + m] = X.T
+        self.ids[n:n + m] = ids
+        self.y[n:n + m] = y
+        self.alpha[n:n + m] = alpha
+        self.sq[n:n + m] = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+        self._slot.update((int(i), n + k) for k, i in enumerate(ids))
+        self.n = n + m
+
     def add(self, row_id, x, y, kernel):
         """Append one row (x: [1, d] dense or CSR) with alpha 0; returns its slot."""
         n = self.n

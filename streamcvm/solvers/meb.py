@@ -377,9 +377,9 @@ class MEBSolver:
         last = bvm_exact(X, sq_norms(X), np.asarray(y, np.float64), self.kernel.gamma,
                          self.b, 1.0 / self.C, levels, self.margin_tol if self.auto_eps else 0.0,
                          200 * len(ids) + 10000, alpha, hist)
-        for k in np.flatnonzero(alpha > 0):
-            slot = self.core.add(int(ids[k]), X[k:k + 1], float(y[k]), self.kernel)
-            self.core.alpha[slot] = alpha[k]
+        keep = np.flatnonzero(alpha > 0)
+        self.core.add_many(np.asarray(ids)[keep], X[keep], np.asarray(y, np.float64)[keep],
+                           alpha[keep], self.kernel)
         self.eps = self.level_eps = float(levels[last])
         self.n_iter = int(hist[last, 1])
         for e, it, c2, ce2, core in hist[:last + 1]:
