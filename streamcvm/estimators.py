@@ -9,7 +9,6 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -204,47 +203,61 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         check_is_fitted(self)
         return np.array([m.intercept for m in self.machines_])
 
-    def _ovo(self, X, block_rows=2048):
+    def _ovo(self, X):
         """Every machine's f(x), one column each. The machines share support
-        rows (one-vs-one), so kernel blocks are computed once against their
-        union and each machine reads its own columns."""
+        rows, so kernel blocks are computed once against their union (sorted
+        by class); then, per class, one product of its columns with the
+        coefficients of the machines that class takes part in (one-vs-one:
+        k - 1 of them), i.e. a few small GEMMs instead of a gather per
+        (machine, support row)."""
         X = self._validate_X(X)
         from .kernels import sq_norms
-        U, Usq, UT, cols = self._sv_union_
+        U, Usq, UT, groups = self._sv_union_
         sq = sq_norms(X)
-        F = np.empty((X.shape[0], len(self.machines_)))
-        for a in range(0, X.shape[0], block_rows):
-            b = min(a + block_rows, X.shape[0])
+        F = np.zeros((X.shape[0], len(self.machines_)))
+        rows = int(max(256, min(2048, 2 ** 24 // max(U.shape[0], 1))))  # block <= 64 MB
+        for a in range(0, X.shape[0], rows):
+            b = min(a + rows, X.shape[0])
             K = self.kernel_.block(X[a:b], U, sq[a:b], Usq, BT=UT)
-            if len(self.machines_) == 1:       # binary: the union is its rows
-                m = self.machines_[0]
-                w = np.zeros(K.shape[1])
-                w[cols[0]] = m.coef
-                F[a:b, 0] = K @ w
-                continue
-            _combine(K, self._sv_union_cols_, self._sv_union_offs_, self._sv_union_coef_,
-                     F[a:b])
+            for lo, hi, mach, W in groups:
+                F[a:b, mach] += K[:, lo:hi].astype(np.float64) @ W
         F += np.array([m.intercept for m in self.machines_])
         return F
 
     def _set_machines(self, machines):
-        """Set ``machines_`` and the distinct support rows they share:
-        (rows, squared norms, rows transposed or None, per-machine indices)."""
+        """Set ``machines_`` and the distinct support rows they share, sorted
+        by class: (rows, squared norms, rows transposed or None, groups), a
+        group being (first column, end column, its machines, coefficients
+        [rows, machines]). One-vs-one rows are grouped by their class (the
+        sign of their coefficient tells which side); otherwise one group."""
         from .kernels import sq_norms
         self.machines_ = machines
-        ids = np.concatenate([m.sv_ids for m in self.machines_])
+        ids = np.concatenate([m.sv_ids for m in machines])
+        coef = np.concatenate([m.coef for m in machines])
+        mach = np.repeat(np.arange(len(machines)), [len(m.sv_ids) for m in machines])
         uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
-        svs = [m.sv for m in self.machines_]
+        key = np.zeros(len(uniq))
+        if len(machines) > 1 and all(np.isscalar(c) for m in machines for c in m.classes):
+            side = np.array([m.classes[1] for m in machines])[mach]
+            other = np.array([m.classes[0] for m in machines])[mach]
+            key[inv] = np.where(coef > 0, side, other)       # the row's own class
+        order = np.lexsort((uniq, key))                       # by class, then row id
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        svs = [m.sv for m in machines]
         allrows = sp.vstack(svs).tocsr() if sp.issparse(svs[0]) else np.concatenate(svs)
-        U = allrows[first]
-        offs = np.cumsum([0] + [len(m.sv_ids) for m in self.machines_])
-        cols = [inv[offs[k]:offs[k + 1]] for k in range(len(self.machines_))]
+        U = allrows[first[order]]
+        col = rank[inv]
+        groups = []
+        bounds = np.flatnonzero(np.diff(key[order])) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(order)]):
+            sel = (col >= lo) & (col < hi)
+            ms = np.unique(mach[sel])
+            W = np.zeros((hi - lo, len(ms)))
+            W[col[sel] - lo, np.searchsorted(ms, mach[sel])] = coef[sel]
+            groups.append((int(lo), int(hi), ms, W))
         UT = None if sp.issparse(U) else np.ascontiguousarray(U.T, np.float32)
-        self._sv_union_ = (U, sq_norms(U), UT, cols)
-        # flat (column, coefficient) lists per machine for _combine
-        self._sv_union_cols_ = np.concatenate(cols).astype(np.int64)
-        self._sv_union_offs_ = offs.astype(np.int64)
-        self._sv_union_coef_ = np.concatenate([m.coef for m in machines]).astype(np.float64)
+        self._sv_union_ = (U, sq_norms(U), UT, groups)
 
     def predict_with_decision(self, X):
         """(predict(X), decision_function(X)) from one pass of kernel blocks."""
@@ -268,19 +281,6 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     def predict(self, X):
         return self.predict_with_decision(X)[0]
-
-
-@njit(cache=True, nogil=True, fastmath=True)
-def _combine(K, cols, offs, coef, out):
-    """out[i, k] = sum_p coef[p] K[i, cols[p]] over machine k's entries
-    offs[k]:offs[k + 1] (a row of K, one per test row, stays in cache)."""
-    for i in range(K.shape[0]):
-        for k in range(len(offs) - 1):
-            s = 0.0
-            for p in range(offs[k], offs[k + 1]):
-                s += coef[p] * K[i, cols[p]]
-            out[i, k] = s
-    return out
 
 
 class _Progress:
