@@ -215,12 +215,17 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         U, Usq, UT, groups = self._sv_union_
         sq = sq_norms(X)
         F = np.zeros((X.shape[0], len(self.machines_)))
-        rows = int(max(256, min(2048, 2 ** 24 // max(U.shape[0], 1))))  # block <= 64 MB
+        rows = int(max(128, min(2048, 2 ** 21 // max(U.shape[0], 1))))  # blocks of ~8 MB, cache-friendly
+        kbuf = np.empty(rows * U.shape[0], np.float32)
+        wide = max(hi - lo for lo, hi, _, _ in groups)
+        buf = np.empty((rows, wide))          # float64 copies, reused (no page faults)
         for a in range(0, X.shape[0], rows):
             b = min(a + rows, X.shape[0])
-            K = self.kernel_.block(X[a:b], U, sq[a:b], Usq, BT=UT)
+            K = self.kernel_.block(X[a:b], U, sq[a:b], Usq, BT=UT, out=kbuf)
             for lo, hi, mach, W in groups:
-                F[a:b, mach] += K[:, lo:hi].astype(np.float64) @ W
+                Kd = buf[:b - a, :hi - lo]
+                np.copyto(Kd, K[:, lo:hi])
+                F[a:b, mach] += Kd @ W
         F += np.array([m.intercept for m in self.machines_])
         return F
 
