@@ -374,9 +374,10 @@ class MEBSolver:
         levels = np.array(eps_levels(self.eps_floor if self.auto_eps else self.eps))
         alpha = np.zeros(len(ids))
         hist = np.zeros((len(levels), 5))
+        max_steps = 200 * len(ids) + 10000
         last = bvm_exact(X, sq_norms(X), np.asarray(y, np.float64), self.kernel.gamma,
                          self.b, 1.0 / self.C, levels, self.margin_tol if self.auto_eps else 0.0,
-                         200 * len(ids) + 10000, alpha, hist)
+                         max_steps, alpha, hist)
         keep = np.flatnonzero(alpha > 0)
         self.core.add_many(np.asarray(ids)[keep], X[keep], np.asarray(y, np.float64)[keep],
                            alpha[keep], self.kernel)
@@ -389,7 +390,11 @@ class MEBSolver:
                                  "elapsed": time.perf_counter() - self.t0, "c2": float(c2),
                                  "ce2": float(ce2), "margin_slack": float(self.margin_slack(e)),
                                  "exact": True})
-        self.full_pass_violators = 0
+        # every row was checked at the last level, unless the step cap cut it short
+        capped = hist[last, 1] >= max_steps
+        self.full_pass_violators = None if capped else 0
+        if capped:
+            self.history[-1]["stopped"] = "max_steps"
         return self
 
     def exact_ok(self, n_rows, d):
