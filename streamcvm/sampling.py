@@ -50,7 +50,6 @@ class ChunkPool:
             i = self._choose(slot, taken)
             taken.add(i)
             self.pool.append(self._load(i))
-        self._synced = 0            # exclusion: members of `exclude` seen so far
         self._next = None
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="chunkpool") \
             if prefetch and self._n_reachable > k else None

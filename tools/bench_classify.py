@@ -64,7 +64,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import resource
 import shlex
 import subprocess
 import sys
@@ -75,25 +74,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from tools.bench_ingest import peak_rss_bytes, vm_hwm_bytes  # noqa: E402  (standard library only)
+
 DATASETS = ["ijcnn1", "a9a", "w8a", "usps", "letter", "shuttle", "kddcup99"]
 METHODS = ["bvm", "cvm", "fvm"]
 RESULT_TAG = "BENCH_RESULT "
 QUICK_TRAIN, QUICK_TEST = 3000, 1000
-
-
-def peak_rss_bytes():
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r if sys.platform == "darwin" else r * 1024
-
-
-def vm_hwm_bytes():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
 
 
 # ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,10 +31,15 @@ ROOT = os.path.dirname(HERE)
 def run_measured(cmd):
     """Run ``cmd``: (wall s, peak RSS bytes of that child alone, stdout)."""
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out = p.stdout.read().decode()
-    err = p.stderr.read().decode()
-    _, status, ru = os.wait4(p.pid, 0)
+    # output to files, not pipes: wait4 (which gives this child's own rusage)
+    # must reap the child, and a full pipe would block it meanwhile
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        p = subprocess.Popen(cmd, stdout=fo, stderr=fe)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = status          # reaped here; keep Popen from waiting again
+        fo.seek(0)
+        fe.seek(0)
+        out, err = fo.read().decode(), fe.read().decode()
     wall = time.perf_counter() - t
     if status != 0:
         raise SystemExit(f"failed ({status}): {' '.join(cmd)}\n{err}")

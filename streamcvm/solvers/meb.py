@@ -414,13 +414,6 @@ class MEBSolver:
         anneals until this ratio is at most ``margin_tol``."""
         return eps * (2.0 + eps) * self.radius2 / (2.0 * max(self.c2, 1e-300))
 
-    def decision(self, X):
-        """f(x) = sum_i a_i y_i (k(x_i, x) + b) for rows X (unnormalised)."""
-        cs = self.core
-        n = cs.n
-        ay = cs.alpha[:n] * cs.y[:n]
-        return self.kernel.block(X, cs.rows(), None, cs.sq[:n]) @ ay + self.b * ay.sum()
-
     def confirm(self, full_pass, max_passes=20, max_steps_per_chunk=100000):
         """Passes over every row, core vectors included, until a pass finds
         no violator at the target eps. Within a chunk, violators are taken
