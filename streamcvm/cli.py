@@ -459,6 +459,13 @@ def main(argv=None):
         print(f"streamcvm {args.command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        # An interrupt inside zarr's sync-over-async wrapper leaves its write
+        # coroutine unawaited; Python would warn about it when the traceback is
+        # released. Nothing is lost (the partial store is removed), so keep the
+        # promised one line.
+        import warnings
+        warnings.filterwarnings("ignore", message="coroutine .* was never awaited",
+                                category=RuntimeWarning)
         print(f"streamcvm {args.command}: interrupted (nothing was written)", file=sys.stderr)
         return 130
     except BrokenPipeError:
