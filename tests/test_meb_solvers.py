@@ -122,7 +122,7 @@ def test_bvm_exact_encloses_every_row(two_class, eps):
     ball (1 + eps)^2 r^2 - ce^2, and the closed-form ||c||^2 exact."""
     X, y, k, b, Q, kt, R2_opt = two_class
     s = MEBSolver(k, X.shape[1], False, C=1.0, b=b, method="bvm", eps=eps)
-    assert s.exact_ok(len(y), X.shape[1])
+    assert s.exact_ok(X)
     s.fit_exact(np.arange(len(y)), X, y)
     a = np.zeros(len(y))
     a[s.core.ids[:s.core.n]] = s.core.alpha[:s.core.n]
@@ -130,7 +130,71 @@ def test_bvm_exact_encloses_every_row(two_class, eps):
     c2 = a @ Q @ a
     assert s.c2 == pytest.approx(c2, rel=1e-6)
     d2 = np.diag(Q) - 2 * Q @ a + c2
-    assert d2.max() <= (1 + s.eps) ** 2 * s.r2 - s.ce2 + 1e-9
+    assert d2.max() <= (1 + s.certified_eps) ** 2 * s.r2 - s.ce2 + 1e-9
     assert kt - c2 <= R2_opt * (1 + 1e-9)                     # dual feasible
     if eps == "auto":
         assert s.history[-1]["margin_slack"] <= s.margin_tol
+
+
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_bvm_exact_blocks_and_sparse_rows(layout):
+    """bvm_exact over several row blocks (n > EXACT_BLOCK), on dense rows and on
+    CSR rows: every row inside the certified ball, ||c||^2 exact, and the
+    sparse and dense runs reach the same ball."""
+    import scipy.sparse as sp
+    from streamcvm.solvers.meb import EXACT_BLOCK
+    rng = np.random.default_rng(3)
+    n = 2 * EXACT_BLOCK + 300
+    X = rng.standard_normal((n, 6)).astype(np.float32)
+    X[rng.random(X.shape) < 0.5] = 0.0                   # half the entries zero
+    y = np.where(X[:, 0] - X[:, 1] + 0.4 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    k = Kernel("rbf", gamma=1.0 / estimate_beta(X))
+    Q = np.outer(y, y) * (k.block(X, X).astype(np.float64) + 1.0) + np.eye(n)
+    fits = {}
+    for lay in ("dense", layout):
+        s = MEBSolver(k, X.shape[1], lay == "csr", C=1.0, b=1.0, method="bvm", eps=1e-3)
+        Xl = sp.csr_matrix(X) if lay == "csr" else X
+        assert s.exact_ok(Xl)
+        s.fit_exact(np.arange(n), Xl, y)
+        a = np.zeros(n)
+        a[s.core.ids[:s.core.n]] = s.core.alpha[:s.core.n]
+        c2 = a @ Q @ a
+        assert s.c2 == pytest.approx(c2, rel=1e-5)
+        d2 = np.diag(Q) - 2 * Q @ a + c2
+        assert d2.max() <= (1 + s.certified_eps) ** 2 * s.r2 - s.ce2 + 1e-5
+        assert s.full_pass_violators == 0
+        fits[lay] = (a, s.c2)
+    a_d, c2_d = fits["dense"]
+    a_l, c2_l = fits[layout]
+    assert c2_l == pytest.approx(c2_d, rel=1e-3)
+    assert np.abs(a_l - a_d).sum() < 0.05
+
+
+def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
+    """With ``average`` (the default) bvm_exact returns (a_T + a_{T-1}) / 2,
+    its ||c||^2 is that mean's, and every row lies within the certified eps."""
+    from streamcvm.kernels import sq_norms
+    from streamcvm.solvers.meb import bvm_exact
+    X, y, k, b, Q, kt, _ = two_class
+    n = len(y)
+    e, ef = np.zeros(0, np.int64), np.zeros(0, np.float32)
+    levels = np.array(eps_levels(1e-4))
+
+    def run(steps, average):
+        a, h = np.zeros(n), np.zeros((len(levels), 8))
+        last = bvm_exact(np.ascontiguousarray(X.T), e, e, ef, e, e, ef, sq_norms(X), y,
+                         k.gamma, b, 1.0, levels, 0.0, steps, a, h, average)
+        return a, h[last]
+
+    T = 60
+    a_T, _ = run(T, False)
+    a_prev, _ = run(T - 1, False)
+    a_mean, h = run(T, True)
+    np.testing.assert_allclose(a_mean, 0.5 * (a_T + a_prev), atol=1e-12)
+    assert not np.allclose(a_T, a_prev)
+    c2 = a_mean @ Q @ a_mean
+    assert h[6] == pytest.approx(c2, rel=1e-6)
+    d2 = np.diag(Q) - 2 * Q @ a_mean + c2
+    # the triangle bound from the furthest rows of both centers (the step cap
+    # stopped it mid-level, so it exceeds the level's eps)
+    assert h[5] > h[0] and d2.max() <= (1 + h[5]) ** 2 * kt - h[7] + 1e-9

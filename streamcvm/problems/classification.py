@@ -96,7 +96,7 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
                        method=method, eps=eps, sample_size=sample_size, max_core=max_core)
     try:
         rows = pool.all_rows(classes, target)       # a small store, wholly pooled
-        if rows is not None and solver.exact_ok(len(rows[0]), store.d):
+        if rows is not None and solver.exact_ok(rows[1]):
             solver.fit_exact(*rows)
             if callback is not None:
                 callback(solver)
@@ -133,7 +133,7 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
         # the certified ball: R~^2 = kt - a'K~a (CVM, FVM), or BVM's fixed r^2
         # less its extra coordinate ce^2 (bvm paper sec. 3.3)
         R2t = solver.r2 - solver.ce2 if method == "bvm" else 1.0 + 1.0 / C - m.c2 - a2 / C
-        m.radius2 = float((1.0 + solver.eps) ** 2 * R2t - a2 / C - 1.0 / C)
+        m.radius2 = float((1.0 + solver.certified_eps) ** 2 * R2t - a2 / C - 1.0 / C)
     return m
 
 

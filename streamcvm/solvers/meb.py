@@ -24,8 +24,10 @@ Methods (all grow a core set from violators found in random samples):
 eps is annealed from 0.1, halved down to the target; a level ends after
 ``patience`` consecutive samples without a violator. ``eps="auto"`` halves
 until eps is small against the margin ``||c||^2`` rather than the radius
-(:meth:`MEBSolver.margin_slack` at most 0.3), which on the benchmark sets
-lands between 1e-5 and 1e-6.
+(:meth:`MEBSolver.margin_slack` at most ``MARGIN_TOL``), which on the
+benchmark sets lands between 2e-4 and 1e-5. BVM returns the mean of its last
+two centers (:func:`half_last_step`). Small problems held whole by the
+sampler run :func:`bvm_exact` (every row checked each step) instead.
 """
 import time
 
@@ -34,12 +36,13 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..coreset import CoreSet
-from ..kernels import RBF, sq_norms
+from ..kernels import RBF, exp_nonpos, sq_norms
 from .smo import center_sq_norm, gradient, smo_simplex
 
 PATIENCE = {"cvm": 7, "bvm": 10, "fvm": 7}
 DENSE_MAX_D = 2048
-EXACT_MAX_CELLS = 500_000  # sub-problems of at most this many rows x features run bvm_exact
+MARGIN_TOL = 0.3  # eps="auto" stops at the first level whose margin slack is at most this
+EXACT_MAX_CELLS = 2_000_000  # sub-problems storing at most this many values (dense cells or nnz) run bvm_exact
 
 
 def _sub_blocks(chunks, rows):
@@ -88,7 +91,7 @@ class MEBSolver:
         # rather than the radius, is at most margin_tol (see margin_slack)
         self.auto_eps = eps == "auto"
         self.eps_floor = 1e-7
-        self.margin_tol = 0.3
+        self.margin_tol = MARGIN_TOL
         self.eps = self.eps_floor if self.auto_eps else float(eps)
         self.sample_size = int(sample_size)
         self.patience = patience or PATIENCE[method]
@@ -113,6 +116,16 @@ class MEBSolver:
         self.history = []
         self.t0 = None
         self.level_eps = None                       # the eps level being solved
+        # BVM returns the mean of its last two centers (half_last_step)
+        self.average = method == "bvm"
+        self._last = None                           # the last BVM step, to halve
+        self.cert_eps = None                        # eps certified for the result
+
+    @property
+    def certified_eps(self):
+        """The eps the returned center satisfies: the last level's, or the
+        bound of :func:`half_step_eps` when the last BVM step was halved."""
+        return self.eps if self.cert_eps is None else self.cert_eps
 
     # -- geometry -----------------------------------------------------------
     @property
@@ -238,6 +251,8 @@ class MEBSolver:
             n = cs.n
             cs.alpha[:n] *= beta
             cs.alpha[slot] += 1.0 - beta
+            if self.average:
+                self._last = (slot, beta, self.c2, self.ce2, d2, self.Ka.copy())
             df2 = d2 - self.ce2                       # distance in phi~ alone
             self.c2 = beta * self.c2 + (1.0 - beta) * self.kt + (beta * beta - beta) * df2
             self.ce2 *= beta * beta
@@ -251,6 +266,29 @@ class MEBSolver:
             self.Ka = (1.0 - lam) * self.Ka + lam * self._column(slot)
         self.n_iter += 1
         return slot
+
+    def half_last_step(self):
+        """BVM: replace the center by the mean of the last two (the last step
+        taken at half its length; see :func:`half_last_step`), updating the
+        weights, ``||c||^2``, ``ce^2``, the tracked ``(K~a)`` and the certified
+        eps. A no-op for the other methods or before any step."""
+        if not self.average or self._last is None:
+            return
+        slot, beta, c2p, ce2p, d2, Kap = self._last
+        self._last = None
+        cs = self.core
+        n = cs.n
+        a = cs.alpha[:n]
+        a[slot] -= 1.0 - beta
+        a /= beta
+        a[slot] = max(a[slot], 0.0)
+        bp, self.c2, self.ce2 = half_last_step(beta, c2p, ce2p, d2, self.kt)
+        a *= bp
+        a[slot] += 1.0 - bp
+        self.Ka = bp * Kap + (1.0 - bp) * self._column(slot)
+        self.cert_eps = float(half_step_eps((1.0 + self.level_eps) ** 2 * self.r2, d2, self.r2))
+        if self.history:        # the level's record keeps the c2 its stop was decided on
+            self.history[-1]["certified_eps"] = self.cert_eps
 
     def refine(self, eps, max_steps=20):
         """BVM: steps towards core vectors that lie outside the ball (their
@@ -360,6 +398,7 @@ class MEBSolver:
             if auto and self.margin_slack(eps) <= self.margin_tol:
                 self.eps = eps
                 break
+        self.half_last_step()
         self.full_pass_violators = None
         if full_pass is not None:
             self.full_pass_violators = self.confirm(full_pass)
@@ -370,26 +409,43 @@ class MEBSolver:
         ``ids``, dense ``X`` and labels ``y`` of all its rows. Same schedule,
         same stopping rule; no sampling, so no violator is missed. Returns self."""
         self.t0 = time.perf_counter()
-        X = np.ascontiguousarray(X.toarray() if sp.issparse(X) else X, np.float32)
+        if sp.issparse(X):
+            X = sp.csr_matrix(X, dtype=np.float32)
+            X.sum_duplicates()
+            XT = np.zeros((X.shape[1], 0), np.float32)
+            ip, ind, dat = X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
+            Xc = X.tocsc()
+            cp, ri, cv = Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64), Xc.data
+        else:
+            X = np.ascontiguousarray(X, np.float32)
+            XT = np.ascontiguousarray(X.T)
+            ip = ind = cp = ri = np.zeros(0, np.int64)
+            dat = cv = np.zeros(0, np.float32)
         levels = np.array(eps_levels(self.eps_floor if self.auto_eps else self.eps))
         alpha = np.zeros(len(ids))
-        hist = np.zeros((len(levels), 5))
+        hist = np.zeros((len(levels), 8))
         max_steps = 200 * len(ids) + 10000
-        last = bvm_exact(X, sq_norms(X), np.asarray(y, np.float64), self.kernel.gamma,
-                         self.b, 1.0 / self.C, levels, self.margin_tol if self.auto_eps else 0.0,
-                         max_steps, alpha, hist)
+        last = bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq_norms(X), np.asarray(y, np.float64),
+                         self.kernel.gamma, self.b, 1.0 / self.C, levels,
+                         self.margin_tol if self.auto_eps else 0.0, max_steps, alpha, hist)
         keep = np.flatnonzero(alpha > 0)
-        self.core.add_many(np.asarray(ids)[keep], X[keep], np.asarray(y, np.float64)[keep],
+        Xk = X[keep]
+        if sp.issparse(Xk) and not self.core.sparse:
+            Xk = Xk.toarray()   # the core set keeps sparse rows dense up to DENSE_MAX_D
+        self.core.add_many(np.asarray(ids)[keep], Xk, np.asarray(y, np.float64)[keep],
                            alpha[keep], self.kernel)
         self.eps = self.level_eps = float(levels[last])
         self.n_iter = int(hist[last, 1])
-        for e, it, c2, ce2, core in hist[:last + 1]:
+        for e, it, c2, ce2, core, *_ in hist[:last + 1]:
             self.c2, self.ce2 = float(c2), float(ce2)
             self.history.append({"iteration": int(it), "core_size": int(core),
                                  "radius": float(np.sqrt(self.r2)), "eps": float(e),
                                  "elapsed": time.perf_counter() - self.t0, "c2": float(c2),
                                  "ce2": float(ce2), "margin_slack": float(self.margin_slack(e)),
                                  "exact": True})
+        self.cert_eps = float(hist[last, 5])
+        self.c2, self.ce2 = float(hist[last, 6]), float(hist[last, 7])
+        self.history[-1]["certified_eps"] = self.cert_eps
         # every row was checked at the last level, unless the step cap cut it short
         capped = hist[last, 1] >= max_steps
         self.full_pass_violators = None if capped else 0
@@ -397,12 +453,14 @@ class MEBSolver:
             self.history[-1]["stopped"] = "max_steps"
         return self
 
-    def exact_ok(self, n_rows, d):
-        """Whether :meth:`fit_exact` applies: BVM, the RBF kernel, no core cap,
-        and a problem small enough (rows x features <= EXACT_MAX_CELLS) that a
-        kernel column over all rows per step beats sampled searches."""
+    def exact_ok(self, X):
+        """Whether :meth:`fit_exact` applies to the rows ``X`` (dense or CSR):
+        BVM, the RBF kernel, no core cap, and a problem small enough (stored
+        values, rows x features or nnz, at most EXACT_MAX_CELLS) that a kernel
+        column over all rows per step beats sampled searches."""
+        cells = X.nnz if sp.issparse(X) else X.shape[0] * X.shape[1]
         return (self.method == "bvm" and self.kernel.code == RBF and self.max_core is None
-                and n_rows * d <= EXACT_MAX_CELLS)
+                and cells <= EXACT_MAX_CELLS)
 
     def margin_slack(self, eps):
         """How loose eps is against the margin: a point is a violator when
@@ -471,6 +529,8 @@ class MEBSolver:
             self.record(self.eps)
             self.history[-1]["full_pass_violators"] = found
             if found == 0:
+                self.cert_eps = None        # this center passed the full check at eps
+                self._last = None
                 break
         return first
 
@@ -485,73 +545,213 @@ class MEBSolver:
         return keep, a[keep]
 
 
-@njit(cache=True, nogil=True, fastmath=True)
-def bvm_exact(X, sq, y, gamma, b, invC, levels, margin_tol, max_steps, alpha, hist):
+@njit(cache=True, nogil=True)
+def _min(v):
+    """Smallest value of a non-empty float array. Eight running minima: one
+    would chain every compare on the last (5x slower here); min is exact in
+    any order."""
+    n = len(v)
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = v[0]
+    k = n - n % 8
+    for i in range(0, k, 8):
+        a0 = min(a0, v[i])
+        a1 = min(a1, v[i + 1])
+        a2 = min(a2, v[i + 2])
+        a3 = min(a3, v[i + 3])
+        a4 = min(a4, v[i + 4])
+        a5 = min(a5, v[i + 5])
+        a6 = min(a6, v[i + 6])
+        a7 = min(a7, v[i + 7])
+    m = min(min(min(a0, a1), min(a2, a3)), min(min(a4, a5), min(a6, a7)))
+    for i in range(k, n):
+        m = min(m, v[i])
+    return m
+
+
+@njit(cache=True, nogil=True)
+def half_last_step(beta, c2, ce2, d2, kt):
+    """The mean of the last two BVM centers, ``(c_T + c_{T-1}) / 2``, is the
+    last step ``c_{T-1} -> beta c_{T-1} + (1 - beta) phi_z`` taken at half its
+    length, ``beta' = (1 + beta) / 2``. Given that step's beta and the state
+    before it (``c2 = ||c_{T-1}||^2``, ``ce2``, and ``d2``, the squared distance
+    of ``z`` then), returns ``(beta', ||c~||^2, ce~^2)``.
+
+    Why: near the end of an eps level furthest-point steps alternate between
+    two states (measured on ijcnn1, ``tools/bvm_path.py``): every step moves
+    all decision values by about ``1 - beta ~ eps``, up then down, and the test
+    accuracy swings by a point from one step to the next. Their mean does not
+    swing, and it stays inside the ball of :func:`half_step_eps`."""
+    bp = 0.5 * (1.0 + beta)
+    p = 0.5 * (c2 + kt + ce2 - d2)            # (K~a)_z before the step
+    c2n = bp * bp * c2 + 2.0 * bp * (1.0 - bp) * p + (1.0 - bp) ** 2 * kt
+    return bp, c2n, bp * bp * ce2
+
+
+@njit(cache=True, nogil=True)
+def half_step_eps(D2, d2, r2):
+    """Certified eps of the mean of the last two centers: every point is
+    within ``sqrt(D2)`` of ``c_T`` (``D2 = (1 + eps)^2 r^2`` at the end of a
+    level) and within ``sqrt(d2)`` (the furthest distance before the last
+    step) of ``c_{T-1}``, so by the triangle inequality within
+    ``(sqrt(D2) + sqrt(d2)) / 2`` of their mean: returns that over ``r``, - 1."""
+    return 0.5 * (np.sqrt(D2) + np.sqrt(d2)) / np.sqrt(r2) - 1.0
+
+
+EXACT_BLOCK = 1024  # rows per pass block of bvm_exact: its buffers stay in L1/L2
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
+              max_steps, alpha, hist, average=True):
     """BVM over every row of a small dense problem, in one compiled loop.
 
     Algorithm 2/3 of the bvm paper with the *furthest* point each step (the
     O(1/eps) variant of sec. 3.2) in the smaller-ball space (sec. 3.3):
     ``(K~a)`` is kept for every row (one RBF kernel column per step), so the
-    search is exact and a level ends when no row violates. ``levels``: the
-    eps schedule; with ``margin_tol > 0`` it stops at the first level whose
-    margin slack is at most ``margin_tol`` (``eps="auto"``). ``alpha`` (zeros,
-    length n) receives the weights; ``hist[l] = (eps, steps, c2, ce2, core)``
-    per level. Returns the index of the last level solved."""
-    n, d = X.shape
+    search is exact and a level ends when no row violates. Dense rows come
+    as ``XT``, the rows transposed (d x n, float32), so the column's dot
+    products run along contiguous memory. Sparse rows come twice, CSR
+    ``ip, ind, dat`` and CSC ``cp, ri, cv`` (with ``XT`` of shape (d, 0)): the
+    column's dot products are scattered from the matrix columns of the chosen
+    row's nonzeros, costing the nnz of those columns rather than of the
+    matrix. The column pass also finds the next furthest row.
+    ``levels``: the eps schedule; with ``margin_tol > 0`` it stops at the first
+    level whose margin slack is at most ``margin_tol`` (``eps="auto"``).
+    ``alpha`` (zeros, length n) receives the weights; ``hist[l] = (eps,
+    steps, c2, ce2, core, certified eps, c2 out, ce2 out)`` per level. With
+    ``average`` the result is the mean of the last two centers
+    (:func:`half_last_step`): its certified eps, ``||c||^2`` and ``ce^2`` are
+    ``hist[last, 5:8]``. Returns the index of the last level solved."""
+    d = XT.shape[0]
+    sparse = XT.shape[1] == 0
+    n = len(ip) - 1 if sparse else XT.shape[1]
     kt = 1.0 + b + invC
     r2 = kt
-    Ka = np.empty(n)
+    Ka = np.zeros(n)
+    B = min(n, EXACT_BLOCK)
+    g = np.empty(n if sparse else B, np.float32)
+    arg = np.empty(B, np.float32)
+    col = np.empty(B, np.float32)
+    kbuf = np.empty(B, np.int32)
+    sq32 = sq.astype(np.float32)
+    gam = np.float32(gamma)
+    zero = np.float32(0.0)
+    two = np.float32(2.0)
+    xb = np.zeros(d, np.float32)  # the chosen row (dense rows)
     steps = 0
     ncore = 0
     c2 = 0.0
     ce2 = r2
+    scale = 1.0
+    last_c2, last_ce2, last_bd, last_z, last_beta = 0.0, 0.0, 0.0, 0, 1.0
+    best = 0    # the first step takes row 0
+    bd = 0.0    # its squared distance to the current center
     last = len(levels) - 1
     for li in range(len(levels)):
         eps = levels[li]
         thr = (1.0 + eps) ** 2 * r2
         while steps < max_steps:
-            if steps == 0:
-                best = 0
-                bd = 0.0
-            else:
-                best = -1
-                bd = thr
-                for l in range(n):
-                    dl = c2 - 2.0 * Ka[l] + kt + ce2
-                    if dl > bd:
-                        bd = dl
-                        best = l
-                if best < 0:
-                    break
-            beta = np.sqrt(r2 / bd) if steps > 0 else 0.0
-            sk = sq[best]
-            for l in range(n):
-                g = 0.0
-                for j in range(d):
-                    g += X[l, j] * X[best, j]
-                dist = sq[l] + sk - 2.0 * g
-                kv = np.exp(-gamma * max(dist, 0.0))
-                c = y[l] * y[best] * (kv + b)
-                if l == best:
-                    c += invC
-                Ka[l] = beta * Ka[l] + (1.0 - beta) * c if steps > 0 else c
+            if steps > 0 and bd <= thr:
+                break   # no row violates at this level
+            # the new center's ||c||^2 and ce^2 do not depend on the new column
+            last_c2, last_ce2, last_bd, last_z = c2, ce2, bd, best
             if steps > 0:
-                for l in range(n):
-                    alpha[l] *= beta
+                beta = np.sqrt(r2 / bd)
                 c2 = beta * c2 + (1.0 - beta) * kt + (beta * beta - beta) * (bd - ce2)
                 ce2 *= beta * beta
             else:
+                beta = 0.0
                 c2 = kt
+            w = 1.0 - beta
+            last_beta = beta
+            if sparse:
+                g[:] = 0.0
+                for p in range(ip[best], ip[best + 1]):
+                    v = dat[p]
+                    j = ind[p]
+                    for q in range(cp[j], cp[j + 1]):
+                        g[ri[q]] += cv[q] * v
+            else:
+                for j in range(d):
+                    xb[j] = XT[j, best]
+            sk = sq32[best]
+            yb = y[best]
+            nb = 0
+            nd = -np.inf
+            for s0 in range(0, n, B):
+                # slices, not offset indices: loops over them vectorise
+                m = min(B, n - s0)
+                if sparse:
+                    gb = g[s0:s0 + m]
+                else:
+                    gb = g[:m]
+                    xj = xb[0]
+                    xr = XT[0, s0:s0 + m]
+                    for l in range(m):
+                        gb[l] = xr[l] * xj
+                    for j in range(1, d):
+                        xj = xb[j]
+                        xr = XT[j, s0:s0 + m]
+                        for l in range(m):
+                            gb[l] += xr[l] * xj
+                sqb = sq32[s0:s0 + m]
+                ab = arg[:m]
+                for l in range(m):   # float32, as the kernel blocks
+                    ab[l] = -gam * max(sqb[l] + sk - two * gb[l], zero)
+                exp_nonpos(ab, col, kbuf)
+                yy = y[s0:s0 + m]
+                kb = Ka[s0:s0 + m]
+                for l in range(m):
+                    kb[l] = beta * kb[l] + w * (yy[l] * yb * (col[l] + b))
+                if s0 <= best < s0 + m:
+                    kb[best - s0] += w * invC
+                # furthest row: d^2 = c2 + kt + ce2 - 2 (K~a), so the smallest
+                # (K~a); a vectorised min first, the index only when it improves
+                mk = _min(kb)
+                dl = c2 - 2.0 * mk + kt + ce2
+                if dl > nd:
+                    for l in range(m):
+                        if kb[l] == mk:
+                            nb = s0 + l
+                            break
+                    nd = dl
+            # alpha = scale * (stored weights): one multiply per step, not n
+            scale *= beta if steps > 0 else 1.0
+            if scale < 1e-200:
+                for l in range(n):
+                    alpha[l] *= scale
+                scale = 1.0
             if alpha[best] == 0.0:
                 ncore += 1
-            alpha[best] += 1.0 - beta
+            alpha[best] += w / scale
             steps += 1
+            best = nb
+            bd = nd
         hist[li, 0] = eps
         hist[li, 1] = steps
         hist[li, 2] = c2
         hist[li, 3] = ce2
         hist[li, 4] = ncore
+        hist[li, 5] = eps
+        hist[li, 6] = c2
+        hist[li, 7] = ce2
         if margin_tol > 0 and eps * (2.0 + eps) * r2 / (2.0 * max(c2, 1e-300)) <= margin_tol:
             last = li
             break
+    for l in range(n):
+        alpha[l] *= scale
+    if average and steps > 1:
+        # alpha before the last step, then that step at half its length
+        w = 1.0 - last_beta
+        alpha[last_z] -= w
+        for l in range(n):
+            alpha[l] /= last_beta
+        alpha[last_z] = max(alpha[last_z], 0.0)
+        bp, c2, ce2 = half_last_step(last_beta, last_c2, last_ce2, last_bd, kt)
+        for l in range(n):
+            alpha[l] *= bp
+        alpha[last_z] += 1.0 - bp
+        hist[last, 5] = half_step_eps(bd, last_bd, r2)   # bd: furthest row from c_T
+        hist[last, 6] = c2
+        hist[last, 7] = ce2
     return last
