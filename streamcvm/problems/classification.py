@@ -89,7 +89,7 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
     Callers should hold BLAS to one thread (see :func:`one_blas_thread`).
     """
     rng = np.random.default_rng(seed)
-    pool = ChunkPool(store, rng, classes=classes)
+    pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size)
     one_class = classes is None
     target = "ones" if one_class else "binary"
     solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=0.0 if one_class else 1.0,
