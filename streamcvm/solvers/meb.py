@@ -512,6 +512,7 @@ class MEBSolver:
                         self.kernel.block(self.core.rows(), X[k:k + 1], self.core.sq[:self.core.n],
                                           sq[k:k + 1])[:, 0]
                     self.step(int(ids[k]), X[k:k + 1], float(y[k]), float(d2[k]), self.eps, kx=kx)
+                    self.cert_eps = None    # a new center: only a clean pass certifies it
                     if self.method == "cvm":
                         d2, _ = self.dist2(X, y, sq, ids=ids)
                         continue
@@ -603,7 +604,7 @@ EXACT_BLOCK = 1024  # rows per pass block of bvm_exact: its buffers stay in L1/L
 @njit(cache=True, nogil=True, error_model="numpy")
 def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
               max_steps, alpha, hist, average=True):
-    """BVM over every row of a small dense problem, in one compiled loop.
+    """BVM over every row of a small problem, in one compiled loop.
 
     Algorithm 2/3 of the bvm paper with the *furthest* point each step (the
     O(1/eps) variant of sec. 3.2) in the smaller-ball space (sec. 3.3):
