@@ -112,10 +112,11 @@ def cmd_ingest(args):
 
 
 def _add_info(sub):
-    p = sub.add_parser("info", help="describe a store",
+    p = sub.add_parser("info", help="describe a store or a checkpoint folder",
                        description="Rows, features, density, classes or target range, "
-                                   "chunking and sizes of a store.")
-    p.add_argument("path", metavar="STORE")
+                                   "chunking and sizes of a store; or, for a folder of "
+                                   "training checkpoints, the progress each one records.")
+    p.add_argument("path", metavar="STORE|CHECKPOINT_DIR")
     p.set_defaults(func=cmd_info)
 
 
@@ -174,6 +175,10 @@ def describe_store(path):
 
 
 def cmd_info(args):
+    from . import checkpoint
+    if checkpoint.is_checkpoint_dir(args.path):
+        print("\n".join(checkpoint.info(args.path)))
+        return 0
     print(describe_store(args.path))
     return 0
 
@@ -198,6 +203,13 @@ def _add_train(sub):
     p.add_argument("--multi-class", choices=["ovo", "ovr"], default="ovo",
                    help="one-vs-one (default, as LIBSVM) or one-vs-rest")
     p.add_argument("--one-class", action="store_true", help="one-class model (SVDD)")
+    p.add_argument("--checkpoint-dir", metavar="DIR",
+                   help="snapshot the run here (crash-safe; the last 2 are kept)")
+    p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+                   help="seconds between snapshots (default 60; also at each eps level "
+                        "and after each machine)")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue from the newest snapshot in DIR (and keep writing there)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_train)
 
@@ -224,8 +236,13 @@ def cmd_train(args):
               full_pass=args.full_pass, random_state=args.seed, verbose=not args.quiet)
     est = CVMOneClass(**kw) if args.one_class else \
         CVMClassifier(multi_class=args.multi_class, **kw)
+    if args.resume and args.checkpoint_dir and \
+            os.path.abspath(args.resume) != os.path.abspath(args.checkpoint_dir):
+        raise SystemExit("streamcvm train: error: --resume DIR writes its snapshots to DIR; "
+                         "drop --checkpoint-dir or give the same folder")
     t = time.perf_counter()
-    est.fit(store)
+    est.fit(store, checkpoint_dir=args.resume or args.checkpoint_dir,
+            checkpoint_every=args.checkpoint_every, resume=bool(args.resume))
     dt = time.perf_counter() - t
     save_model(est, args.output)
     if not args.quiet:
@@ -452,10 +469,11 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _sigterm)
     from ingest.errors import IngestError
     from .model import ModelError
+    from .checkpoint import CheckpointError
     from .store import StoreError
     try:
         return args.func(args)
-    except (IngestError, StoreError, ModelError, FileExistsError) as e:
+    except (IngestError, StoreError, ModelError, CheckpointError, FileExistsError) as e:
         print(f"streamcvm {args.command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

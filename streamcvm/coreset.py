@@ -85,6 +85,43 @@ class CoreSet:
                 XT[:, :n] = self._XT[:, :n]
                 self._XT = XT
 
+    def arrays(self):
+        """The core set as plain arrays (a checkpoint's part)."""
+        n = self.n
+        out = {"ids": self.ids[:n], "y": self.y[:n], "alpha": self.alpha[:n], "sq": self.sq[:n]}
+        if self.sparse:
+            e = self._ip[n]
+            out.update(ip=self._ip[:n + 1], ind=self._ind[:e], dat=self._dat[:e])
+        else:
+            out["X"] = self._X[:n]
+        if self.cache:
+            out["K"] = self.K[:n, :n]
+        return out
+
+    def load_arrays(self, a):
+        """Refill an empty core set from :meth:`arrays`' output, bit for bit."""
+        n = len(a["ids"])
+        self._grow(max(n, 1))
+        self.ids[:n] = a["ids"]
+        self.y[:n] = a["y"]
+        self.alpha[:n] = a["alpha"]
+        self.sq[:n] = a["sq"]
+        if self.sparse:
+            self._ip[:n + 1] = a["ip"]
+            e = int(a["ip"][n])
+            self._ind = np.empty(max(e, 16), np.int32)
+            self._dat = np.empty(max(e, 16), np.float32)
+            self._ind[:e] = a["ind"]
+            self._dat[:e] = a["dat"]
+        else:
+            self._X[:n] = a["X"]
+            if self._XT is not None:
+                self._XT[:, :n] = a["X"].T
+        if self.cache:
+            self.K[:n, :n] = a["K"]
+        self._slot = {int(i): k for k, i in enumerate(a["ids"])}
+        self.n = n
+
     def add_many(self, ids, X, y, alpha, kernel):
         """Append dense rows with their weights at once (e.g. bvm_exact's
         result); one by one when a kernel cache or sparse rows need it."""

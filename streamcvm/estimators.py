@@ -5,6 +5,7 @@ large data never goes through a dense in-memory copy. The estimators only
 validate and translate parameters; training is
 :func:`streamcvm.problems.train_machine` on plain arrays and scalars.
 """
+import json
 import numbers
 
 import numpy as np
@@ -146,8 +147,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y=None):
-        """Fit on arrays (X, y), a sparse matrix, or a store (y from the store)."""
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0, resume=False):
+        """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
+
+        ``checkpoint_dir``: snapshot the run there every ``checkpoint_every``
+        seconds, at each eps level and after each machine; ``resume=True``
+        continues from the newest snapshot in it (the same model as a run
+        that was never interrupted)."""
         self._check_params()
         if y is None and not isinstance(X, BaseStore) and not isinstance(X, str) \
                 and not hasattr(X, "__fspath__"):
@@ -169,12 +175,22 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         seed = 0 if self.random_state is None else int(self.random_state)
         subs = pairs(classes, self.multi_class)
         store = _small_in_memory(store) if len(subs) > 1 else store
+        ck, machines, cur = _checkpointing(self, store, kern, checkpoint_dir,
+                                           checkpoint_every, resume)
+        k_resume = len(machines)            # finished before the interruption
         with _Progress(self.verbose, len(subs), self.method) as bar, one_blas_thread():
-            machines = [
-                train_machine(store, kern, classes=pair, C=self.C, method=self.method, eps=eps,
-                              sample_size=self.sample_size, max_core=self.max_core,
-                              seed=seed + k, full_pass=self.full_pass, callback=bar.update)
-                for k, pair in enumerate(subs) if bar.next()]
+            for k, pair in enumerate(subs):
+                bar.next()
+                if k < k_resume:
+                    continue
+                m = train_machine(store, kern, classes=pair, C=self.C, method=self.method,
+                                  eps=eps, sample_size=self.sample_size,
+                                  max_core=self.max_core, seed=seed + k,
+                                  full_pass=self.full_pass, callback=bar.update,
+                                  checkpointer=ck, n_machines=len(subs),
+                                  resume=cur if k == k_resume else None)
+                machines.append(m)
+                _machine_done(ck, m, len(subs))
         self._set_machines(machines)
         self.kernel_ = kern
         self.n_iter_ = sum(m.n_iter for m in self.machines_)
@@ -288,6 +304,49 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return self.predict_with_decision(X)[0]
 
 
+def _checkpointing(est, store, kern, checkpoint_dir, every, resume):
+    """(Checkpointer or None, finished machines, resume state of the machine
+    in progress or None) for a fit with these checkpoint arguments."""
+    if checkpoint_dir is None:
+        if resume:
+            raise ValueError("resume=True needs checkpoint_dir")
+        return None, [], None
+    from .checkpoint import Checkpointer
+    from .problems.classification import machine_from
+    skip = ("verbose", "decision_function_shape")      # do not change the model
+    params = {k: v for k, v in est.get_params().items() if k not in skip}
+    base = {"estimator": type(est).__name__, "params": json.loads(json.dumps(params)),
+            "store": store.fingerprint, "rows": int(store.n), "features": int(store.d),
+            "gamma": float(kern.gamma)}
+    ck = Checkpointer(checkpoint_dir, base, every=every)
+    got = ck.load() if resume else None
+    if got is None:
+        return ck, [], None
+    man, arrays = got
+    machines = []
+    for k, rec in enumerate(man["machines_done"]):
+        pre = f"done{k}_"
+        arrs = {n[len(pre):]: a for n, a in arrays.items() if n.startswith(pre)}
+        ck.done.append((rec, arrs))
+        machines.append(machine_from(rec, arrs))
+    ck.machine = len(machines)
+    cur = None
+    if man["current"] is not None:
+        cur = {"current": man["current"],
+               "arrays": {n[4:]: a for n, a in arrays.items() if n.startswith("cur_")}}
+    return ck, machines, cur
+
+
+def _machine_done(ck, m, n_machines):
+    """Record a finished machine and snapshot the run without a machine in progress."""
+    if ck is None:
+        return
+    from .problems.classification import machine_arrays
+    ck.done.append(machine_arrays(m))
+    ck.machine = len(ck.done)
+    ck.save(machines=n_machines)
+
+
 class _Progress:
     """A tqdm bar over the machines (``verbose``), showing the running
     machine's eps level, core-set size, radius and iterations."""
@@ -372,18 +431,28 @@ class CVMOneClass(OutlierMixin, _CVMBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0, resume=False):
+        """Fit on the rows of X (arrays, a sparse matrix or a store); y is
+        ignored. ``checkpoint_dir``, ``checkpoint_every``, ``resume``: as
+        :meth:`CVMClassifier.fit`."""
         self._check_params()
         store, _ = self._prepare(X)
         kern = self._kernel(store)
         seed = 0 if self.random_state is None else int(self.random_state)
+        ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, checkpoint_every,
+                                       resume)
         with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread():
             bar.next()
-            self.machine_ = train_machine(store, kern, classes=None, C=self.C,
-                                          method=self.method, eps=_resolve_eps(self.eps),
-                                          sample_size=self.sample_size, max_core=self.max_core,
-                                          seed=seed, full_pass=self.full_pass,
-                                          callback=bar.update)
+            if done:
+                self.machine_ = done[0]
+            else:
+                self.machine_ = train_machine(store, kern, classes=None, C=self.C,
+                                              method=self.method, eps=_resolve_eps(self.eps),
+                                              sample_size=self.sample_size,
+                                              max_core=self.max_core, seed=seed,
+                                              full_pass=self.full_pass, callback=bar.update,
+                                              checkpointer=ck, resume=cur)
+                _machine_done(ck, self.machine_, 1)
         self.kernel_ = kern
         self.offset_ = -self.machine_.radius2
         self.n_iter_ = self.machine_.n_iter

@@ -36,18 +36,7 @@ class ChunkPool:
             refresh = max(16, -(-store.chunk_rows // (4 * sample_size)))
         self.refresh = int(refresh)
         self.draws = 0
-        nc = store.n_chunks
-        # one chunk distribution per "lane"; pool slot k follows lane k % lanes
-        self._lanes = [np.full(nc, 1.0 / nc)]
-        counts = store.class_counts if classes is not None else None
-        if counts is not None and store.classes is not None:
-            # a side is one label value or several (one-vs-rest)
-            side = [counts[:, np.searchsorted(store.classes, np.atleast_1d(c))].sum(axis=1)
-                    for c in classes]
-            lanes = [c / c.sum() for c in side if c.sum() > 0]
-            # each class keeps chunks of its own in the pool, however rare or
-            # clustered it is (stores sorted by label are common)
-            self._lanes = lanes or self._lanes
+        self._lanes = self._make_lanes(store, classes)
         self._sched = np.random.default_rng(int(rng.integers(2 ** 63)))
         reachable = np.flatnonzero(np.sum(self._lanes, axis=0) > 0)
         k = min(pool_chunks, len(reachable))
@@ -64,6 +53,60 @@ class ChunkPool:
             if prefetch and self._n_reachable > k else None
         self._schedule()
         self._index()
+
+    # -- checkpoints ----------------------------------------------------------
+    def state(self):
+        """The sampler's state as JSON-able values: the caller's and the
+        schedule's generator states, the draw count, the pooled chunks (in
+        slot order) and the pending swap. Exclusion masks are not saved: they
+        are rebuilt from the core set on the next draw."""
+        return {"rng": self.rng.bit_generator.state, "sched": self._sched.bit_generator.state,
+                "draws": self.draws, "refresh": self.refresh,
+                "pool": [int(p["chunk"]) for p in self.pool],
+                "next": None if self._next is None else [int(self._next[0]), int(self._next[1])]}
+
+    @classmethod
+    def from_state(cls, store, rng, state, classes=None, prefetch=True):
+        """A pool in the state :meth:`state` saved (``rng``: a Generator of the
+        same kind, set to the saved state here)."""
+        self = cls.__new__(cls)
+        self.store = store
+        self.rng = rng
+        rng.bit_generator.state = state["rng"]
+        self.refresh = int(state["refresh"])
+        self.draws = int(state["draws"])
+        self._lanes = cls._make_lanes(store, classes)
+        self._sched = np.random.default_rng(0)
+        self._sched.bit_generator.state = state["sched"]
+        reachable = np.flatnonzero(np.sum(self._lanes, axis=0) > 0)
+        self._n_reachable = len(reachable)
+        self.pool_chunks = len(state["pool"])
+        self.pool = [self._load(i) for i in state["pool"]]
+        self._exec = ThreadPoolExecutor(1, thread_name_prefix="chunkpool") \
+            if prefetch and self._n_reachable > self.pool_chunks else None
+        if state["next"] is None:
+            self._next = None
+        else:
+            cand, slot = state["next"]
+            fut = self._exec.submit(self._load, cand) if self._exec is not None else None
+            self._next = (cand, slot, fut)
+        self._index()
+        return self
+
+    @staticmethod
+    def _make_lanes(store, classes):
+        """One chunk distribution per "lane"; pool slot k follows lane k % lanes."""
+        nc = store.n_chunks
+        lanes = [np.full(nc, 1.0 / nc)]
+        counts = store.class_counts if classes is not None else None
+        if counts is not None and store.classes is not None:
+            # a side is one label value or several (one-vs-rest)
+            side = [counts[:, np.searchsorted(store.classes, np.atleast_1d(c))].sum(axis=1)
+                    for c in classes]
+            # each class keeps chunks of its own in the pool, however rare or
+            # clustered it is (stores sorted by label are common)
+            lanes = [c / c.sum() for c in side if c.sum() > 0] or lanes
+        return lanes
 
     # -- chunks ---------------------------------------------------------------
     def _load(self, i):

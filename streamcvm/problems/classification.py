@@ -52,6 +52,37 @@ class Machine:
         return s + self.intercept
 
 
+def machine_arrays(m):
+    """A machine as (JSON-able record, arrays): checkpoints keep finished ones."""
+    arrays = {"coef": m.coef, "ids": m.sv_ids}
+    if sp.issparse(m.sv):
+        arrays.update(sv_indptr=m.sv.indptr.astype(np.int64),
+                      sv_indices=m.sv.indices.astype(np.int32),
+                      sv_data=m.sv.data.astype(np.float32))
+    else:
+        arrays["sv"] = np.asarray(m.sv, np.float32)
+    rec = {"classes": None if m.classes is None else list(m.classes),
+           "intercept": m.intercept, "radius2": m.radius2, "c2": m.c2, "n_iter": m.n_iter,
+           "core_size": m.core_size, "sparse": bool(sp.issparse(m.sv)),
+           "shape": list(m.sv.shape), "full_pass_violators": m.full_pass_violators,
+           "history": m.history}
+    return rec, arrays
+
+
+def machine_from(rec, arrays):
+    """The inverse of :func:`machine_arrays`."""
+    from ..store import csr_view
+    sv = csr_view(arrays["sv_data"], arrays["sv_indices"], arrays["sv_indptr"],
+                  tuple(rec["shape"])) if rec["sparse"] else arrays["sv"]
+    cl = rec["classes"]
+    return Machine(sv=sv, coef=arrays["coef"], intercept=rec["intercept"], sv_ids=arrays["ids"],
+                   classes=None if cl is None else tuple(tuple(c) if isinstance(c, list) else c
+                                                         for c in cl),
+                   radius2=rec["radius2"], c2=rec["c2"], n_iter=rec["n_iter"],
+                   core_size=rec["core_size"], full_pass_violators=rec["full_pass_violators"],
+                   history=rec.get("history", []))
+
+
 def _full_pass(store, classes, target):
     def passes():
         for i in range(store.n_chunks):
@@ -81,15 +112,24 @@ def one_blas_thread():
 
 def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
                   eps=1e-3, sample_size=59, max_core=None, seed=0, full_pass=False,
-                  callback=None):
+                  callback=None, checkpointer=None, n_machines=1, resume=None):
     """Train one machine on ``store``.
+
+    ``checkpointer``: a :class:`streamcvm.checkpoint.Checkpointer` that snapshots
+    the sampled solver as it goes (``n_machines``: for its progress record);
+    ``resume``: ``{"current": manifest["current"], "arrays": solver arrays}`` of
+    a snapshot taken inside this machine, to continue from.
 
     ``classes=(neg, pos)``: a two-class L2-SVM on the rows of those labels.
     ``classes=None``: a one-class L2-SVM (SVDD) on every row.
     Callers should hold BLAS to one thread (see :func:`one_blas_thread`).
     """
     rng = np.random.default_rng(seed)
-    pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size)
+    cur = None if resume is None else resume.get("current")
+    if cur is not None:
+        pool = ChunkPool.from_state(store, rng, cur["pool"], classes=classes)
+    else:
+        pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size)
     one_class = classes is None
     target = "ones" if one_class else "binary"
     solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=0.0 if one_class else 1.0,
@@ -101,8 +141,14 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
             if callback is not None:
                 callback(solver)
         else:
+            position = None
+            if cur is not None:
+                solver.restore(cur["solver"], resume["arrays"])
+                position = tuple(cur["position"])
             solver.fit(pool, classes=classes, target=target, callback=callback,
-                       full_pass=_full_pass(store, classes, target) if full_pass else None)
+                       full_pass=_full_pass(store, classes, target) if full_pass else None,
+                       checkpoint=None if checkpointer is None else
+                       checkpointer.solver_hook(pool, n_machines), resume=position)
     finally:
         pool.close()
     slots, alpha = solver.support()

@@ -365,22 +365,66 @@ class MEBSolver:
                              "c2": float(self.c2), "ce2": float(self.ce2),
                              "margin_slack": float(self.margin_slack(eps))})
 
+    # -- checkpoints ------------------------------------------------------------
+    def state(self):
+        """(meta, arrays): everything the sampled fit loop needs to continue
+        exactly where it is (JSON-able values, plain arrays)."""
+        arrays = {"core_" + k: v for k, v in self.core.arrays().items()}
+        if self.Ka is not None:
+            arrays["Ka"] = self.Ka
+        arrays["g"] = self.g
+        last = None
+        if self._last is not None:
+            slot, beta, c2p, ce2p, d2, Kap = self._last
+            last = [int(slot), float(beta), float(c2p), float(ce2p), float(d2)]
+            arrays["last_Ka"] = Kap
+        meta = {"c2": float(self.c2), "ce2": float(self.ce2), "r2": float(self.r2),
+                "n_iter": int(self.n_iter), "eps": float(self.eps),
+                "level_eps": self.level_eps, "cert_eps": self.cert_eps, "last": last,
+                "history": self.history, "elapsed": time.perf_counter() - self.t0}
+        return meta, arrays
+
+    def restore(self, meta, arrays):
+        """Set a freshly constructed solver (same parameters) to a saved state."""
+        self.core.load_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("core_")})
+        self.Ka = arrays.get("Ka")
+        self.g = arrays["g"]
+        for k in ("c2", "ce2", "r2", "n_iter", "eps", "level_eps", "cert_eps"):
+            setattr(self, k, meta[k])
+        self._last = None if meta["last"] is None else (*meta["last"], arrays["last_Ka"])
+        self.history = meta["history"]
+        self.t0 = time.perf_counter() - meta["elapsed"]
+        return self
+
     # -- the driver -----------------------------------------------------------
-    def fit(self, pool, classes=None, full_pass=None, callback=None, target="raw"):
+    def fit(self, pool, classes=None, full_pass=None, callback=None, target="raw",
+            checkpoint=None, resume=None):
         """Anneal eps down to the target, sampling violators from ``pool``
         (a ChunkPool). ``full_pass``: an iterable factory of (ids, X, y)
         chunks; if given, passes over all rows continue until one finds no
         violator. ``callback(solver)``: called after each eps level and at
-        most 4 times a second in between (progress display). Returns self."""
+        most 4 times a second in between (progress display).
+        ``checkpoint(solver, position)``: called before every draw, with
+        ``position = (level index, violator-free draws so far)``; a state saved
+        there (:meth:`state`, the pool's) continues with ``resume=position``
+        after :meth:`restore`. Returns self."""
         auto = self.auto_eps
-        ids, X, y = pool.draw(self.init_size, classes=classes, target=target)
-        self.init(ids, X, y)
-        self.level_eps = None
+        if resume is None:
+            ids, X, y = pool.draw(self.init_size, classes=classes, target=target)
+            self.init(ids, X, y)
+            self.level_eps = None
+            li0, calm0 = 0, 0
+        else:
+            li0, calm0 = resume
         shown = time.perf_counter()
-        for eps in eps_levels(self.eps_floor if auto else self.eps):
+        for li, eps in enumerate(eps_levels(self.eps_floor if auto else self.eps)):
+            if li < li0:
+                continue
             self.level_eps = eps
-            calm = 0
+            calm = calm0 if li == li0 else 0
             while calm < self.patience:
+                if checkpoint is not None:
+                    checkpoint(self, (li, calm))
                 ids, X, y = pool.draw(self.sample_size, classes=classes,
                                       exclude=self.core, target=target)
                 if callback is not None and time.perf_counter() - shown > 0.25:

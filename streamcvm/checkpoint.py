@@ -1,0 +1,253 @@
+"""Crash-safe training checkpoints: a JSON manifest plus .npy arrays, no pickle.
+
+A checkpoint directory holds numbered snapshots ``ckpt-00000012/``, each with
+``manifest.json`` and one ``.npy`` file per array. A snapshot is written under
+a temporary name in the same folder, every file fsynced, then renamed into
+place and the folder fsynced, so a crash leaves either the previous snapshots
+or the new one complete, never a half-written one under a final name. The
+manifest records the SHA-256 of every array file; :func:`latest` skips a
+snapshot whose files are missing or do not match (a torn disk write, a
+truncated copy) with a warning and falls back to the one before. The last
+``keep`` snapshots are kept (default 2).
+
+The manifest carries ``format_version``: a snapshot written by a newer format
+is refused with a clear error rather than misread.
+"""
+import hashlib
+import json
+import os
+import shutil
+import time
+import warnings
+
+import numpy as np
+
+FORMAT_VERSION = 1
+PREFIX = "ckpt-"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used (newer format, other store or parameters)."""
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _snapshots(path):
+    """(seq, folder name) of the snapshots under ``path``, oldest first."""
+    out = []
+    if not os.path.isdir(path):
+        return out
+    for name in os.listdir(path):
+        if name.startswith(PREFIX) and name[len(PREFIX):].isdigit():
+            out.append((int(name[len(PREFIX):]), name))
+    return sorted(out)
+
+
+def write(path, manifest, arrays, keep=2):
+    """Write one snapshot (``manifest``: JSON-able dict; ``arrays``: name ->
+    ndarray) atomically under ``path``; prune all but the last ``keep``.
+    Returns the snapshot's folder."""
+    os.makedirs(path, exist_ok=True)
+    snaps = _snapshots(path)
+    seq = snaps[-1][0] + 1 if snaps else 1
+    final = os.path.join(path, f"{PREFIX}{seq:08d}")
+    tmp = os.path.join(path, f".tmp-{PREFIX}{seq:08d}-{os.getpid()}")
+    if os.path.exists(tmp):
+        shutil.rmtree(tmp)
+    os.mkdir(tmp)
+    files = {}
+    for name, a in arrays.items():
+        a = np.asarray(a)
+        if a.dtype == object:
+            raise TypeError(f"checkpoint array {name!r} has dtype object")
+        fn = os.path.join(tmp, name + ".npy")
+        with open(fn, "wb") as f:
+            np.save(f, a, allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        files[name] = _sha256(fn)
+    m = dict(manifest)
+    m["format_version"] = FORMAT_VERSION
+    m["written"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    m["arrays"] = files
+    fn = os.path.join(tmp, "manifest.json")
+    with open(fn, "w") as f:
+        json.dump(m, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(tmp)
+    os.rename(tmp, final)
+    _fsync_dir(path)
+    for _, name in _snapshots(path)[:-keep] if keep > 0 else []:
+        shutil.rmtree(os.path.join(path, name), ignore_errors=True)
+    return final
+
+
+def clean_temporaries(path):
+    """Remove half-written snapshots a killed writer left behind."""
+    if not os.path.isdir(path):
+        return
+    for name in os.listdir(path):
+        if name.startswith(".tmp-" + PREFIX):
+            shutil.rmtree(os.path.join(path, name), ignore_errors=True)
+
+
+def read(folder):
+    """(manifest, arrays) of one snapshot; raises CheckpointError for a newer
+    format and OSError / ValueError for a damaged one."""
+    with open(os.path.join(folder, "manifest.json")) as f:
+        m = json.load(f)
+    v = m.get("format_version")
+    if not isinstance(v, int) or v > FORMAT_VERSION:
+        raise CheckpointError(f"{folder}: checkpoint format version {v!r} is newer than "
+                              f"this streamcvm reads ({FORMAT_VERSION}); upgrade streamcvm")
+    arrays = {}
+    for name, digest in m["arrays"].items():
+        fn = os.path.join(folder, name + ".npy")
+        if _sha256(fn) != digest:
+            raise ValueError(f"{fn}: checksum mismatch")
+        arrays[name] = np.load(fn, allow_pickle=False)
+    return m, arrays
+
+
+def latest(path):
+    """The newest readable snapshot under ``path`` as (manifest, arrays,
+    folder), or None when there is none. A damaged newest snapshot is skipped
+    with a warning; a newer-format one raises CheckpointError."""
+    for _, name in reversed(_snapshots(path)):
+        folder = os.path.join(path, name)
+        try:
+            m, arrays = read(folder)
+        except CheckpointError:
+            raise
+        except (OSError, ValueError, KeyError) as e:
+            warnings.warn(f"streamcvm: skipping damaged checkpoint {folder} ({e}); "
+                          f"using an older one", RuntimeWarning, stacklevel=2)
+            continue
+        return m, arrays, folder
+    return None
+
+
+def is_checkpoint_dir(path):
+    """True for a folder holding snapshots (what ``streamcvm info`` tells apart
+    from a store)."""
+    return bool(_snapshots(path))
+
+
+def info(path):
+    """One line per snapshot: what ``streamcvm info CHECKPOINT_DIR`` prints."""
+    lines = []
+    for _, name in _snapshots(path):
+        folder = os.path.join(path, name)
+        try:
+            with open(os.path.join(folder, "manifest.json")) as f:
+                m = json.load(f)
+        except (OSError, ValueError) as e:
+            lines.append(f"{name}: unreadable ({e})")
+            continue
+        p = m.get("progress", {})
+        lines.append(f"{name}: written {m.get('written')}, machine {p.get('machine', 0) + 1}"
+                     f"/{p.get('machines', 1)}, iteration {p.get('iteration', 0):,}, "
+                     f"core set {p.get('core_size', 0):,}, eps level {p.get('eps')}, "
+                     f"elapsed {p.get('elapsed', 0.0):.1f} s")
+    return lines
+
+
+class Checkpointer:
+    """Periodic snapshots of a training run (used by the estimators).
+
+    ``base``: the run's identity, written into every manifest and compared on
+    resume (``params``, ``store`` fingerprint, ...). Snapshots are taken by
+    :meth:`solver_hook` every ``every`` seconds and/or ``every_iter``
+    iterations, at the start of every eps level, and by :meth:`save` between
+    machines and at the end. ``writing_s`` accumulates the time spent writing.
+    """
+
+    def __init__(self, path, base, every=60.0, every_iter=None, keep=2):
+        self.path = os.fspath(path)
+        self.base = base
+        self.every = every
+        self.every_iter = every_iter
+        self.keep = keep
+        self.writing_s = 0.0
+        self.n_written = 0
+        self._t_last = time.perf_counter()
+        self._it_last = 0
+        self._level = None
+        self.done = []          # (record, arrays) of the finished machines
+        self.machine = 0
+        clean_temporaries(self.path)
+
+    def load(self):
+        """The newest usable snapshot (manifest, arrays) or None; a snapshot
+        of another run raises CheckpointError naming what differs."""
+        got = latest(self.path)
+        if got is None:
+            return None
+        m, arrays, folder = got
+        for key, want in self.base.items():
+            have = m.get("run", {}).get(key)
+            if have != want:
+                raise CheckpointError(
+                    f"{folder}: checkpoint of a different run ({key}: checkpoint has "
+                    f"{_short(have)}, this run {_short(want)}); use another --checkpoint-dir "
+                    f"or drop --resume")
+        return m, arrays
+
+    def save(self, solver=None, pool=None, position=None, machines=1, done=None):
+        """Write a snapshot: the finished machines plus, when given, the
+        machine in progress (solver and pool state, loop position)."""
+        t = time.perf_counter()
+        done = self.done if done is None else done
+        arrays = {}
+        recs = []
+        for k, (rec, arrs) in enumerate(done):
+            recs.append(rec)
+            arrays.update({f"done{k}_{n}": a for n, a in arrs.items()})
+        progress = {"machine": self.machine, "machines": machines, "iteration": 0,
+                    "core_size": 0, "eps": None, "elapsed": 0.0}
+        current = None
+        if solver is not None:
+            meta, sarr = solver.state()
+            arrays.update({"cur_" + n: a for n, a in sarr.items()})
+            current = {"solver": meta, "pool": pool.state(), "position": list(position)}
+            progress.update(iteration=meta["n_iter"], core_size=int(solver.core.n),
+                            eps=meta["level_eps"], elapsed=meta["elapsed"])
+        manifest = {"run": self.base, "machines_done": recs, "current": current,
+                    "progress": progress}
+        write(self.path, manifest, arrays, keep=self.keep)
+        self.n_written += 1
+        self.writing_s += time.perf_counter() - t
+        self._t_last = time.perf_counter()
+
+    def solver_hook(self, pool, machines=1):
+        """The ``checkpoint`` callable for :meth:`MEBSolver.fit`."""
+        def hook(solver, position):
+            level = position[0]
+            due = (level != self._level and position[1] == 0) or \
+                (self.every is not None and time.perf_counter() - self._t_last >= self.every) or \
+                (self.every_iter is not None and solver.n_iter - self._it_last >= self.every_iter)
+            self._level = level
+            if due:
+                self._it_last = solver.n_iter
+                self.save(solver, pool, position, machines)
+        return hook
+
+
+def _short(v):
+    s = json.dumps(v, sort_keys=True, default=str)
+    return s if len(s) <= 60 else s[:57] + "..."

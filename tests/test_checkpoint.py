@@ -1,0 +1,238 @@
+"""Checkpoints: crash-safe snapshots, and a resumed run gives the same model.
+
+In-process interruptions raise from inside the solver after a given number of
+violator searches; ``test_sigkill_*`` kill the ``streamcvm train`` process
+with SIGKILL, including while it writes a snapshot.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import streamcvm
+from streamcvm import CVMClassifier, CVMOneClass, checkpoint
+from streamcvm.checkpoint import CheckpointError
+from streamcvm.solvers import meb
+
+
+# -- the snapshot files --------------------------------------------------------
+def test_write_keeps_the_last_k_and_reads_back(tmp_path):
+    for k in range(4):
+        checkpoint.write(tmp_path, {"k": k}, {"a": np.arange(k + 1.0)}, keep=2)
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["ckpt-00000003", "ckpt-00000004"]
+    m, arrays, folder = checkpoint.latest(tmp_path)
+    assert m["k"] == 3 and folder.endswith("ckpt-00000004")
+    np.testing.assert_array_equal(arrays["a"], [0.0, 1.0, 2.0, 3.0])
+    assert m["format_version"] == checkpoint.FORMAT_VERSION
+
+
+def test_damaged_newest_falls_back_with_a_warning(tmp_path):
+    checkpoint.write(tmp_path, {"k": 1}, {"a": np.zeros(10)})
+    newest = checkpoint.write(tmp_path, {"k": 2}, {"a": np.ones(10)})
+    with open(os.path.join(newest, "a.npy"), "r+b") as f:     # a torn write
+        f.seek(-8, os.SEEK_END)
+        f.write(b"\x00" * 8)
+    with pytest.warns(RuntimeWarning, match="damaged checkpoint"):
+        m, arrays, _ = checkpoint.latest(tmp_path)
+    assert m["k"] == 1 and arrays["a"].sum() == 0
+
+
+def test_newer_format_is_refused(tmp_path):
+    folder = checkpoint.write(tmp_path, {}, {"a": np.zeros(2)})
+    mf = os.path.join(folder, "manifest.json")
+    with open(mf) as f:
+        m = json.load(f)
+    m["format_version"] = checkpoint.FORMAT_VERSION + 1
+    with open(mf, "w") as f:
+        json.dump(m, f)
+    with pytest.raises(CheckpointError, match="newer"):
+        checkpoint.latest(tmp_path)
+
+
+def test_half_written_temporaries_are_ignored_and_cleaned(tmp_path):
+    checkpoint.write(tmp_path, {"k": 1}, {"a": np.zeros(3)})
+    os.mkdir(tmp_path / ".tmp-ckpt-00000002-999")                # a killed writer
+    assert checkpoint.latest(tmp_path)[0]["k"] == 1
+    checkpoint.clean_temporaries(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["ckpt-00000001"]
+
+
+# -- resumed fits --------------------------------------------------------------
+def _data(n=12000, classes=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 5)).astype(np.float32)
+    s = X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.3 * rng.standard_normal(n)
+    y = np.digitize(s, np.quantile(s, np.linspace(0, 1, classes + 1)[1:-1])).astype(float)
+    # small chunks: the sampler swaps chunks, so the sampled solver (and its
+    # snapshots inside a machine) is what runs
+    return streamcvm.as_store(X, y, chunk_rows=300)
+
+
+class _Kill(Exception):
+    pass
+
+
+@pytest.fixture
+def kill_after(monkeypatch):
+    """kill_after(n): the n-th violator search from now raises _Kill."""
+    orig = meb.MEBSolver.search
+
+    def arm(n):
+        count = {"n": 0}
+
+        def search(self, *a, **k):
+            count["n"] += 1
+            if count["n"] == n:
+                raise _Kill()
+            return orig(self, *a, **k)
+        monkeypatch.setattr(meb.MEBSolver, "search", search)
+    yield arm
+    monkeypatch.setattr(meb.MEBSolver, "search", orig)
+
+
+def _same(a, b):
+    for ma, mb in zip(a.machines_ if hasattr(a, "machines_") else [a.machine_],
+                      b.machines_ if hasattr(b, "machines_") else [b.machine_]):
+        np.testing.assert_array_equal(ma.sv_ids, mb.sv_ids)
+        np.testing.assert_array_equal(ma.coef, mb.coef)
+        assert ma.intercept == mb.intercept and ma.radius2 == mb.radius2
+
+
+@pytest.mark.parametrize("method", ["bvm", "cvm", "fvm"])
+@pytest.mark.parametrize("at", [5, 300])
+def test_two_class_resume_is_exact(tmp_path, kill_after, method, at):
+    store = _data()
+    ref = CVMClassifier(method=method, eps=1e-3).fit(store)
+    kill_after(at)
+    with pytest.raises(_Kill):
+        CVMClassifier(method=method, eps=1e-3).fit(store, checkpoint_dir=tmp_path,
+                                                   checkpoint_every=0.0)
+    kill_after(10 ** 9)                                   # no more kills
+    man = checkpoint.latest(tmp_path)[0]
+    assert man["current"] is not None                    # stopped inside the machine
+    res = CVMClassifier(method=method, eps=1e-3).fit(store, checkpoint_dir=tmp_path,
+                                                     resume=True)
+    _same(ref, res)
+    assert res.n_iter_ == ref.n_iter_
+
+
+def test_multi_class_resume_keeps_finished_machines(tmp_path, monkeypatch):
+    store = _data(n=6000, classes=3)
+    ref = CVMClassifier(eps=1e-3).fit(store)
+    fit, search = meb.MEBSolver.fit, meb.MEBSolver.search
+    state = {"fits": 0, "searches": 0}
+
+    def counting_fit(self, *a, **k):
+        state["fits"] += 1
+        return fit(self, *a, **k)
+
+    def killing_search(self, *a, **k):      # 30 searches into the second machine
+        if state["fits"] == 2:
+            state["searches"] += 1
+            if state["searches"] == 30:
+                raise _Kill()
+        return search(self, *a, **k)
+    monkeypatch.setattr(meb.MEBSolver, "fit", counting_fit)
+    monkeypatch.setattr(meb.MEBSolver, "search", killing_search)
+    with pytest.raises(_Kill):
+        CVMClassifier(eps=1e-3).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
+    monkeypatch.setattr(meb.MEBSolver, "fit", fit)
+    monkeypatch.setattr(meb.MEBSolver, "search", search)
+    man = checkpoint.latest(tmp_path)[0]
+    assert len(man["machines_done"]) == 1 and man["current"] is not None
+    res = CVMClassifier(eps=1e-3).fit(store, checkpoint_dir=tmp_path, resume=True)
+    _same(ref, res)
+    np.testing.assert_array_equal(ref.predict(store.X[:500]), res.predict(store.X[:500]))
+
+
+def test_one_class_resume_is_exact(tmp_path, kill_after):
+    store = _data()
+    ref = CVMOneClass(eps=1e-3, C=0.1).fit(store)
+    kill_after(50)
+    with pytest.raises(_Kill):
+        CVMOneClass(eps=1e-3, C=0.1).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
+    kill_after(10 ** 9)
+    res = CVMOneClass(eps=1e-3, C=0.1).fit(store, checkpoint_dir=tmp_path, resume=True)
+    _same(ref, res)
+    assert ref.offset_ == res.offset_
+
+
+def test_resume_refuses_another_store_or_other_parameters(tmp_path):
+    store = _data(n=3000)
+    CVMClassifier(eps=1e-2).fit(store, checkpoint_dir=tmp_path)
+    with pytest.raises(CheckpointError, match="params"):
+        CVMClassifier(eps=1e-2, C=2.0).fit(store, checkpoint_dir=tmp_path, resume=True)
+    with pytest.raises(CheckpointError, match="store"):
+        CVMClassifier(eps=1e-2).fit(_data(n=3000, seed=1), checkpoint_dir=tmp_path,
+                                    resume=True)
+    with pytest.raises(ValueError, match="checkpoint_dir"):
+        CVMClassifier().fit(store, resume=True)
+
+
+def test_resume_of_a_finished_run_returns_its_model(tmp_path):
+    store = _data(n=3000)
+    ref = CVMClassifier(eps=1e-2).fit(store, checkpoint_dir=tmp_path)
+    res = CVMClassifier(eps=1e-2).fit(store, checkpoint_dir=tmp_path, resume=True)
+    _same(ref, res)
+
+
+# -- SIGKILL -------------------------------------------------------------------
+def _train(store, out, *extra):
+    return [sys.executable, "-m", "streamcvm.cli", "train", str(store), "-o", str(out),
+            "-e", "1e-4", "-q", *extra]
+
+
+@pytest.fixture(scope="module")
+def kill_store(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kill")
+    path = d / "g.zarr"
+    from streamcvm import synthetic
+    synthetic.write_store(str(path), "gaussian", 200_000, seed=0)
+    ref = d / "ref.model"
+    subprocess.run(_train(path, ref), check=True)
+    return path, ref
+
+
+def _kill_and_resume(store, ref, tmp_path, wait_for):
+    ck = tmp_path / "ck"
+    p = subprocess.Popen(_train(store, tmp_path / "m", "--checkpoint-dir", str(ck),
+                                "--checkpoint-every", "0.02"))
+    t0 = time.time()
+    while not wait_for(ck) and p.poll() is None and time.time() - t0 < 60:
+        time.sleep(0.002)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    r = subprocess.run(_train(store, tmp_path / "m", "--resume", str(ck)),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for name in ("m0_coef", "m0_ids"):
+        np.testing.assert_array_equal(np.load(ref / f"{name}.npy"),
+                                      np.load(tmp_path / "m" / f"{name}.npy"))
+
+
+def _n_snapshots(ck, n):
+    return lambda _: os.path.isdir(ck) and \
+        sum(e.startswith("ckpt-") for e in os.listdir(ck)) >= 1 and \
+        int(max(e for e in os.listdir(ck) if e.startswith("ckpt-"))[5:]) >= n
+
+
+@pytest.mark.parametrize("n", [1, 10])
+def test_sigkill_after_snapshots_resumes_to_the_same_model(kill_store, tmp_path, n):
+    store, ref = kill_store
+    _kill_and_resume(store, ref, tmp_path, _n_snapshots(tmp_path / "ck", n))
+
+
+def test_sigkill_while_writing_a_snapshot(kill_store, tmp_path):
+    store, ref = kill_store
+    ck = tmp_path / "ck"
+
+    def writing(_):
+        return os.path.isdir(ck) and any(e.startswith(".tmp-") for e in os.listdir(ck)) and \
+            any(e.startswith("ckpt-") for e in os.listdir(ck))
+    _kill_and_resume(store, ref, tmp_path, writing)
