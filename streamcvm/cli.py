@@ -250,6 +250,10 @@ def cmd_train(args):
         print(f"trained {type(est).__name__} ({args.method}) on {store.n:,} rows in {dt:.1f} s: "
               f"{est.core_set_size_:,} core vectors, {nsv:,} support vectors, "
               f"gamma {est.gamma_:.4g} -> {args.output}")
+        ck = est.checkpoint_stats_
+        if ck is not None:
+            print(f"checkpoints: {ck['written']} written in {ck['seconds']:.2f} s "
+                  f"({100 * ck['seconds'] / max(dt, 1e-9):.1f}% of the training time)")
     return 0
 
 

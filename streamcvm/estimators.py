@@ -192,6 +192,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 machines.append(m)
                 _machine_done(ck, m, len(subs))
         self._set_machines(machines)
+        self.checkpoint_stats_ = _ck_stats(ck)
         self.kernel_ = kern
         self.n_iter_ = sum(m.n_iter for m in self.machines_)
         self.core_set_size_ = sum(m.core_size for m in self.machines_)
@@ -337,6 +338,11 @@ def _checkpointing(est, store, kern, checkpoint_dir, every, resume):
     return ck, machines, cur
 
 
+def _ck_stats(ck):
+    """Snapshots written by this fit and the seconds spent writing them."""
+    return None if ck is None else {"written": ck.n_written, "seconds": ck.writing_s}
+
+
 def _machine_done(ck, m, n_machines):
     """Record a finished machine and snapshot the run without a machine in progress."""
     if ck is None:
@@ -453,6 +459,7 @@ class CVMOneClass(OutlierMixin, _CVMBase):
                                               full_pass=self.full_pass, callback=bar.update,
                                               checkpointer=ck, resume=cur)
                 _machine_done(ck, self.machine_, 1)
+        self.checkpoint_stats_ = _ck_stats(ck)
         self.kernel_ = kern
         self.offset_ = -self.machine_.radius2
         self.n_iter_ = self.machine_.n_iter
