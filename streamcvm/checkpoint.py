@@ -225,7 +225,8 @@ class Checkpointer:
             meta, sarr = solver.state()
             arrays.update({"cur_" + n: a for n, a in sarr.items()})
             current = {"solver": meta, "pool": pool.state(), "position": list(position)}
-            progress.update(iteration=meta["n_iter"], core_size=int(solver.core.n),
+            progress.update(iteration=meta["n_iter"],
+                            core_size=int(meta.get("core_size", solver.core.n)),
                             eps=meta["level_eps"], elapsed=meta["elapsed"])
         manifest = {"run": self.base, "machines_done": recs, "current": current,
                     "progress": progress}

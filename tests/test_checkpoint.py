@@ -236,3 +236,31 @@ def test_sigkill_while_writing_a_snapshot(kill_store, tmp_path):
         return os.path.isdir(ck) and any(e.startswith(".tmp-") for e in os.listdir(ck)) and \
             any(e.startswith("ckpt-") for e in os.listdir(ck))
     _kill_and_resume(store, ref, tmp_path, writing)
+
+
+def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
+    """A store the sampler holds whole runs bvm_exact; with checkpoints it runs
+    in pieces, snapshots between them, and resumes inside the compiled loop."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((30000, 4)).astype(np.float32)
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.standard_normal(30000) > 0, 1.0, -1.0)
+    store = streamcvm.as_store(X, y)                     # one chunk: exact BVM
+    ref = CVMClassifier(eps=1e-4).fit(store)
+    assert ref.machines_[0].history[-1].get("exact")
+    orig = meb.bvm_exact
+    calls = {"n": 0}
+
+    def killing(*a):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise _Kill()
+        return orig(*a)
+    monkeypatch.setattr(meb, "bvm_exact", killing)
+    with pytest.raises(_Kill):
+        CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
+    monkeypatch.setattr(meb, "bvm_exact", orig)
+    man = checkpoint.latest(tmp_path)[0]
+    assert man["current"]["solver"]["exact"] and man["progress"]["iteration"] > 0
+    res = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path, resume=True)
+    _same(ref, res)
+    assert res.n_iter_ == ref.n_iter_

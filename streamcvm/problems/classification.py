@@ -137,7 +137,10 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
     try:
         rows = pool.all_rows(classes, target)       # a small store, wholly pooled
         if rows is not None and solver.exact_ok(rows[1]):
-            solver.fit_exact(*rows)
+            if cur is not None:
+                solver.restore(cur["solver"], resume["arrays"])
+            solver.fit_exact(*rows, checkpoint=None if checkpointer is None else
+                             checkpointer.solver_hook(pool, n_machines))
             if callback is not None:
                 callback(solver)
         else:

@@ -120,6 +120,7 @@ class MEBSolver:
         self.average = method == "bvm"
         self._last = None                           # the last BVM step, to halve
         self.cert_eps = None                        # eps certified for the result
+        self._exact = None                          # fit_exact's state while it runs
 
     @property
     def certified_eps(self):
@@ -367,8 +368,16 @@ class MEBSolver:
 
     # -- checkpoints ------------------------------------------------------------
     def state(self):
-        """(meta, arrays): everything the sampled fit loop needs to continue
-        exactly where it is (JSON-able values, plain arrays)."""
+        """(meta, arrays): everything the sampled fit loop (or a paused
+        :meth:`fit_exact`) needs to continue exactly where it is (JSON-able
+        values, plain arrays)."""
+        if self._exact is not None:
+            st = self._exact["state"]
+            levels = eps_levels(self.eps_floor if self.auto_eps else self.eps)
+            return ({"exact": True, "elapsed": time.perf_counter() - self.t0,
+                     "n_iter": int(st[1]), "core_size": int(st[2]),
+                     "level_eps": levels[min(int(st[0]), len(levels) - 1)]},
+                    {"ex_" + k: v for k, v in self._exact.items()})
         arrays = {"core_" + k: v for k, v in self.core.arrays().items()}
         if self.Ka is not None:
             arrays["Ka"] = self.Ka
@@ -386,6 +395,10 @@ class MEBSolver:
 
     def restore(self, meta, arrays):
         """Set a freshly constructed solver (same parameters) to a saved state."""
+        if meta.get("exact"):
+            self._exact = {k[3:]: np.array(v) for k, v in arrays.items() if k.startswith("ex_")}
+            self._exact["elapsed"] = meta["elapsed"]
+            return self
         self.core.load_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("core_")})
         self.Ka = arrays.get("Ka")
         self.g = arrays["g"]
@@ -448,11 +461,15 @@ class MEBSolver:
             self.full_pass_violators = self.confirm(full_pass)
         return self
 
-    def fit_exact(self, ids, X, y):
+    def fit_exact(self, ids, X, y, checkpoint=None):
         """BVM on every row of a small in-memory problem (:func:`bvm_exact`):
         ``ids``, dense ``X`` and labels ``y`` of all its rows. Same schedule,
-        same stopping rule; no sampling, so no violator is missed. Returns self."""
-        self.t0 = time.perf_counter()
+        same stopping rule; no sampling, so no violator is missed.
+        ``checkpoint(solver, position)``: as in :meth:`fit`; the compiled loop
+        then runs in pieces of about 0.1 s, and a state :meth:`restore` d from
+        such a snapshot continues where it was. Returns self."""
+        resumed = self._exact
+        self.t0 = time.perf_counter() - (resumed["elapsed"] if resumed else 0.0)
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float32)
             X.sum_duplicates()
@@ -466,12 +483,26 @@ class MEBSolver:
             ip = ind = cp = ri = np.zeros(0, np.int64)
             dat = cv = np.zeros(0, np.float32)
         levels = np.array(eps_levels(self.eps_floor if self.auto_eps else self.eps))
-        alpha = np.zeros(len(ids))
-        hist = np.zeros((len(levels), 8))
-        max_steps = 200 * len(ids) + 10000
-        last = bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq_norms(X), np.asarray(y, np.float64),
-                         self.kernel.gamma, self.b, 1.0 / self.C, levels,
-                         self.margin_tol if self.auto_eps else 0.0, max_steps, alpha, hist)
+        n = len(ids)
+        if resumed:
+            st, Ka, alpha, hist = (resumed[k] for k in ("state", "Ka", "alpha", "hist"))
+        else:
+            st, Ka, alpha = np.zeros(EXACT_STATE), np.zeros(n), np.zeros(n)
+            hist = np.zeros((len(levels), 8))
+        self._exact = {"state": st, "Ka": Ka, "alpha": alpha, "hist": hist}
+        max_steps = 200 * n + 10000
+        per_call = max(16, int(2e7 // max(n, 1)))       # ~5 ns a row a step: ~0.1 s
+        sq, yv = sq_norms(X), np.asarray(y, np.float64)
+        while True:
+            if checkpoint is not None:
+                checkpoint(self, (int(st[0]), 0))
+            stop = int(st[1]) + per_call if checkpoint is not None else -1
+            last = bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, yv, self.kernel.gamma, self.b,
+                             1.0 / self.C, levels, self.margin_tol if self.auto_eps else 0.0,
+                             max_steps, alpha, hist, True, st, Ka, stop)
+            if last >= 0:
+                break
+        self._exact = None
         keep = np.flatnonzero(alpha > 0)
         Xk = X[keep]
         if sp.issparse(Xk) and not self.core.sparse:
@@ -643,11 +674,12 @@ def half_step_eps(D2, d2, r2):
 
 
 EXACT_BLOCK = 1024  # rows per pass block of bvm_exact: its buffers stay in L1/L2
+EXACT_STATE = 13    # length of bvm_exact's resumable state vector
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
-              max_steps, alpha, hist, average=True):
+              max_steps, alpha, hist, average=True, state=None, Ka=None, stop_at=-1):
     """BVM over every row of a small problem, in one compiled loop.
 
     Algorithm 2/3 of the bvm paper with the *furthest* point each step (the
@@ -666,13 +698,22 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     steps, c2, ce2, core, certified eps, c2 out, ce2 out)`` per level. With
     ``average`` the result is the mean of the last two centers
     (:func:`half_last_step`): its certified eps, ``||c||^2`` and ``ce^2`` are
-    ``hist[last, 5:8]``. Returns the index of the last level solved."""
+    ``hist[last, 5:8]``. Returns the index of the last level solved.
+
+    Resumable: with ``state`` (float64, ``EXACT_STATE`` long, zeros to
+    start), ``Ka`` (float64, n) and ``stop_at >= 0``, it returns -1 before
+    taking step number ``stop_at``, with everything needed to continue in
+    ``state``, ``Ka``, ``alpha`` (scaled weights until the end) and
+    ``hist``; calling it again with them continues exactly where it was."""
     d = XT.shape[0]
     sparse = XT.shape[1] == 0
     n = len(ip) - 1 if sparse else XT.shape[1]
     kt = 1.0 + b + invC
     r2 = kt
-    Ka = np.zeros(n)
+    if state is None:
+        state = np.zeros(EXACT_STATE)
+    if Ka is None:
+        Ka = np.zeros(n)
     B = min(n, EXACT_BLOCK)
     g = np.empty(n if sparse else B, np.float32)
     arg = np.empty(B, np.float32)
@@ -683,21 +724,29 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     zero = np.float32(0.0)
     two = np.float32(2.0)
     xb = np.zeros(d, np.float32)  # the chosen row (dense rows)
-    steps = 0
-    ncore = 0
-    c2 = 0.0
-    ce2 = r2
-    scale = 1.0
-    last_c2, last_ce2, last_bd, last_z, last_beta = 0.0, 0.0, 0.0, 0, 1.0
-    best = 0    # the first step takes row 0
-    bd = 0.0    # its squared distance to the current center
+    li0 = int(state[0])
+    steps = int(state[1])
+    ncore = int(state[2])
+    if steps == 0:          # a fresh start: the first step takes row 0
+        c2, ce2, scale, best, bd = 0.0, r2, 1.0, 0, 0.0
+        last_c2, last_ce2, last_bd, last_z, last_beta = 0.0, 0.0, 0.0, 0, 1.0
+    else:
+        c2, ce2, scale, best, bd = state[3], state[4], state[5], int(state[6]), state[7]
+        last_c2, last_ce2, last_bd = state[8], state[9], state[10]
+        last_z, last_beta = int(state[11]), state[12]
     last = len(levels) - 1
-    for li in range(len(levels)):
+    for li in range(li0, len(levels)):
         eps = levels[li]
         thr = (1.0 + eps) ** 2 * r2
         while steps < max_steps:
             if steps > 0 and bd <= thr:
                 break   # no row violates at this level
+            if steps == stop_at:  # pause: everything to continue goes to state
+                state[0], state[1], state[2] = li, steps, ncore
+                state[3], state[4], state[5], state[6], state[7] = c2, ce2, scale, best, bd
+                state[8], state[9], state[10] = last_c2, last_ce2, last_bd
+                state[11], state[12] = last_z, last_beta
+                return -1
             # the new center's ||c||^2 and ce^2 do not depend on the new column
             last_c2, last_ce2, last_bd, last_z = c2, ce2, bd, best
             if steps > 0:
