@@ -30,6 +30,14 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used (newer format, other store or parameters)."""
 
 
+def _versions():
+    import numba
+    import scipy
+    from . import __version__
+    return {"streamcvm": __version__, "numpy": np.__version__, "numba": numba.__version__,
+            "scipy": scipy.__version__}
+
+
 def _fsync_dir(path):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -82,6 +90,7 @@ def write(path, manifest, arrays, keep=2):
         files[name] = _sha256(fn)
     m = dict(manifest)
     m["format_version"] = FORMAT_VERSION
+    m["library_versions"] = _versions()
     m["written"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     m["arrays"] = files
     fn = os.path.join(tmp, "manifest.json")
@@ -160,10 +169,15 @@ def info(path):
             lines.append(f"{name}: unreadable ({e})")
             continue
         p = m.get("progress", {})
-        lines.append(f"{name}: written {m.get('written')}, machine {p.get('machine', 0) + 1}"
-                     f"/{p.get('machines', 1)}, iteration {p.get('iteration', 0):,}, "
-                     f"core set {p.get('core_size', 0):,}, eps level {p.get('eps')}, "
-                     f"elapsed {p.get('elapsed', 0.0):.1f} s")
+        head = f"{name}: written {m.get('written')}, "
+        if p.get("in_progress"):
+            lines.append(head + f"machine {p.get('machine', 0) + 1}/{p.get('machines', 1)}, "
+                         f"iteration {p.get('iteration', 0):,}, core set "
+                         f"{p.get('core_size', 0):,}, eps level {p.get('eps')}, "
+                         f"elapsed {p.get('elapsed', 0.0):.1f} s")
+        else:
+            lines.append(head + f"{p.get('machine', 0)}/{p.get('machines', 1)} machines "
+                         f"finished")
     return lines
 
 
@@ -199,13 +213,21 @@ class Checkpointer:
         if got is None:
             return None
         m, arrays, folder = got
-        for key, want in self.base.items():
-            have = m.get("run", {}).get(key)
-            if have != want:
-                raise CheckpointError(
-                    f"{folder}: checkpoint of a different run ({key}: checkpoint has "
-                    f"{_short(have)}, this run {_short(want)}); use another --checkpoint-dir "
-                    f"or drop --resume")
+        run = m.get("run", {})
+        keys = sorted(self.base, key=lambda k: (k != "store", k))   # the store first
+        for key in keys:
+            have, want = run.get(key), self.base[key]
+            if have == want:
+                continue
+            what = key
+            if isinstance(have, dict) and isinstance(want, dict):
+                k = sorted(set(have) | set(want), key=str)
+                k = [x for x in k if have.get(x) != want.get(x)][0]
+                what, have, want = f"{key} {k}", have.get(k), want.get(k)
+            raise CheckpointError(
+                f"{folder}: checkpoint of a different run ({what}: checkpoint has "
+                f"{_short(have)}, this run {_short(want)}); use another checkpoint folder "
+                f"or do not resume")
         return m, arrays
 
     def save(self, solver=None, pool=None, position=None, machines=1, done=None):
@@ -219,13 +241,13 @@ class Checkpointer:
             recs.append(rec)
             arrays.update({f"done{k}_{n}": a for n, a in arrs.items()})
         progress = {"machine": self.machine, "machines": machines, "iteration": 0,
-                    "core_size": 0, "eps": None, "elapsed": 0.0}
+                    "core_size": 0, "eps": None, "elapsed": 0.0, "in_progress": False}
         current = None
         if solver is not None:
             meta, sarr = solver.state()
             arrays.update({"cur_" + n: a for n, a in sarr.items()})
             current = {"solver": meta, "pool": pool.state(), "position": list(position)}
-            progress.update(iteration=meta["n_iter"],
+            progress.update(in_progress=True, iteration=meta["n_iter"],
                             core_size=int(meta.get("core_size", solver.core.n)),
                             eps=meta["level_eps"], elapsed=meta["elapsed"])
         manifest = {"run": self.base, "machines_done": recs, "current": current,

@@ -208,6 +208,10 @@ def _add_train(sub):
     p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
                    help="seconds between snapshots (default 60; also at each eps level "
                         "and after each machine)")
+    p.add_argument("--checkpoint-iters", type=_positive_int, default=None, metavar="N",
+                   help="also snapshot every N iterations")
+    p.add_argument("--checkpoint-keep", type=_positive_int, default=2, metavar="K",
+                   help="snapshots kept (default 2)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue from the newest snapshot in DIR (and keep writing there)")
     p.add_argument("-q", "--quiet", action="store_true")
@@ -242,7 +246,8 @@ def cmd_train(args):
                          "drop --checkpoint-dir or give the same folder")
     t = time.perf_counter()
     est.fit(store, checkpoint_dir=args.resume or args.checkpoint_dir,
-            checkpoint_every=args.checkpoint_every, resume=bool(args.resume))
+            checkpoint_every=args.checkpoint_every, checkpoint_iters=args.checkpoint_iters,
+            checkpoint_keep=args.checkpoint_keep, resume=bool(args.resume))
     dt = time.perf_counter() - t
     save_model(est, args.output)
     if not args.quiet:

@@ -147,13 +147,15 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0, resume=False):
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
+            checkpoint_iters=None, checkpoint_keep=2, resume=False):
         """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
 
         ``checkpoint_dir``: snapshot the run there every ``checkpoint_every``
-        seconds, at each eps level and after each machine; ``resume=True``
-        continues from the newest snapshot in it (the same model as a run
-        that was never interrupted)."""
+        seconds (None: never by time) and/or ``checkpoint_iters`` iterations,
+        at each eps level and after each machine, keeping the last
+        ``checkpoint_keep``; ``resume=True`` continues from the newest snapshot
+        in it (the same model as a run that was never interrupted)."""
         self._check_params()
         if y is None and not isinstance(X, BaseStore) and not isinstance(X, str) \
                 and not hasattr(X, "__fspath__"):
@@ -175,8 +177,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         seed = 0 if self.random_state is None else int(self.random_state)
         subs = pairs(classes, self.multi_class)
         store = _small_in_memory(store) if len(subs) > 1 else store
-        ck, machines, cur = _checkpointing(self, store, kern, checkpoint_dir,
-                                           checkpoint_every, resume)
+        ck, machines, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
+                                           checkpoint_every, checkpoint_iters, checkpoint_keep)
         k_resume = len(machines)            # finished before the interruption
         with _Progress(self.verbose, len(subs), self.method) as bar, one_blas_thread():
             for k, pair in enumerate(subs):
@@ -305,7 +307,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return self.predict_with_decision(X)[0]
 
 
-def _checkpointing(est, store, kern, checkpoint_dir, every, resume):
+def _checkpointing(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
     """(Checkpointer or None, finished machines, resume state of the machine
     in progress or None) for a fit with these checkpoint arguments."""
     if checkpoint_dir is None:
@@ -319,7 +321,7 @@ def _checkpointing(est, store, kern, checkpoint_dir, every, resume):
     base = {"estimator": type(est).__name__, "params": json.loads(json.dumps(params)),
             "store": store.fingerprint, "rows": int(store.n), "features": int(store.d),
             "gamma": float(kern.gamma)}
-    ck = Checkpointer(checkpoint_dir, base, every=every)
+    ck = Checkpointer(checkpoint_dir, base, every=every, every_iter=every_iter, keep=keep)
     got = ck.load() if resume else None
     if got is None:
         return ck, [], None
@@ -437,16 +439,16 @@ class CVMOneClass(OutlierMixin, _CVMBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0, resume=False):
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
+            checkpoint_iters=None, checkpoint_keep=2, resume=False):
         """Fit on the rows of X (arrays, a sparse matrix or a store); y is
-        ignored. ``checkpoint_dir``, ``checkpoint_every``, ``resume``: as
-        :meth:`CVMClassifier.fit`."""
+        ignored. The checkpoint arguments are those of :meth:`CVMClassifier.fit`."""
         self._check_params()
         store, _ = self._prepare(X)
         kern = self._kernel(store)
         seed = 0 if self.random_state is None else int(self.random_state)
-        ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, checkpoint_every,
-                                       resume)
+        ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
+                                       checkpoint_every, checkpoint_iters, checkpoint_keep)
         with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread():
             bar.next()
             if done:
