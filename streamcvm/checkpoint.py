@@ -5,7 +5,7 @@ A checkpoint directory holds numbered snapshots ``ckpt-00000012/``, each with
 a temporary name in the same folder, every file fsynced, then renamed into
 place and the folder fsynced, so a crash leaves either the previous snapshots
 or the new one complete, never a half-written one under a final name. The
-manifest records the SHA-256 of every array file; :func:`latest` skips a
+manifest records the XXH3-128 checksum of every array file; :func:`latest` skips a
 snapshot whose files are missing or do not match (a torn disk write, a
 truncated copy) with a warning and falls back to the one before. The last
 ``keep`` snapshots are kept (default 2).
@@ -13,7 +13,6 @@ truncated copy) with a warning and falls back to the one before. The last
 The manifest carries ``format_version``: a snapshot written by a newer format
 is refused with a clear error rather than misread.
 """
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ import time
 import warnings
 
 import numpy as np
+import xxhash
 
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"
@@ -46,8 +46,9 @@ def _fsync_dir(path):
         os.close(fd)
 
 
-def _sha256(path):
-    h = hashlib.sha256()
+def file_digest(path):
+    """XXH3-128 of a file's bytes (the checksum of checkpoint and model files)."""
+    h = xxhash.xxh3_128()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
@@ -87,7 +88,7 @@ def write(path, manifest, arrays, keep=2):
             np.save(f, a, allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())
-        files[name] = _sha256(fn)
+        files[name] = file_digest(fn)
     m = dict(manifest)
     m["format_version"] = FORMAT_VERSION
     m["library_versions"] = _versions()
@@ -127,7 +128,7 @@ def read(folder):
     arrays = {}
     for name, digest in m["arrays"].items():
         fn = os.path.join(folder, name + ".npy")
-        if _sha256(fn) != digest:
+        if file_digest(fn) != digest:
             raise ValueError(f"{fn}: checksum mismatch")
         arrays[name] = np.load(fn, allow_pickle=False)
     return m, arrays

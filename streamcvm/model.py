@@ -19,9 +19,9 @@ import shutil
 
 import numpy as np
 import scipy.sparse as sp
-import xxhash
 
 from . import __version__
+from .checkpoint import file_digest as _digest
 from .kernels import Kernel
 from .problems import Machine
 from .store import csr_view
@@ -31,14 +31,6 @@ FORMAT_VERSION = 1
 
 class ModelError(Exception):
     """A path that is not a readable model (one-line message)."""
-
-
-def _digest(path):
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def save_model(est, path):
