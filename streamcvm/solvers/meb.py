@@ -399,7 +399,8 @@ class MEBSolver:
             self._exact = {k[3:]: np.array(v) for k, v in arrays.items() if k.startswith("ex_")}
             self._exact["elapsed"] = meta["elapsed"]
             return self
-        self.core.load_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("core_")})
+        self.core.load_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("core_")},
+                              self.kernel)
         self.Ka = arrays.get("Ka")
         self.g = arrays["g"]
         for k in ("c2", "ce2", "r2", "n_iter", "eps", "level_eps", "cert_eps"):
