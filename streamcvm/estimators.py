@@ -327,9 +327,14 @@ def _checkpointing(est, store, kern, checkpoint_dir, resume, every, every_iter, 
         return ck, [], None
     man, arrays = got
     machines = []
-    for k, rec in enumerate(man["machines_done"]):
-        pre = f"done{k}_"
-        arrs = {n[len(pre):]: a for n, a in arrays.items() if n.startswith(pre)}
+    start = {}
+    for rec in man["machines_done"]:
+        lengths = rec.pop("lengths")
+        arrs = {}
+        for n, ln in lengths.items():
+            a = start.get(n, 0)
+            arrs[n] = arrays["done_" + n][a:a + ln]
+            start[n] = a + ln
         ck.done.append((rec, arrs))
         machines.append(machine_from(rec, arrs))
     ck.machine = len(machines)
@@ -346,13 +351,15 @@ def _ck_stats(ck):
 
 
 def _machine_done(ck, m, n_machines):
-    """Record a finished machine and snapshot the run without a machine in progress."""
+    """Record a finished machine; snapshot the run (no machine in progress)
+    after the last machine, and after others when a snapshot is due."""
     if ck is None:
         return
     from .problems.classification import machine_arrays
     ck.done.append(machine_arrays(m))
     ck.machine = len(ck.done)
-    ck.save(machines=n_machines)
+    if ck.machine == n_machines or ck.due():
+        ck.save(machines=n_machines)
 
 
 class _Progress:
