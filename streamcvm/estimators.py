@@ -318,12 +318,20 @@ def _checkpointing(est, store, kern, checkpoint_dir, resume, every, every_iter, 
     from .problems.classification import machine_from
     skip = ("verbose", "decision_function_shape")      # do not change the model
     params = {k: v for k, v in est.get_params().items() if k not in skip}
-    base = {"estimator": type(est).__name__, "params": json.loads(json.dumps(params)),
+    # numpy scalars as Python numbers, so a snapshot compares equal to its run
+    params = json.loads(json.dumps(params, default=lambda v: v.item() if hasattr(v, "item")
+                                   else str(v)))
+    # the chunking too: the sampler's state names chunks
+    base = {"estimator": type(est).__name__, "params": params,
             "store": store.fingerprint, "rows": int(store.n), "features": int(store.d),
-            "gamma": float(kern.gamma)}
+            "chunk_rows": int(store.chunk_rows), "gamma": float(kern.gamma)}
     ck = Checkpointer(checkpoint_dir, base, every=every, every_iter=every_iter, keep=keep)
     got = ck.load() if resume else None
     if got is None:
+        if resume:
+            import warnings
+            warnings.warn(f"streamcvm: no checkpoint in {checkpoint_dir}; training from the "
+                          f"start", RuntimeWarning, stacklevel=3)
         return ck, [], None
     man, arrays = got
     machines = []

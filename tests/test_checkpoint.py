@@ -264,3 +264,15 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
     res = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path, resume=True)
     _same(ref, res)
     assert res.n_iter_ == ref.n_iter_
+
+
+def test_resume_refuses_the_same_rows_chunked_differently(tmp_path):
+    """The sampler's state names chunks: another chunking of the same rows
+    (same content fingerprint) must not be resumed silently."""
+    store = _data(n=3000)
+    CVMClassifier(eps=1e-2, C=np.float64(1.0), max_core=np.int64(500)).fit(
+        store, checkpoint_dir=tmp_path)
+    other = streamcvm.as_store(store.X, store.y, chunk_rows=250)
+    with pytest.raises(CheckpointError, match="chunk_rows"):
+        CVMClassifier(eps=1e-2, C=np.float64(1.0), max_core=np.int64(500)).fit(
+            other, checkpoint_dir=tmp_path, resume=True)
