@@ -14,6 +14,12 @@ letter      letter/letter.scale, letter.scale.t     as given, 16 features, label
 shuttle     shuttle/pmlb_shuttle.tsv.gz             80/20 split, then min-max scaling
 kddcup99    kddcup99/kddcup.data_10_percent.gz      "normal." -> -1, any attack -> +1; columns
                                                     1-3 one-hot; 80/20 split; min-max scaling
+friedman1   friedman1/pmlb_564_fried.tsv.gz         regression: target last; 80/20 split; X and
+cadata      cadata/pmlb_537_houses.tsv.gz           y standardised (z-score with the training
+cpu_act     cpu_act/pmlb_197_cpu_act.tsv.gz         mean and standard deviation)
+elevators   elevators/elevators.arff                (ARFF: the rows after ``@data``)
+pol         pol/pmlb_201_pol.tsv.gz
+house_16H   house_16H/pmlb_574_house_16H.tsv.gz
 ==========  =====================================  ============================================
 
 Details the protocol leaves open, fixed here:
@@ -52,7 +58,14 @@ FILES = {
     "letter": (["letter/letter.scale", "letter/letter.scale.t"], False),
     "shuttle": (["shuttle/pmlb_shuttle.tsv.gz"], False),
     "kddcup99": (["kddcup99/kddcup.data_10_percent.gz"], False),
+    "friedman1": (["friedman1/pmlb_564_fried.tsv.gz"], False),
+    "cadata": (["cadata/pmlb_537_houses.tsv.gz"], False),
+    "cpu_act": (["cpu_act/pmlb_197_cpu_act.tsv.gz"], False),
+    "elevators": (["elevators/elevators.arff"], False),
+    "pol": (["pol/pmlb_201_pol.tsv.gz"], False),
+    "house_16H": (["house_16H/pmlb_574_house_16H.tsv.gz"], False),
 }
+REGRESSION = ("friedman1", "cadata", "cpu_act", "elevators", "pol", "house_16H")
 SVMLIGHT_FEATURES = {"ijcnn1": 22, "a9a": 123, "w8a": 300, "letter": 16}
 NAMES = tuple(FILES)
 
@@ -120,6 +133,21 @@ def _prepare(name, paths):
             a = pd.read_csv(p, sep=r"\s+", header=None, dtype=np.float64).to_numpy()
             out += [a[:, 1:].astype(np.float32), a[:, 0]]
         return tuple(out)
+    if name in REGRESSION:
+        if name == "elevators":     # ARFF: the CSV rows after the @data line
+            with open(paths[0]) as f:
+                skip = next(i for i, line in enumerate(f) if line.strip().lower() == "@data")
+            a = pd.read_csv(paths[0], skiprows=skip + 1, header=None,
+                            comment="%").to_numpy(np.float64)
+        else:
+            a = pd.read_csv(paths[0], sep="\t").to_numpy(np.float64)
+        X, y = a[:, :-1], a[:, -1]
+        tr, te = _split80(len(y))
+        mu, sd = X[tr].mean(axis=0), X[tr].std(axis=0)
+        sd = np.where(sd > 0, sd, 1.0)
+        ym, ys = y[tr].mean(), y[tr].std()
+        return (((X[tr] - mu) / sd).astype(np.float32), (y[tr] - ym) / ys,
+                ((X[te] - mu) / sd).astype(np.float32), (y[te] - ym) / ys)
     if name == "shuttle":
         a = pd.read_csv(paths[0], sep="\t").to_numpy(np.float64)    # header row, target last
         X, y = a[:, :-1], a[:, -1]
