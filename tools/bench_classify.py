@@ -187,13 +187,19 @@ def child_run(spec):
     return out
 
 
-def child_main(spec):
+def child_report(spec, prepare, run, tag=RESULT_TAG):
+    """A child's whole job: ``prepare(spec)`` or ``run(spec)``, its result
+    printed as one tagged JSON line (an exception becomes an error row)."""
     try:
-        out = child_prepare(spec) if spec["kind"] == "prepare" else child_run(spec)
+        out = prepare(spec) if spec["kind"] == "prepare" else run(spec)
     except Exception as e:  # noqa: BLE001 - reported as an error row
         traceback.print_exc()
         out = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
-    print(RESULT_TAG + json.dumps(out), flush=True)
+    print(tag + json.dumps(out), flush=True)
+
+
+def child_main(spec):
+    child_report(spec, child_prepare, child_run)
 
 
 # ---------------------------------------------------------------------------

@@ -69,14 +69,13 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from tools.bench_classify import (fmt, git_commit, log, peak_rss_bytes,  # noqa: E402
-                                  save_json, vm_hwm_bytes)
+from tools.bench_classify import (child_report, fmt, git_commit, log,  # noqa: E402
+                                  peak_rss_bytes, save_json, vm_hwm_bytes)
 from tools.bench_classify import run_child as run_child_  # noqa: E402
 
 DATASET = "kddcup99"
@@ -155,12 +154,7 @@ def child_run(spec):
 
 
 def child_main(spec):
-    try:
-        out = child_prepare(spec) if spec["kind"] == "prepare" else child_run(spec)
-    except Exception as e:  # noqa: BLE001 - reported as an error row
-        traceback.print_exc()
-        out = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
-    print(RESULT_TAG + json.dumps(out), flush=True)
+    child_report(spec, child_prepare, child_run, RESULT_TAG)
 
 
 # ---------------------------------------------------------------------------

@@ -71,7 +71,6 @@ import platform
 import shlex
 import sys
 import time
-import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -147,12 +146,7 @@ def child_fit(spec):
 
 
 def child_main(spec):
-    try:
-        out = child_prepare(spec) if spec["kind"] == "prepare" else child_fit(spec)
-    except Exception as e:  # noqa: BLE001 - reported as an error row
-        traceback.print_exc()
-        out = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
-    print(RESULT_TAG + json.dumps(out), flush=True)
+    BC.child_report(spec, child_prepare, child_fit, RESULT_TAG)
 
 
 # ---------------------------------------------------------------------------
