@@ -18,13 +18,11 @@ import os
 import shutil
 
 import numpy as np
-import scipy.sparse as sp
 
 from . import __version__
 from .checkpoint import file_digest as _digest
 from .kernels import Kernel
-from .problems import Machine
-from .store import csr_view
+from .problems.classification import machine_arrays, machine_from
 
 FORMAT_VERSION = 1
 
@@ -56,19 +54,11 @@ def save_model(est, path):
 
         recs = []
         for k, m in enumerate(machines):
-            put(f"m{k}_coef", m.coef)
-            put(f"m{k}_ids", m.sv_ids)
-            if sp.issparse(m.sv):
-                put(f"m{k}_sv_indptr", m.sv.indptr.astype(np.int64))
-                put(f"m{k}_sv_indices", m.sv.indices.astype(np.int32))
-                put(f"m{k}_sv_data", m.sv.data.astype(np.float32))
-            else:
-                put(f"m{k}_sv", np.asarray(m.sv, np.float32))
-            recs.append({"classes": None if m.classes is None else list(m.classes),
-                         "intercept": m.intercept, "radius2": m.radius2, "c2": m.c2,
-                         "n_iter": m.n_iter, "core_size": m.core_size,
-                         "sparse": bool(sp.issparse(m.sv)), "shape": list(m.sv.shape),
-                         "full_pass_violators": m.full_pass_violators})
+            rec, arrays = machine_arrays(m)
+            rec.pop("history")               # not part of a model
+            for name, arr in arrays.items():
+                put(f"m{k}_{name}", arr)
+            recs.append(rec)
         classes = getattr(est, "classes_", None)
         manifest = {
             "streamcvm_model_format": FORMAT_VERSION,
@@ -124,17 +114,9 @@ def load_model(path):
 
     machines = []
     for k, r in enumerate(man["machines"]):
-        if r["sparse"]:
-            sv = csr_view(get(f"m{k}_sv_data"), get(f"m{k}_sv_indices"),
-                          get(f"m{k}_sv_indptr"), tuple(r["shape"]))
-        else:
-            sv = get(f"m{k}_sv")
-        machines.append(Machine(sv=sv, coef=get(f"m{k}_coef"), intercept=r["intercept"],
-                                sv_ids=get(f"m{k}_ids"),
-                                classes=None if r["classes"] is None else tuple(r["classes"]),
-                                radius2=r["radius2"], c2=r["c2"], n_iter=r["n_iter"],
-                                core_size=r["core_size"],
-                                full_pass_violators=r["full_pass_violators"]))
+        names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"]
+                                   else ["sv"])
+        machines.append(machine_from(r, {n: get(f"m{k}_{n}") for n in names}))
     cls = {"CVMClassifier": CVMClassifier, "CVMOneClass": CVMOneClass}[man["estimator"]]
     est = cls(**man["params"])
     kp = man["kernel"]

@@ -12,7 +12,7 @@ from scipy.optimize import minimize
 import streamcvm
 from streamcvm.kernels import Kernel, estimate_beta
 from streamcvm.sampling import ChunkPool
-from streamcvm.solvers import MEBSolver, eps_levels
+from streamcvm.solvers import MEBSolver, eps_levels, meb
 
 
 def _problem(n=160, seed=0, C=1.0, one_class=False):
@@ -183,7 +183,8 @@ def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     def run(steps, average):
         a, h = np.zeros(n), np.zeros((len(levels), 8))
         last = bvm_exact(np.ascontiguousarray(X.T), e, e, ef, e, e, ef, sq_norms(X), y,
-                         k.gamma, b, 1.0, levels, 0.0, steps, a, h, average)
+                         k.gamma, b, 1.0, levels, 0.0, steps, a, h, average,
+                         np.zeros(meb.EXACT_STATE), np.zeros(n), -1)
         return a, h[last]
 
     T = 60

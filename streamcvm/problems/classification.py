@@ -135,23 +135,18 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
     solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=0.0 if one_class else 1.0,
                        method=method, eps=eps, sample_size=sample_size, max_core=max_core)
     try:
+        if cur is not None:
+            solver.restore(cur["solver"], resume["arrays"])
+        hook = None if checkpointer is None else checkpointer.solver_hook(pool, n_machines)
         rows = pool.all_rows(classes, target)       # a small store, wholly pooled
         if rows is not None and solver.exact_ok(rows[1]):
-            if cur is not None:
-                solver.restore(cur["solver"], resume["arrays"])
-            solver.fit_exact(*rows, checkpoint=None if checkpointer is None else
-                             checkpointer.solver_hook(pool, n_machines))
+            solver.fit_exact(*rows, checkpoint=hook)
             if callback is not None:
                 callback(solver)
         else:
-            position = None
-            if cur is not None:
-                solver.restore(cur["solver"], resume["arrays"])
-                position = tuple(cur["position"])
             solver.fit(pool, classes=classes, target=target, callback=callback,
                        full_pass=_full_pass(store, classes, target) if full_pass else None,
-                       checkpoint=None if checkpointer is None else
-                       checkpointer.solver_hook(pool, n_machines), resume=position)
+                       checkpoint=hook, resume=None if cur is None else tuple(cur["position"]))
     finally:
         pool.close()
     slots, alpha = solver.support()

@@ -680,7 +680,7 @@ EXACT_STATE = 13    # length of bvm_exact's resumable state vector
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
-              max_steps, alpha, hist, average=True, state=None, Ka=None, stop_at=-1):
+              max_steps, alpha, hist, average, state, Ka, stop_at):
     """BVM over every row of a small problem, in one compiled loop.
 
     Algorithm 2/3 of the bvm paper with the *furthest* point each step (the
@@ -701,20 +701,18 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     (:func:`half_last_step`): its certified eps, ``||c||^2`` and ``ce^2`` are
     ``hist[last, 5:8]``. Returns the index of the last level solved.
 
-    Resumable: with ``state`` (float64, ``EXACT_STATE`` long, zeros to
-    start), ``Ka`` (float64, n) and ``stop_at >= 0``, it returns -1 before
-    taking step number ``stop_at``, with everything needed to continue in
-    ``state``, ``Ka``, ``alpha`` (scaled weights until the end) and
-    ``hist``; calling it again with them continues exactly where it was."""
+    Resumable: ``state`` (float64, ``EXACT_STATE`` long, zeros to start) and
+    ``Ka`` (float64, n, zeros) carry the run; with ``stop_at >= 0`` it
+    returns -1 before taking step number ``stop_at``, with everything needed
+    to continue in ``state``, ``Ka``, ``alpha`` (scaled weights until the
+    end) and ``hist``; calling it again with them continues exactly where it
+    was. ``stop_at = -1``: run to the end. (All arguments are always passed,
+    so numba compiles one specialisation.)"""
     d = XT.shape[0]
     sparse = XT.shape[1] == 0
     n = len(ip) - 1 if sparse else XT.shape[1]
     kt = 1.0 + b + invC
     r2 = kt
-    if state is None:
-        state = np.zeros(EXACT_STATE)
-    if Ka is None:
-        Ka = np.zeros(n)
     B = min(n, EXACT_BLOCK)
     g = np.empty(n if sparse else B, np.float32)
     arg = np.empty(B, np.float32)
