@@ -253,7 +253,7 @@ class MEBSolver:
             cs.alpha[:n] *= beta
             cs.alpha[slot] += 1.0 - beta
             if self.average:
-                self._last = (slot, beta, self.c2, self.ce2, d2, self.Ka.copy())
+                self._last = (slot, beta, self.c2, self.ce2, d2)
             df2 = d2 - self.ce2                       # distance in phi~ alone
             self.c2 = beta * self.c2 + (1.0 - beta) * self.kt + (beta * beta - beta) * df2
             self.ce2 *= beta * beta
@@ -275,7 +275,7 @@ class MEBSolver:
         eps. A no-op for the other methods or before any step."""
         if not self.average or self._last is None:
             return
-        slot, beta, c2p, ce2p, d2, Kap = self._last
+        slot, beta, c2p, ce2p, d2 = self._last
         self._last = None
         cs = self.core
         n = cs.n
@@ -286,7 +286,9 @@ class MEBSolver:
         bp, self.c2, self.ce2 = half_last_step(beta, c2p, ce2p, d2, self.kt)
         a *= bp
         a[slot] += 1.0 - bp
-        self.Ka = bp * Kap + (1.0 - bp) * self._column(slot)
+        col = self._column(slot)
+        Kap = (self.Ka - (1.0 - beta) * col) / beta      # (K~a) before the last step
+        self.Ka = bp * Kap + (1.0 - bp) * col
         self.cert_eps = float(half_step_eps((1.0 + self.level_eps) ** 2 * self.r2, d2, self.r2))
         if self.history:        # the level's record keeps the c2 its stop was decided on
             self.history[-1]["certified_eps"] = self.cert_eps
@@ -384,9 +386,8 @@ class MEBSolver:
         arrays["g"] = self.g
         last = None
         if self._last is not None:
-            slot, beta, c2p, ce2p, d2, Kap = self._last
+            slot, beta, c2p, ce2p, d2 = self._last
             last = [int(slot), float(beta), float(c2p), float(ce2p), float(d2)]
-            arrays["last_Ka"] = Kap
         meta = {"c2": float(self.c2), "ce2": float(self.ce2), "r2": float(self.r2),
                 "n_iter": int(self.n_iter), "eps": float(self.eps),
                 "level_eps": self.level_eps, "cert_eps": self.cert_eps, "last": last,
@@ -405,7 +406,7 @@ class MEBSolver:
         self.g = arrays["g"]
         for k in ("c2", "ce2", "r2", "n_iter", "eps", "level_eps", "cert_eps"):
             setattr(self, k, meta[k])
-        self._last = None if meta["last"] is None else (*meta["last"], arrays["last_Ka"])
+        self._last = None if meta["last"] is None else tuple(meta["last"])
         self.history = meta["history"]
         self.t0 = time.perf_counter() - meta["elapsed"]
         return self
