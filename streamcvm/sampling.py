@@ -49,8 +49,7 @@ class ChunkPool:
             taken.add(i)
             self.pool.append(self._load(i))
         self._next = None
-        self._exec = ThreadPoolExecutor(1, thread_name_prefix="chunkpool") \
-            if prefetch and self._n_reachable > k else None
+        self._exec = self._executor(prefetch)
         self._schedule()
         self._index()
 
@@ -82,8 +81,7 @@ class ChunkPool:
         self._n_reachable = len(reachable)
         self.pool_chunks = len(state["pool"])
         self.pool = [self._load(i) for i in state["pool"]]
-        self._exec = ThreadPoolExecutor(1, thread_name_prefix="chunkpool") \
-            if prefetch and self._n_reachable > self.pool_chunks else None
+        self._exec = self._executor(prefetch)
         if state["next"] is None:
             self._next = None
         else:
@@ -92,6 +90,11 @@ class ChunkPool:
             self._next = (cand, slot, fut)
         self._index()
         return self
+
+    def _executor(self, prefetch):
+        """The prefetch thread, when asked for and when chunks will be swapped."""
+        return ThreadPoolExecutor(1, thread_name_prefix="chunkpool") \
+            if prefetch and self._n_reachable > self.pool_chunks else None
 
     @staticmethod
     def _make_lanes(store, classes):
