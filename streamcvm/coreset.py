@@ -1,7 +1,10 @@
 """The core set: the only state that grows during training, O(1/eps^2).
 
-Holds the core vectors' rows (dense or CSR), their labels, global row ids,
-weights ``alpha`` and a float32 cache of the base kernel among them. The
+Holds the core vectors' rows (dense or CSR), their signs ``y`` (labels, or
+SVR's +-1 copies), point ids (row ids, or ids the problem maps to rows),
+weights ``alpha``, per point ``ic`` (1/C_i), ``q`` (the linear term
+diag(K~) + Delta of the center-constrained MEB) and ``kx`` (k(x, x)), and a
+float32 cache of the base kernel among them. The
 cache only grows: adding a vector computes one new row of it.
 """
 import numpy as np
@@ -18,6 +21,9 @@ class CoreSet:
         self.n = 0
         self.ids = np.empty(cap, np.int64)
         self.y = np.empty(cap, np.float64)
+        self.ic = np.empty(cap, np.float64)
+        self.q = np.empty(cap, np.float64)
+        self.kx = np.empty(cap, np.float64)
         self.alpha = np.zeros(cap, np.float64)
         self.K = np.zeros((cap, cap) if cache else (0, 0), np.float32)
         self.sq = np.empty(cap, np.float64)
@@ -60,7 +66,7 @@ class CoreSet:
             return
         new = max(need, 2 * cap)
         n = self.n
-        for name in ("ids", "y", "sq"):
+        for name in ("ids", "y", "sq", "ic", "q", "kx"):
             a = getattr(self, name)
             b = np.empty(new, a.dtype)
             b[:n] = a[:n]
@@ -88,7 +94,8 @@ class CoreSet:
     def arrays(self):
         """The core set as plain arrays (a checkpoint's part)."""
         n = self.n
-        out = {"ids": self.ids[:n], "y": self.y[:n], "alpha": self.alpha[:n], "sq": self.sq[:n]}
+        out = {"ids": self.ids[:n], "y": self.y[:n], "alpha": self.alpha[:n], "sq": self.sq[:n],
+               "ic": self.ic[:n], "q": self.q[:n], "kx": self.kx[:n]}
         if self.sparse:
             e = self._ip[n]
             out.update(ip=self._ip[:n + 1], ind=self._ind[:e], dat=self._dat[:e])
@@ -107,6 +114,8 @@ class CoreSet:
         self.y[:n] = a["y"]
         self.alpha[:n] = a["alpha"]
         self.sq[:n] = a["sq"]
+        for name in ("ic", "q", "kx"):
+            getattr(self, name)[:n] = a[name]
         if self.sparse:
             self._ip[:n + 1] = a["ip"]
             e = int(a["ip"][n])
@@ -128,12 +137,13 @@ class CoreSet:
                 self.K[k, :k + 1] = krow
                 self.K[:k + 1, k] = krow
 
-    def add_many(self, ids, X, y, alpha, kernel):
+    def add_many(self, ids, X, y, alpha, kernel, ic, q):
         """Append dense rows with their weights at once (e.g. bvm_exact's
-        result); one by one when a kernel cache or sparse rows need it."""
+        result; ``ic``, ``q``: scalars, the same for all); one by one when a
+        kernel cache or sparse rows need it."""
         if self.cache or self.sparse:
             for k in range(len(ids)):
-                slot = self.add(int(ids[k]), X[k:k + 1], float(y[k]), kernel)
+                slot = self.add(int(ids[k]), X[k:k + 1], float(y[k]), kernel, ic, q)
                 self.alpha[slot] = alpha[k]
             return
         n, m = self.n, len(ids)
@@ -145,11 +155,15 @@ class CoreSet:
         self.y[n:n + m] = y
         self.alpha[n:n + m] = alpha
         self.sq[n:n + m] = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+        self.ic[n:n + m] = ic
+        self.q[n:n + m] = q
+        self.kx[n:n + m] = kernel.diag(X, self.sq[n:n + m])
         self._slot.update((int(i), n + k) for k, i in enumerate(ids))
         self.n = n + m
 
-    def add(self, row_id, x, y, kernel):
-        """Append one row (x: [1, d] dense or CSR) with alpha 0; returns its slot."""
+    def add(self, row_id, x, y, kernel, ic, q):
+        """Append one point (row x: [1, d] dense or CSR; sign y; 1/C_i ``ic``;
+        linear term ``q``) with alpha 0; returns its slot."""
         n = self.n
         self._grow(n + 1)
         if self.sparse:
@@ -179,6 +193,9 @@ class CoreSet:
         rows = self.rows()
         xr = rows[n:n + 1]
         self.sq[n] = float(xr.multiply(xr).sum()) if self.sparse else float(xr[0] @ xr[0])
+        self.ic[n] = ic
+        self.q[n] = q
+        self.kx[n] = kernel.diag(xr, self.sq[n:n + 1])[0]
         if self.cache:
             krow = kernel.block(xr, rows, self.sq[n:n + 1], self.sq[:n + 1])[0]
             self.K[n, :n + 1] = krow

@@ -315,7 +315,7 @@ def _checkpointing(est, store, kern, checkpoint_dir, resume, every, every_iter, 
             raise ValueError("resume=True needs checkpoint_dir")
         return None, [], None
     from .checkpoint import Checkpointer
-    from .problems.classification import machine_from
+    from .problems.machine import machine_from
     skip = ("verbose", "decision_function_shape")      # do not change the model
     params = {k: v for k, v in est.get_params().items() if k not in skip}
     # numpy scalars as Python numbers, so a snapshot compares equal to its run
@@ -363,7 +363,7 @@ def _machine_done(ck, m, n_machines):
     after the last machine, and after others when a snapshot is due."""
     if ck is None:
         return
-    from .problems.classification import machine_arrays
+    from .problems.machine import machine_arrays
     ck.done.append(machine_arrays(m))
     ck.machine = len(ck.done)
     if ck.machine == n_machines or ck.due():

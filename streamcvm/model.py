@@ -22,7 +22,7 @@ import numpy as np
 from . import __version__
 from .checkpoint import file_digest as _digest
 from .kernels import Kernel
-from .problems.classification import machine_arrays, machine_from
+from .problems.machine import machine_arrays, machine_from
 
 FORMAT_VERSION = 1
 

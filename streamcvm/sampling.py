@@ -117,8 +117,9 @@ class ChunkPool:
         c = self.store.chunk(i)
         X = c.X.tocsr() if sp.issparse(c.X) else c.X
         y = np.asarray(c.y, np.float64)
-        return {"chunk": i, "start": a, "X": X, "y": y, "excl": np.zeros(len(y), bool),
-                "synced": 0}
+        w = None if c.weight is None else np.asarray(c.weight, np.float64)
+        return {"chunk": i, "start": a, "X": X, "y": y, "w": w,
+                "excl": np.zeros(len(y), bool), "synced": 0}
 
     def _choose(self, slot, taken):
         """A chunk for pool slot ``slot`` from its lane, not in ``taken``
@@ -168,6 +169,8 @@ class ChunkPool:
         sizes = [len(p["y"]) for p in self.pool]
         self._offs = np.concatenate([[0], np.cumsum(sizes)])
         self._flat_y = np.concatenate([p["y"] for p in self.pool])
+        self._flat_w = None if any(p["w"] is None for p in self.pool) else \
+            np.concatenate([p["w"] for p in self.pool])
         self._excl = np.concatenate([p["excl"] for p in self.pool])
         for k, p in enumerate(self.pool):
             p["excl"] = self._excl[self._offs[k]:self._offs[k + 1]]   # views
@@ -230,7 +233,7 @@ class ChunkPool:
         return gid[pos], X[pos], relabel(self._flat_y[pos], classes, target)
 
     # -- drawing --------------------------------------------------------------
-    def draw(self, m, classes=None, exclude=None, target="raw"):
+    def draw(self, m, classes=None, exclude=None, target="raw", with_weight=False):
         """``m`` random rows: (global ids, X rows, y). With ``classes``
         ``(neg, pos)``, each a label value or a tuple of them, half are drawn
         from each side. ``exclude``:
@@ -238,7 +241,8 @@ class ChunkPool:
         ``ids[:n]`` only grows (a CoreSet), or an array of global row ids.
         ``target``: "raw" labels, "binary" (+1 for ``pos``, -1 for ``neg``)
         or "ones". Rows come grouped by pooled chunk (the order is random
-        enough: which rows is what the generator decides)."""
+        enough: which rows is what the generator decides). ``with_weight``:
+        also return the rows' sample weights (the store's ``weight``, else 1)."""
         self._maybe_refresh()
         if exclude is not None:
             if isinstance(exclude, np.ndarray):
@@ -253,10 +257,18 @@ class ChunkPool:
             pos = np.concatenate([
                 self._pick(self._class_index(classes[0]), m - m // 2, exclude),
                 self._pick(self._class_index(classes[1]), m // 2, exclude)])
+        if self._static is None:
+            pos = np.sort(pos)
+        out = self._rows_at(pos, classes, target)
+        if with_weight:
+            out += (np.ones(len(pos)) if self._flat_w is None else self._flat_w[pos],)
+        return out
+
+    def _rows_at(self, pos, classes, target):
+        """(global ids, X, y) of pooled rows at flat positions ``pos``."""
         if self._static is not None:            # the whole pool in one array
             gid, X = self._static
             return gid[pos], X[pos], relabel(self._flat_y[pos], classes, target)
-        pos = np.sort(pos)
         slots = np.searchsorted(self._offs, pos, side="right") - 1
         rows = pos - self._offs[slots]
         gid = np.array([self.pool[s]["start"] for s in range(len(self.pool))],

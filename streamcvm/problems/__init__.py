@@ -1,5 +1,8 @@
 """Problems: which points exist, their transformed kernel, and how a trained
-machine predicts (DESIGN.md sec. 2)."""
-from .classification import Machine, one_blas_thread, pairs, train_machine
+machine predicts (DESIGN.md sec. 2). One module per formulation
+(classification, regression), over a shared driver and machine format."""
+from .classification import pairs, train_machine
+from .driver import one_blas_thread
+from .machine import Machine
 
 __all__ = ["Machine", "one_blas_thread", "pairs", "train_machine"]

@@ -6,149 +6,67 @@ the rows of two classes, sampled from the store through a
 labels; no O(n) index). Multi-class is one-vs-one (as LIBSVM, the default) or
 one-vs-rest. A trained machine is plain arrays: support rows, coefficients
 ``alpha_i y_i`` and an intercept, with ``f(x) = sum_i coef_i k(x_i, x) + b``.
+
+Per-class and per-sample C (``class_weight``, sample weights; generalized-cvm
+sec. IV-A) and kernels without a constant diagonal make the problem a
+center-constrained MEB (:class:`~streamcvm.problems.points.RowPoints`),
+which CVM and FVM solve and BVM refuses.
 """
-from dataclasses import dataclass, field
-
 import numpy as np
-import scipy.sparse as sp
 
-from ..sampling import ChunkPool, relabel
-from ..solvers import MEBSolver
-
-
-@dataclass
-class Machine:
-    """One trained binary (or one-class) machine."""
-    sv: object                    # support rows: ndarray [m, d] or CSR
-    coef: np.ndarray              # alpha_i * y_i
-    intercept: float              # sum alpha_i y_i * b
-    sv_ids: np.ndarray            # global row ids of the support rows
-    classes: tuple = None         # (neg, pos): label values (or a tuple: the rest); None: one-class
-    radius2: float = 0.0          # one-class: outlier threshold on ||phi(x) - c||^2
-    c2: float = 0.0               # one-class: ||c||^2 = a'Ka (original space)
-    n_iter: int = 0
-    core_size: int = 0
-    full_pass_violators: object = None
-    history: list = field(default_factory=list)
-    sv_sq: np.ndarray = None      # squared norms of the support rows (lazy)
-
-    def decision(self, kernel, X, sq=None, block_rows=2048):
-        """f(x) (binary) or R^2 - d^2(x) (one-class), for rows X; kernel
-        blocks of ``block_rows`` rows keep memory at block_rows x n_SV."""
-        from ..kernels import sq_norms
-        sq = sq_norms(X) if sq is None else sq
-        if self.sv_sq is None:
-            self.sv_sq = sq_norms(self.sv)
-        sqs = self.sv_sq
-        s = np.empty(X.shape[0])
-        # CSR rows against dense support rows: from the nonzeros (kernels._csr_gram)
-        svT = np.ascontiguousarray(self.sv.T, np.float32) \
-            if sp.issparse(X) and not sp.issparse(self.sv) else None
-        for a in range(0, X.shape[0], block_rows):
-            b = min(a + block_rows, X.shape[0])
-            s[a:b] = kernel.block(X[a:b], self.sv, sq[a:b], sqs, BT=svT) @ self.coef
-        if self.classes is None:
-            return self.radius2 - (self.c2 - 2.0 * s + kernel.diag(X, sq))
-        return s + self.intercept
+from .driver import kernel_bound, row_stats, run_solver
+from .machine import Machine
+from .points import RowPoints
 
 
-def machine_arrays(m):
-    """A machine as (JSON-able record, arrays): checkpoints keep finished ones."""
-    arrays = {"coef": m.coef, "ids": m.sv_ids}
-    if sp.issparse(m.sv):
-        arrays.update(sv_indptr=m.sv.indptr.astype(np.int64),
-                      sv_indices=m.sv.indices.astype(np.int32),
-                      sv_data=m.sv.data.astype(np.float32))
-    else:
-        arrays["sv"] = np.asarray(m.sv, np.float32)
-    rec = {"classes": None if m.classes is None else list(m.classes),
-           "intercept": m.intercept, "radius2": m.radius2, "c2": m.c2, "n_iter": m.n_iter,
-           "core_size": m.core_size, "sparse": bool(sp.issparse(m.sv)),
-           "shape": list(m.sv.shape), "full_pass_violators": m.full_pass_violators,
-           "history": m.history}
-    return rec, arrays
+def class_points(store, kernel, classes, C, class_weight=None, sample_weight=False):
+    """The points of one machine: rows, sign = label (+-1, or 1 for one
+    class). ``class_weight``: (w_neg, w_pos) multipliers of C; ``sample_weight``:
+    multiply by the store's per-row weights too. Weights or a kernel without
+    a constant diagonal need eta, from one pass of :func:`row_stats` over the
+    machine's rows."""
+    b = 0.0 if classes is None else 1.0
+    if class_weight is None and not sample_weight and kernel.constant_diagonal:
+        return RowPoints(C, b)
+    stats = row_stats(store, classes)
+    wn, wp = (1.0, 1.0) if class_weight is None else (float(class_weight[0]),
+                                                       float(class_weight[1]))
+    if min(wn, wp) <= 0 or (sample_weight and stats["min_w"] <= 0):
+        raise ValueError("class and sample weights must be positive "
+                         f"(smallest: class {min(wn, wp)}, sample {stats['min_w']})")
+    min_mult = min(wn, wp) * (stats["min_w"] if sample_weight else 1.0)
 
-
-def machine_from(rec, arrays):
-    """The inverse of :func:`machine_arrays`."""
-    from ..store import csr_view
-    sv = csr_view(arrays["sv_data"], arrays["sv_indices"], arrays["sv_indptr"],
-                  tuple(rec["shape"])) if rec["sparse"] else arrays["sv"]
-    cl = rec["classes"]
-    return Machine(sv=sv, coef=arrays["coef"], intercept=rec["intercept"], sv_ids=arrays["ids"],
-                   classes=None if cl is None else tuple(tuple(c) if isinstance(c, list) else c
-                                                         for c in cl),
-                   radius2=rec["radius2"], c2=rec["c2"], n_iter=rec["n_iter"],
-                   core_size=rec["core_size"], full_pass_violators=rec["full_pass_violators"],
-                   history=rec.get("history", []))
-
-
-def _full_pass(store, classes, target):
-    def passes():
-        for i in range(store.n_chunks):
-            a, e = store.chunk_bounds(i)
-            c = store.chunk(i)
-            ids = np.arange(a, e)
-            y = np.asarray(c.y, np.float64)
-            if classes is not None:
-                keep = np.flatnonzero(np.isin(y, classes[0]) | np.isin(y, classes[1]))
-                if len(keep) == 0:
-                    continue
-                yield ids[keep], c.X[keep], relabel(y[keep], classes, target)
-            else:
-                yield ids, c.X, relabel(y, classes, target)
-    return passes
-
-
-def one_blas_thread():
-    """A context with one BLAS thread. The search's kernel blocks are small
-    (59 rows x |S|), where OpenBLAS's threads cost more than they give
-    (ijcnn1: 4.0 s against 11.2 s when another process is busy), and the
-    sampler's prefetch thread decompresses chunks on the other core. Entered
-    once per fit: threadpoolctl's inspection costs milliseconds."""
-    from threadpoolctl import threadpool_limits
-    return threadpool_limits(limits=1, user_api="blas")
+    def mult(y, w):
+        m = np.where(np.asarray(y) > 0, wp, wn)
+        return m * w if sample_weight and w is not None else m
+    weighted = class_weight is not None or sample_weight
+    return RowPoints(C, b, mult=mult if weighted else None, min_mult=min_mult,
+                     kmax=kernel_bound(kernel, stats),
+                     constant_diagonal=kernel.constant_diagonal, weighted=sample_weight)
 
 
 def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
                   eps=1e-3, sample_size=59, max_core=None, seed=0, full_pass=False,
-                  callback=None, checkpointer=None, n_machines=1, resume=None):
+                  callback=None, checkpointer=None, n_machines=1, resume=None,
+                  class_weight=None, sample_weight=False):
     """Train one machine on ``store``.
-
-    ``checkpointer``: a :class:`streamcvm.checkpoint.Checkpointer` that snapshots
-    the sampled solver as it goes (``n_machines``: for its progress record);
-    ``resume``: ``{"current": manifest["current"], "arrays": solver arrays}`` of
-    a snapshot taken inside this machine, to continue from.
 
     ``classes=(neg, pos)``: a two-class L2-SVM on the rows of those labels.
     ``classes=None``: a one-class L2-SVM (SVDD) on every row.
-    Callers should hold BLAS to one thread (see :func:`one_blas_thread`).
+    ``class_weight``/``sample_weight``: see :func:`class_points`; the other
+    arguments are :func:`~streamcvm.problems.driver.run_solver`'s.
     """
-    rng = np.random.default_rng(seed)
-    cur = None if resume is None else resume.get("current")
-    if cur is not None:
-        pool = ChunkPool.from_state(store, rng, cur["pool"], classes=classes)
-    else:
-        pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size)
     one_class = classes is None
-    target = "ones" if one_class else "binary"
-    solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=0.0 if one_class else 1.0,
-                       method=method, eps=eps, sample_size=sample_size, max_core=max_core)
-    try:
-        if cur is not None:
-            solver.restore(cur["solver"], resume["arrays"])
-        hook = None if checkpointer is None else checkpointer.solver_hook(pool, n_machines)
-        rows = pool.all_rows(classes, target)       # a small store, wholly pooled
-        if rows is not None and solver.exact_ok(rows[1]):
-            solver.fit_exact(*rows, checkpoint=hook)
-            if callback is not None:
-                callback(solver)
-        else:
-            solver.fit(pool, classes=classes, target=target, callback=callback,
-                       full_pass=_full_pass(store, classes, target) if full_pass else None,
-                       checkpoint=hook, resume=None if cur is None else tuple(cur["position"]))
-    finally:
-        pool.close()
+    if one_class and (class_weight is not None or sample_weight
+                      or not kernel.constant_diagonal):
+        raise ValueError("the one-class machine needs one C and a kernel with constant "
+                         f"k(x, x) (rbf, laplacian, npoly), not {kernel.name!r} or weights")
+    points = class_points(store, kernel, classes, C, class_weight, sample_weight)
+    solver = run_solver(store, kernel, points, classes=classes,
+                        target="ones" if one_class else "binary", b=0.0 if one_class else 1.0,
+                        C=C, method=method, eps=eps, sample_size=sample_size,
+                        max_core=max_core, seed=seed, full_pass=full_pass, callback=callback,
+                        checkpointer=checkpointer, n_machines=n_machines, resume=resume)
     slots, alpha = solver.support()
     cs = solver.core
     rows = cs.rows()[slots]

@@ -46,11 +46,11 @@ EXACT_MAX_CELLS = 2_000_000  # sub-problems storing at most this many values (de
 
 
 def _sub_blocks(chunks, rows):
-    """(ids, X, y) chunks cut into blocks of at most ``rows`` rows, so that a
-    block's kernel against the core set stays rows x |S|."""
-    for ids, X, y in chunks:
-        for a in range(0, len(ids), rows):
-            yield ids[a:a + rows], X[a:a + rows], y[a:a + rows]
+    """(ids, X, y[, w]) chunks cut into blocks of at most ``rows`` rows, so
+    that a block's kernel against the core set stays rows x |S|."""
+    for c in chunks:
+        for a in range(0, len(c[0]), rows):
+            yield tuple(None if v is None else v[a:a + rows] for v in c)
 
 
 def eps_levels(eps, start=0.1):
@@ -69,20 +69,35 @@ class MEBSolver:
 
     Parameters
     ----------
-    kernel : streamcvm.kernels.Kernel with a constant diagonal
+    kernel : streamcvm.kernels.Kernel (constant diagonal unless ``points``
+        says otherwise)
     C : regularisation; b : 1 (two-class) or 0 (one-class)
     method : "cvm", "bvm" or "fvm"; eps : target tolerance, or "auto"
     sample_size : rows per violator search (59: a top-5% point with 95% odds)
+    points : which MEB points the rows stand for, with their signs, 1/C_i and
+        linear terms (:mod:`streamcvm.problems.points`); default: the rows,
+        one C, the plain MEB. Only the plain MEB runs BVM.
     """
 
     def __init__(self, kernel, d, sparse, *, C=1.0, b=1.0, method="cvm", eps=1e-3,
                  sample_size=59, patience=None, max_core=None, init_size=20,
-                 smo_max_iter=100000):
+                 smo_max_iter=100000, points=None):
         if method not in PATIENCE:
             raise ValueError(f"unknown method {method!r}: cvm, bvm or fvm")
-        if not kernel.constant_diagonal:
-            raise ValueError(f"{method} needs a kernel with constant k(x, x) "
-                             f"(rbf, laplacian, npoly), not {kernel.name!r}")
+        if points is None:
+            from ..problems.points import RowPoints
+            if not kernel.constant_diagonal:
+                raise ValueError(f"a kernel without constant k(x, x) ({kernel.name!r}) "
+                                 "needs points with an eta bounding the diagonal")
+            points = RowPoints(C, b)
+        if method == "bvm" and not kernel.constant_diagonal:
+            raise ValueError(f"bvm needs a kernel with constant k(x, x) (rbf, laplacian, "
+                             f"npoly), not {kernel.name!r}: use method='cvm' or 'fvm'")
+        if method == "bvm" and not points.plain:
+            raise ValueError("bvm solves the plain MEB only (one C, no linear term): "
+                             "use method='cvm' or 'fvm' for weights or regression")
+        self.points = points
+        self.plain = points.plain
         self.kernel = kernel
         self.C = float(C)
         self.b = float(b)
@@ -98,7 +113,8 @@ class MEBSolver:
         self.max_core = max_core
         self.init_size = init_size
         self.smo_max_iter = smo_max_iter
-        self.kt = 1.0 + self.b + 1.0 / self.C      # kappa = 1 for the codes allowed
+        # the plain MEB's constant diagonal (kappa = 1); otherwise points carry q
+        self.kt = 1.0 + self.b + 1.0 / self.C if self.plain else None
         # Sparse data of up to DENSE_MAX_D features keeps dense core rows (and
         # their transpose): a CSR candidate's kernel row then costs nnz x |S|.
         self.densify = sparse and d <= DENSE_MAX_D
@@ -129,40 +145,54 @@ class MEBSolver:
         return self.eps if self.cert_eps is None else self.cert_eps
 
     # -- geometry -----------------------------------------------------------
+    def _aq(self):
+        """a'q: kt for the plain MEB (sum a = 1), else over the core set."""
+        if self.plain:
+            return self.kt
+        n = self.core.n
+        return float(self.core.alpha[:n] @ self.core.q[:n])
+
     @property
     def radius2(self):
-        return self.r2 if self.method == "bvm" else self.kt - self.c2
+        return self.r2 if self.method == "bvm" else self._aq() - self.c2
 
-    def dist2(self, X, y, sq=None, ids=None):
-        """Squared distances from the center to rows ``X`` (labels ``y``),
-        and the kernel block ``k(X, core)`` they came from. With ``ids``, rows
-        that are core vectors get their ``a_l / C`` term of (K~a)_l; without,
-        the rows are taken to be outside the core set."""
+    def _kd(self, slot):
+        """K~_ll of a core point: k(x, x) + b + 1/C_l (signs are +-1)."""
+        cs = self.core
+        return cs.kx[slot] + self.b + cs.ic[slot]
+
+    def dist2(self, X, P, sq=None, check_core=False):
+        """Squared distances from the center to the points ``P = (pid, ridx,
+        s, q, ic)`` over rows ``X`` (see :mod:`streamcvm.problems.points`), and
+        the kernel block ``k(X, core)`` they came from. With ``check_core``,
+        points that are core vectors get their ``a_l ic_l`` term of (K~a)_l;
+        without, the points are taken to be outside the core set."""
         cs = self.core
         n = cs.n
         if self._buf.size < X.shape[0] * n:
             self._buf = np.empty(max(2 * self._buf.size, X.shape[0] * n), np.float32)
         Kc = self.kernel.block(X, cs.rows(), sq, cs.sq[:n], BT=cs.rows_t(), out=self._buf)
         ay = cs.alpha[:n] * cs.y[:n]
-        Ka = np.asarray(y) * (Kc @ ay + self.b * ay.sum())
-        if ids is not None:
-            for k, i in enumerate(ids):
+        pid, ridx, s, q, _ = P
+        Ka = s * (Kc @ ay + self.b * ay.sum())[ridx]
+        if check_core:
+            for k, i in enumerate(pid):
                 slot = cs.slot_of(i)
                 if slot >= 0:
-                    Ka[k] += cs.alpha[slot] / self.C
-        return self.c2 - 2.0 * Ka + self.kt + self.ce2, Kc
+                    Ka[k] += cs.alpha[slot] * cs.ic[slot]
+        return self.c2 - 2.0 * Ka + q + self.ce2, Kc
 
     def _refresh_c2(self):
         cs = self.core
         if cs.cache:
-            self.c2 = center_sq_norm(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, cs.n)
+            self.c2 = center_sq_norm(cs.K, cs.y, self.b, cs.ic, cs.alpha, cs.n)
         else:
             rows = cs.rows()
             n = cs.n
             ay = cs.alpha[:n] * cs.y[:n]
             K = self.kernel.block(rows, rows, cs.sq[:n], cs.sq[:n])
             self.c2 = float(ay @ K @ ay + self.b * ay.sum() ** 2
-                            + (cs.alpha[:n] ** 2).sum() / self.C)
+                            + (cs.alpha[:n] ** 2 * cs.ic[:n]).sum())
 
     def _column(self, slot, kx=None):
         """k~(core_i, core_slot) for every core vector i: from the kernel
@@ -173,9 +203,9 @@ class MEBSolver:
         if cs.cache:
             k = cs.K[:n, slot].astype(np.float64)
         elif kx is not None:                  # kx: against the core before z entered
-            k = np.ones(n)
+            k = np.empty(n)
             k[:len(kx)] = kx
-            k[slot] = 1.0                     # constant diagonal (kappa = 1)
+            k[slot] = cs.kx[slot]
         elif cs.rows_t() is not None:         # a sparse row: only its nonzeros
             x = cs.rows()[slot]
             nz = np.flatnonzero(x)
@@ -186,7 +216,7 @@ class MEBSolver:
             k = self.kernel.block(cs.rows(), cs.rows()[slot:slot + 1],
                                   cs.sq[:n], cs.sq[slot:slot + 1])[:, 0]
         col = cs.y[:n] * cs.y[slot] * (k + self.b)
-        col[slot] += 1.0 / self.C
+        col[slot] += cs.ic[slot]
         return col
 
     def _core_Ka(self):
@@ -198,57 +228,64 @@ class MEBSolver:
             K = cs.K[:n, :n].astype(np.float64)
         else:
             K = self.kernel.block(cs.rows(), cs.rows(), cs.sq[:n], cs.sq[:n])
-        return cs.y[:n] * (K @ ay + self.b * ay.sum()) + cs.alpha[:n] / self.C
+        return cs.y[:n] * (K @ ay + self.b * ay.sum()) + cs.alpha[:n] * cs.ic[:n]
 
     def _smo(self, eps):
         cs = self.core
-        tol = 0.1 * eps * max(self.kt - self.c2, 1e-12)
+        tol = 0.1 * eps * max(self.radius2, 1e-12)
         if len(self.g) < cs.n:      # a vector entered since: extend the gradient
-            self.g = gradient(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, cs.n) \
+            self.g = gradient(cs.K, cs.y, self.b, cs.ic, cs.q, cs.alpha, cs.n) \
                 if len(self.g) < cs.n - 1 else np.append(self.g, self._g_new)
-        smo_simplex(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, self.g, cs.n, tol,
-                    self.smo_max_iter)
-        # g = 2 Q a - kt, so ||c||^2 = a'Qa = (a'g + kt) / 2: O(|S|), not O(|S|^2)
+        smo_simplex(cs.K, cs.y, self.b, cs.ic, cs.alpha, self.g, cs.n, tol, self.smo_max_iter)
+        # g = 2 Q a - q, so ||c||^2 = a'Qa = (a'g + a'q) / 2: O(|S|), not O(|S|^2)
         n = cs.n
-        self.c2 = 0.5 * (float(cs.alpha[:n] @ self.g[:n]) + self.kt)
+        self.c2 = 0.5 * (float(cs.alpha[:n] @ self.g[:n]) + self._aq())
 
     # -- steps --------------------------------------------------------------
-    def init(self, ids, X, y):
-        """Start from the given rows with equal weights."""
+    def init(self, ids, X, y, w=None):
+        """Start from the points of the given rows (the problem's
+        ``init_points``) with equal weights."""
         self.t0 = time.perf_counter()
-        for k in range(len(ids)):
-            if ids[k] not in self.core:
-                self.core.add(int(ids[k]), X[k:k + 1], float(y[k]), self.kernel)
+        pid, ridx, s, q, ic = self.points.init_points(ids, y, w)
+        for k in range(len(pid)):
+            if pid[k] not in self.core:
+                r = ridx[k]
+                self.core.add(int(pid[k]), X[r:r + 1], float(s[k]), self.kernel, ic[k], q[k])
         n = self.core.n
         self.core.alpha[:n] = 1.0 / n
         self._refresh_c2()
         self.g = np.empty(0)
         if self.method == "cvm":
             cs = self.core
-            self.g = gradient(cs.K, cs.y, self.b, 1.0 / self.C, cs.alpha, n)
+            self.g = gradient(cs.K, cs.y, self.b, cs.ic, cs.q, cs.alpha, n)
             self._smo(self.eps)
         self.Ka = self._core_Ka() if self.method in ("bvm", "fvm") else None
 
-    def step(self, row_id, x, y, d2, eps, kx=None):
-        """Take the violator ``(x, y)`` at squared distance ``d2``; ``kx``:
-        its base kernel values against the current core vectors, if known."""
+    def step(self, pid, x, s, q, ic, d2, eps, kx=None):
+        """Take the violating point ``pid`` (row ``x``, sign ``s``, linear
+        term ``q``, 1/C ``ic``) at squared distance ``d2``; ``kx``: its row's
+        base kernel values against the current core vectors, if known."""
         cs = self.core
-        slot = cs.slot_of(row_id)
-        if self.method == "fvm":
-            R2 = self.kt - self.c2
-            lam = min(max((d2 - R2) / (2.0 * d2), 0.0), 1.0)
+        slot = cs.slot_of(pid)
         if slot < 0:
             # a new vector enters at alpha 0 with (K~a)_z = p, gradient c2 - d2
-            p = 0.5 * (self.c2 + self.kt + self.ce2 - d2)
-            self._g_new = self.c2 - d2
-            slot = cs.add(row_id, x, y, self.kernel)
+            p = 0.5 * (self.c2 + q + self.ce2 - d2)
+            self._g_new = self.c2 + self.ce2 - d2
+            slot = cs.add(pid, x, s, self.kernel, ic, q)
             if self.Ka is not None:
                 self.Ka = np.append(self.Ka, p)
+        if self.method == "fvm":
+            # exact line search: lambda = (d^2 - R^2) / (2 (d^2 - Delta_z))
+            # (DESIGN.md sec. 3; Delta_z = q_z - K~_zz, 0 for the plain MEB)
+            kd = self._kd(slot)
+            R2 = self.radius2
+            lam = min(max((d2 - R2) / (2.0 * (d2 - (cs.q[slot] - kd))), 0.0), 1.0)
         if self.method == "cvm":
             self._smo(eps)
         elif self.method == "bvm":
             # c <- phi(z) + beta (c - phi(z)) in the space [phi~; ce]
             beta = np.sqrt(self.r2 / d2)
+            self._step_w = beta
             n = cs.n
             cs.alpha[:n] *= beta
             cs.alpha[slot] += 1.0 - beta
@@ -261,9 +298,10 @@ class MEBSolver:
         else:  # fvm
             p = self.Ka[slot]
             n = cs.n
+            self._step_w = 1.0 - lam
             cs.alpha[:n] *= 1.0 - lam
             cs.alpha[slot] += lam
-            self.c2 = (1 - lam) ** 2 * self.c2 + 2 * lam * (1 - lam) * p + lam * lam * self.kt
+            self.c2 = (1 - lam) ** 2 * self.c2 + 2 * lam * (1 - lam) * p + lam * lam * kd
             self.Ka = (1.0 - lam) * self.Ka + lam * self._column(slot)
         self.n_iter += 1
         return slot
@@ -303,7 +341,7 @@ class MEBSolver:
             j = int(np.argmax(d2))
             if d2[j] <= thr:
                 return t
-            self.step(int(cs.ids[j]), None, cs.y[j], float(d2[j]), eps)
+            self.step(int(cs.ids[j]), None, cs.y[j], cs.q[j], cs.ic[j], float(d2[j]), eps)
         return max_steps
 
     def away(self):
@@ -312,21 +350,23 @@ class MEBSolver:
         shrink its weight: a <- (1 + mu) a - mu e_j. Returns (slot, mu) or None."""
         cs = self.core
         n = cs.n
-        R2 = self.kt - self.c2
-        d2 = self.c2 - 2.0 * self.Ka + self.kt
+        R2 = self.radius2
+        d2 = self.c2 - 2.0 * self.Ka + cs.q[:n]
         d2 = np.where(cs.alpha[:n] > 0, d2, np.inf)
         j = int(np.argmin(d2))
         dm = 1.0 - d2[j] / R2                     # Delta-
         a = cs.alpha[j]
         if dm <= 0 or a >= 1.0:
             return None
-        mu = min(dm / (2.0 * (1.0 - dm)), a / (1.0 - a))
+        # the line search of step() towards -e_j: mu = (R^2 - d^2) / (2 (d^2 - Delta_j))
+        kd = self._kd(j)
+        mu = min((R2 - d2[j]) / (2.0 * (d2[j] - (cs.q[j] - kd))), a / (1.0 - a))
         p = self.Ka[j]
         cs.alpha[:n] *= 1.0 + mu
         cs.alpha[j] -= mu
         if cs.alpha[j] < 1e-15:
             cs.alpha[j] = 0.0
-        self.c2 = (1 + mu) ** 2 * self.c2 - 2 * mu * (1 + mu) * p + mu * mu * self.kt
+        self.c2 = (1 + mu) ** 2 * self.c2 - 2 * mu * (1 + mu) * p + mu * mu * kd
         self.Ka = (1.0 + mu) * self.Ka - mu * self._column(j)
         self.n_iter += 1
         return j, mu, dm
@@ -336,15 +376,17 @@ class MEBSolver:
         if self.method != "fvm":
             return 0.0
         n = self.core.n
-        d2 = self.c2 - 2.0 * self.Ka + self.kt
+        d2 = self.c2 - 2.0 * self.Ka + self.core.q[:n]
         d2 = np.where(self.core.alpha[:n] > 0, d2, np.inf)
-        return 1.0 - d2.min() / (self.kt - self.c2)
+        return 1.0 - d2.min() / self.radius2
 
-    def search(self, ids, X, y, eps):
-        """One violator search over candidate rows; True if it took a step."""
+    def search(self, ids, X, y, eps, w=None):
+        """One violator search over the points of candidate rows (labels or
+        targets ``y``, sample weights ``w``); True if it took a step."""
         if len(ids) == 0:
             return False
-        d2, Kc = self.dist2(X, y)
+        P = self.points.from_rows(ids, y, w)
+        d2, Kc = self.dist2(X, P)
         k = int(np.argmax(d2))
         R2 = self.radius2
         if self.method == "fvm":
@@ -356,7 +398,9 @@ class MEBSolver:
             return False
         if self.max_core is not None and self.core.n >= self.max_core:
             return False
-        self.step(int(ids[k]), X[k:k + 1], float(y[k]), float(d2[k]), eps, kx=Kc[k])
+        pid, ridx, s, q, ic = P
+        r = ridx[k]
+        self.step(int(pid[k]), X[r:r + 1], float(s[k]), q[k], ic[k], float(d2[k]), eps, kx=Kc[r])
         if self.method == "bvm":
             self.refine(eps)
         return True
@@ -400,8 +444,11 @@ class MEBSolver:
             self._exact = {k[3:]: np.array(v) for k, v in arrays.items() if k.startswith("ex_")}
             self._exact["elapsed"] = meta["elapsed"]
             return self
-        self.core.load_arrays({k[5:]: v for k, v in arrays.items() if k.startswith("core_")},
-                              self.kernel)
+        core = {k[5:]: v for k, v in arrays.items() if k.startswith("core_")}
+        if "ic" not in core:    # a snapshot from before per-point terms: the plain MEB
+            n = len(core["ids"])
+            core.update(ic=np.full(n, 1.0 / self.C), q=np.full(n, self.kt), kx=np.ones(n))
+        self.core.load_arrays(core, self.kernel)
         self.Ka = arrays.get("Ka")
         self.g = arrays["g"]
         for k in ("c2", "ce2", "r2", "n_iter", "eps", "level_eps", "cert_eps"):
@@ -424,9 +471,10 @@ class MEBSolver:
         there (:meth:`state`, the pool's) continues with ``resume=position``
         after :meth:`restore`. Returns self."""
         auto = self.auto_eps
+        weighted = self.points.weighted
         if resume is None:
-            ids, X, y = pool.draw(self.init_size, classes=classes, target=target)
-            self.init(ids, X, y)
+            self.init(*pool.draw(self.init_size, classes=classes, target=target,
+                                 with_weight=weighted))
             self.level_eps = None
             li0, calm0 = 0, 0
         else:
@@ -440,12 +488,13 @@ class MEBSolver:
             while calm < self.patience:
                 if checkpoint is not None:
                     checkpoint(self, (li, calm))
-                ids, X, y = pool.draw(self.sample_size, classes=classes,
-                                      exclude=self.core, target=target)
+                drawn = pool.draw(self.sample_size, classes=classes,
+                                  exclude=self.points.exclude(self.core), target=target,
+                                  with_weight=weighted)
                 if callback is not None and time.perf_counter() - shown > 0.25:
                     callback(self)          # progress: at most 4 times a second
                     shown = time.perf_counter()
-                if self.search(ids, X, y, eps):
+                if self.search(*drawn[:3], eps, w=drawn[3] if weighted else None):
                     calm = 0
                 else:
                     calm += 1
@@ -510,7 +559,7 @@ class MEBSolver:
         if sp.issparse(Xk) and not self.core.sparse:
             Xk = Xk.toarray()   # the core set keeps sparse rows dense up to DENSE_MAX_D
         self.core.add_many(np.asarray(ids)[keep], Xk, np.asarray(y, np.float64)[keep],
-                           alpha[keep], self.kernel)
+                           alpha[keep], self.kernel, 1.0 / self.C, self.kt)
         self.eps = self.level_eps = float(levels[last])
         self.n_iter = int(hist[last, 1])
         for e, it, c2, ce2, core, *_ in hist[:last + 1]:
@@ -536,8 +585,8 @@ class MEBSolver:
         values, rows x features or nnz, at most EXACT_MAX_CELLS) that a kernel
         column over all rows per step beats sampled searches."""
         cells = X.nnz if sp.issparse(X) else X.shape[0] * X.shape[1]
-        return (self.method == "bvm" and self.kernel.code == RBF and self.max_core is None
-                and cells <= EXACT_MAX_CELLS)
+        return (self.method == "bvm" and self.plain and self.kernel.code == RBF
+                and self.max_core is None and cells <= EXACT_MAX_CELLS)
 
     def margin_slack(self, eps):
         """How loose eps is against the margin: a point is a violator when
@@ -550,58 +599,58 @@ class MEBSolver:
         return eps * (2.0 + eps) * self.radius2 / (2.0 * max(self.c2, 1e-300))
 
     def confirm(self, full_pass, max_passes=20, max_steps_per_chunk=100000):
-        """Passes over every row, core vectors included, until a pass finds
-        no violator at the target eps. Within a chunk, violators are taken
-        furthest first; BVM and FVM update the chunk's distances in place
-        (one new kernel column per step), CVM recomputes them after SMO.
+        """Passes over every row's points, core vectors included, until a
+        pass finds no violator at the target eps. Within a chunk, violators
+        are taken furthest first; BVM and FVM update the chunk's distances in
+        place (one new kernel column per step), CVM recomputes them after SMO.
+        ``full_pass()`` yields ``(ids, X, y)`` or ``(ids, X, y, w)`` chunks.
         Returns the number of violators the first pass found."""
         first = None
         for _ in range(max_passes):
             found = 0
-            for ids, X, y in _sub_blocks(full_pass(), self.pass_rows):
+            for chunk in _sub_blocks(full_pass(), self.pass_rows):
+                X = chunk[1]
+                P = self.points.from_rows(chunk[0], chunk[2], chunk[3] if len(chunk) > 3 else None)
+                pid, ridx, s, q, ic = P
                 sq = sq_norms(X)
-                d2, _ = self.dist2(X, y, sq, ids=ids)
+                d2, _ = self.dist2(X, P, sq, check_core=True)
                 thr = (1.0 + self.eps) ** 2 * self.radius2
                 found += int((d2 > thr).sum())
                 for _ in range(max_steps_per_chunk):
                     k = int(np.argmax(d2))
-                    thr = (1.0 + self.eps) ** 2 * self.radius2
+                    R2 = self.radius2
+                    thr = (1.0 + self.eps) ** 2 * R2
                     if self.method == "fvm" and \
-                            self._away_gap() > max(d2[k] / self.radius2 - 1.0, thr / self.radius2 - 1.0):
+                            self._away_gap() > max(d2[k] / R2 - 1.0, thr / R2 - 1.0):
                         old_c2 = self.c2
                         j, mu, _ = self.away()
-                        Ka = 0.5 * (old_c2 + self.kt - d2)
-                        xj = self.core.rows()[j:j + 1]
-                        kj = self.kernel.block(X, xj, sq, self.core.sq[j:j + 1])[:, 0]
-                        ktj = y * self.core.y[j] * (kj + self.b)
-                        ktj[ids == self.core.ids[j]] += 1.0 / self.C
-                        Ka = (1.0 + mu) * Ka - mu * ktj
-                        d2 = self.c2 - 2.0 * Ka + self.kt
+                        # a <- (1 + mu) a - mu e_j: (K~a) <- (1 + mu) (K~a) - mu k~(., j)
+                        Ka = 0.5 * (old_c2 + q - d2)
+                        Ka = (1.0 + mu) * Ka - mu * self._points_column(X, sq, P, j)
+                        d2 = self.c2 - 2.0 * Ka + q
                         continue
                     if d2[k] <= thr:
                         break
                     if self.max_core is not None and self.core.n >= self.max_core \
-                            and ids[k] not in self.core:
+                            and pid[k] not in self.core:
                         break
                     old_c2, old_ce2 = self.c2, self.ce2
-                    slot0 = self.core.slot_of(ids[k])
+                    r = ridx[k]
+                    slot0 = self.core.slot_of(pid[k])
                     kx = None if self.core.cache or slot0 >= 0 else \
-                        self.kernel.block(self.core.rows(), X[k:k + 1], self.core.sq[:self.core.n],
-                                          sq[k:k + 1])[:, 0]
-                    self.step(int(ids[k]), X[k:k + 1], float(y[k]), float(d2[k]), self.eps, kx=kx)
+                        self.kernel.block(self.core.rows(), X[r:r + 1], self.core.sq[:self.core.n],
+                                          sq[r:r + 1])[:, 0]
+                    slot = self.step(int(pid[k]), X[r:r + 1], float(s[k]), q[k], ic[k],
+                                     float(d2[k]), self.eps, kx=kx)
                     self.cert_eps = None    # a new center: only a clean pass certifies it
                     if self.method == "cvm":
-                        d2, _ = self.dist2(X, y, sq, ids=ids)
+                        d2, _ = self.dist2(X, P, sq, check_core=True)
                         continue
                     # a <- w a + (1 - w) e_z: (K~a) <- w (K~a) + (1 - w) k~(., z)
-                    w = np.sqrt(self.r2 / d2[k]) if self.method == "bvm" else \
-                        1.0 - min(max((d2[k] - (self.kt - old_c2)) / (2.0 * d2[k]), 0.0), 1.0)
-                    Ka = 0.5 * (old_c2 + self.kt + old_ce2 - d2)
-                    kz = self.kernel.block(X, X[k:k + 1], sq, sq[k:k + 1])[:, 0]
-                    ktz = y * y[k] * (kz + self.b)
-                    ktz[ids == ids[k]] += 1.0 / self.C
-                    Ka = w * Ka + (1.0 - w) * ktz
-                    d2 = self.c2 - 2.0 * Ka + self.kt + self.ce2
+                    w = self._step_w
+                    Ka = 0.5 * (old_c2 + q + old_ce2 - d2)
+                    Ka = w * Ka + (1.0 - w) * self._points_column(X, sq, P, slot)
+                    d2 = self.c2 - 2.0 * Ka + q + self.ce2
             if first is None:
                 first = found
             self.record(self.eps)
@@ -611,6 +660,16 @@ class MEBSolver:
                 self._last = None
                 break
         return first
+
+    def _points_column(self, X, sq, P, slot):
+        """k~(p, z) for the points ``P`` over rows ``X`` and the core point in
+        ``slot``: s_p s_z (k(x_p, x_z) + b), plus ic_z where p is z."""
+        cs = self.core
+        pid, ridx, s, _, _ = P
+        kz = self.kernel.block(X, cs.rows()[slot:slot + 1], sq, cs.sq[slot:slot + 1])[:, 0]
+        col = s * cs.y[slot] * (kz[ridx] + self.b)
+        col[pid == cs.ids[slot]] += cs.ic[slot]
+        return col
 
     # -- results --------------------------------------------------------------
     def support(self, tol=1e-12):

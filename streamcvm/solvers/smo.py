@@ -1,9 +1,11 @@
 """SMO for the MEB dual restricted to the core set (pure numba).
 
 Minimises ``f(a) = a' Q a - a' q`` over the simplex ``{a >= 0, sum a = 1}``
-where ``Q_ij = y_i y_j (K_ij + b) + [i == j] / C`` is the transformed kernel
-of the core vectors (``K``: float32 kernel cache) and ``q = diag(Q)``
-(maximising the MEB dual ``a' diag(Q) - a'Qa``). Pairs are chosen with
+where ``Q_ij = y_i y_j (K_ij + b) + [i == j] ic_i`` is the transformed kernel
+of the core vectors (``K``: float32 kernel cache, ``y``: signs, ``ic``: the
+points' 1/C_i) and ``q = diag(Q) + Delta`` the linear term (maximising the
+center-constrained MEB dual ``a' (diag(Q) + Delta) - a'Qa``, DESIGN.md sec. 2;
+the plain MEB when ``q`` is constant). Pairs are chosen with
 LIBSVM's second-order rule: ``i = argmin grad`` (the variable to grow),
 then the ``j`` with ``a_j > 0`` that maximises the guaranteed decrease
 ``(g_j - g_i)^2 / (Q_ii + Q_jj - 2 Q_ij)``; the step is exact, clipped at
@@ -14,18 +16,18 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _q(K, y, b, invC, i, j):
+def _q(K, y, b, ic, i, j):
     v = y[i] * y[j] * (np.float64(K[i, j]) + b)
     if i == j:
-        v += invC
+        v += ic[i]
     return v
 
 
 @njit(cache=True, nogil=True)
-def smo_simplex(K, y, b, invC, alpha, g, n, tol, max_iter):
+def smo_simplex(K, y, b, ic, alpha, g, n, tol, max_iter):
     """Solve in place over the first ``n`` core vectors; returns iterations.
 
-    ``g[:n]`` is the gradient ``2 Q a - diag(Q)`` on entry (kept up to date
+    ``g[:n]`` is the gradient ``2 Q a - q`` on entry (kept up to date
     by the caller between calls: O(n) per new vector instead of O(n^2)) and
     is updated in place.
 
@@ -43,14 +45,14 @@ def smo_simplex(K, y, b, invC, alpha, g, n, tol, max_iter):
         gmax = -np.inf
         j = -1
         best = 0.0
-        qii = _q(K, y, b, invC, i, i)
+        qii = _q(K, y, b, ic, i, i)
         for k in range(n):
             if alpha[k] > 0.0:
                 diff = g[k] - gi
                 if diff > gmax:
                     gmax = diff
                 if diff > 0.0 and k != i:
-                    eta = qii + _q(K, y, b, invC, k, k) - 2.0 * _q(K, y, b, invC, i, k)
+                    eta = qii + _q(K, y, b, ic, k, k) - 2.0 * _q(K, y, b, ic, i, k)
                     if eta <= 1e-12:
                         eta = 1e-12
                     score = diff * diff / eta
@@ -59,7 +61,7 @@ def smo_simplex(K, y, b, invC, alpha, g, n, tol, max_iter):
                         j = k
         if gmax <= tol or j < 0:
             break
-        eta = qii + _q(K, y, b, invC, j, j) - 2.0 * _q(K, y, b, invC, i, j)
+        eta = qii + _q(K, y, b, ic, j, j) - 2.0 * _q(K, y, b, ic, i, j)
         if eta <= 1e-12:
             eta = 1e-12
         step = (g[j] - gi) / (2.0 * eta)
@@ -70,26 +72,26 @@ def smo_simplex(K, y, b, invC, alpha, g, n, tol, max_iter):
         if alpha[j] < 1e-15:
             alpha[j] = 0.0
         for k in range(n):      # rows i and j (K is symmetric): contiguous reads
-            g[k] += 2.0 * step * (_q(K, y, b, invC, i, k) - _q(K, y, b, invC, j, k))
+            g[k] += 2.0 * step * (_q(K, y, b, ic, i, k) - _q(K, y, b, ic, j, k))
         it += 1
     return it
 
 
 @njit(cache=True, nogil=True)
-def gradient(K, y, b, invC, alpha, n):
-    """2 Q a - diag(Q) over the first n core vectors (O(n^2))."""
+def gradient(K, y, b, ic, q, alpha, n):
+    """2 Q a - q over the first n core vectors (O(n^2))."""
     g = np.empty(n)
     for i in range(n):
         s = 0.0
         for j in range(n):
             if alpha[j] != 0.0:
-                s += _q(K, y, b, invC, i, j) * alpha[j]
-        g[i] = 2.0 * s - _q(K, y, b, invC, i, i)
+                s += _q(K, y, b, ic, i, j) * alpha[j]
+        g[i] = 2.0 * s - q[i]
     return g
 
 
 @njit(cache=True, nogil=True)
-def center_sq_norm(K, y, b, invC, alpha, n):
+def center_sq_norm(K, y, b, ic, alpha, n):
     """||c||^2 = a' Q a over the first n core vectors."""
     s = 0.0
     for i in range(n):
@@ -97,5 +99,5 @@ def center_sq_norm(K, y, b, invC, alpha, n):
             continue
         for j in range(n):
             if alpha[j] != 0.0:
-                s += alpha[i] * alpha[j] * _q(K, y, b, invC, i, j)
+                s += alpha[i] * alpha[j] * _q(K, y, b, ic, i, j)
     return s

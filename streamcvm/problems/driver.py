@@ -1,0 +1,112 @@
+"""What every problem's training shares: the sampler and solver of one
+machine, driven to the end (sampled or exact), full passes over a store,
+and the one pass of row statistics that some problems' eta needs."""
+import numpy as np
+
+from ..sampling import ChunkPool, relabel
+from ..solvers import MEBSolver
+
+
+def full_pass_chunks(store, classes, target, weighted=False):
+    """A factory of ``(ids, X, y[, w])`` chunks over every row of ``store``
+    (of the two sides of ``classes``, when given), labels as ``target``."""
+    def passes():
+        for i in range(store.n_chunks):
+            a, e = store.chunk_bounds(i)
+            c = store.chunk(i)
+            ids = np.arange(a, e)
+            y = np.asarray(c.y, np.float64)
+            w = np.ones(e - a) if c.weight is None else np.asarray(c.weight, np.float64)
+            keep = slice(None)
+            if classes is not None:
+                keep = np.flatnonzero(np.isin(y, classes[0]) | np.isin(y, classes[1]))
+                if len(keep) == 0:
+                    continue
+            out = (ids[keep], c.X[keep], relabel(y[keep], classes, target))
+            yield out + (w[keep],) if weighted else out
+    return passes
+
+
+def one_blas_thread():
+    """A context with one BLAS thread. The search's kernel blocks are small
+    (59 rows x |S|), where OpenBLAS's threads cost more than they give
+    (ijcnn1: 4.0 s against 11.2 s when another process is busy), and the
+    sampler's prefetch thread decompresses chunks on the other core. Entered
+    once per fit: threadpoolctl's inspection costs milliseconds."""
+    from threadpoolctl import threadpool_limits
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def row_stats(store, classes=None):
+    """One streaming pass (a chunk at a time): the extremes some problems'
+    eta needs. Returns ``{"max_sq", "min_sq"}`` (squared row norms), and
+    ``"max_abs_y"`` and ``"min_w"`` (smallest sample weight, 1 without a
+    weight column), over the rows of ``classes`` when given."""
+    out = {"max_sq": 0.0, "min_sq": np.inf, "max_abs_y": 0.0, "min_w": np.inf}
+    from ..kernels import sq_norms
+    for i in range(store.n_chunks):
+        c = store.chunk(i)
+        y = np.asarray(c.y, np.float64)
+        keep = np.ones(len(y), bool) if classes is None else \
+            np.isin(y, classes[0]) | np.isin(y, classes[1])
+        if not keep.any():
+            continue
+        sq = sq_norms(c.X)[keep]
+        out["max_sq"] = max(out["max_sq"], float(sq.max()))
+        out["min_sq"] = min(out["min_sq"], float(sq.min()))
+        out["max_abs_y"] = max(out["max_abs_y"], float(np.abs(y[keep]).max()))
+        w = 1.0 if c.weight is None else float(np.min(np.asarray(c.weight)[keep]))
+        out["min_w"] = min(out["min_w"], w)
+    return out
+
+
+def kernel_bound(kernel, stats):
+    """An upper bound of k(x, x) over the rows ``stats`` describes (1 for a
+    constant diagonal): the diagonal is a power of an affine function of
+    ||x||^2, so its largest value is at one of the extremes."""
+    if kernel.constant_diagonal:
+        return 1.0
+    sq = np.array([stats["min_sq"], stats["max_sq"]])
+    return float(kernel.diag(np.zeros((2, 1), np.float32), sq).max())
+
+
+def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.0,
+               method="bvm", eps=1e-3, sample_size=59, max_core=None, seed=0,
+               full_pass=False, callback=None, checkpointer=None, n_machines=1, resume=None):
+    """Train one machine's MEB on ``store`` and return the solver.
+
+    ``points``: the problem's points (:mod:`streamcvm.problems.points`);
+    ``classes``/``target``: which rows and how their labels are seen (see
+    :meth:`streamcvm.sampling.ChunkPool.draw`). ``checkpointer``: a
+    :class:`streamcvm.checkpoint.Checkpointer` that snapshots the solver as
+    it goes (``n_machines``: for its progress record); ``resume``:
+    ``{"current": manifest["current"], "arrays": solver arrays}`` of a
+    snapshot taken inside this machine, to continue from. Small plain
+    problems wholly pooled run the exact BVM. Callers should hold BLAS to
+    one thread (:func:`one_blas_thread`)."""
+    rng = np.random.default_rng(seed)
+    cur = None if resume is None else resume.get("current")
+    if cur is not None:
+        pool = ChunkPool.from_state(store, rng, cur["pool"], classes=classes)
+    else:
+        pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size)
+    solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=b, method=method, eps=eps,
+                       sample_size=sample_size, max_core=max_core, points=points)
+    try:
+        if cur is not None:
+            solver.restore(cur["solver"], resume["arrays"])
+        hook = None if checkpointer is None else checkpointer.solver_hook(pool, n_machines)
+        rows = pool.all_rows(classes, target)       # a small store, wholly pooled
+        if rows is not None and solver.exact_ok(rows[1]):
+            solver.fit_exact(*rows, checkpoint=hook)
+            if callback is not None:
+                callback(solver)
+        else:
+            passes = full_pass_chunks(store, classes, target, points.weighted) \
+                if full_pass else None
+            solver.fit(pool, classes=classes, target=target, callback=callback,
+                       full_pass=passes, checkpoint=hook,
+                       resume=None if cur is None else tuple(cur["position"]))
+    finally:
+        pool.close()
+    return solver

@@ -1,0 +1,78 @@
+"""A trained machine: support rows, coefficients, intercept, and how it
+predicts; stored as plain arrays (model files and checkpoints alike)."""
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass
+class Machine:
+    """One trained binary (or one-class) machine."""
+    sv: object                    # support rows: ndarray [m, d] or CSR
+    coef: np.ndarray              # alpha_i * y_i
+    intercept: float              # sum alpha_i y_i * b
+    sv_ids: np.ndarray            # global row ids of the support rows
+    classes: tuple = None         # (neg, pos): label values (or a tuple: the rest); None: one-class
+    radius2: float = 0.0          # one-class: outlier threshold on ||phi(x) - c||^2
+    c2: float = 0.0               # one-class: ||c||^2 = a'Ka (original space)
+    n_iter: int = 0
+    core_size: int = 0
+    full_pass_violators: object = None
+    history: list = field(default_factory=list)
+    sv_sq: np.ndarray = None      # squared norms of the support rows (lazy)
+    regression: bool = False      # f(x) is a regression estimate (classes None)
+    epsilon_bar: float = None     # regression: the tube width the L2-SVR found (cvr eq. 10)
+
+    def decision(self, kernel, X, sq=None, block_rows=2048):
+        """f(x) (binary) or R^2 - d^2(x) (one-class), for rows X; kernel
+        blocks of ``block_rows`` rows keep memory at block_rows x n_SV."""
+        from ..kernels import sq_norms
+        sq = sq_norms(X) if sq is None else sq
+        if self.sv_sq is None:
+            self.sv_sq = sq_norms(self.sv)
+        sqs = self.sv_sq
+        s = np.empty(X.shape[0])
+        # CSR rows against dense support rows: from the nonzeros (kernels._csr_gram)
+        svT = np.ascontiguousarray(self.sv.T, np.float32) \
+            if sp.issparse(X) and not sp.issparse(self.sv) else None
+        for a in range(0, X.shape[0], block_rows):
+            b = min(a + block_rows, X.shape[0])
+            s[a:b] = kernel.block(X[a:b], self.sv, sq[a:b], sqs, BT=svT) @ self.coef
+        if self.classes is None and not self.regression:
+            return self.radius2 - (self.c2 - 2.0 * s + kernel.diag(X, sq))
+        return s + self.intercept
+
+
+def machine_arrays(m):
+    """A machine as (JSON-able record, arrays): checkpoints keep finished ones."""
+    arrays = {"coef": m.coef, "ids": m.sv_ids}
+    if sp.issparse(m.sv):
+        arrays.update(sv_indptr=m.sv.indptr.astype(np.int64),
+                      sv_indices=m.sv.indices.astype(np.int32),
+                      sv_data=m.sv.data.astype(np.float32))
+    else:
+        arrays["sv"] = np.asarray(m.sv, np.float32)
+    rec = {"classes": None if m.classes is None else list(m.classes),
+           "intercept": m.intercept, "radius2": m.radius2, "c2": m.c2, "n_iter": m.n_iter,
+           "core_size": m.core_size, "sparse": bool(sp.issparse(m.sv)),
+           "shape": list(m.sv.shape), "full_pass_violators": m.full_pass_violators,
+           "history": m.history, "regression": m.regression, "epsilon_bar": m.epsilon_bar}
+    return rec, arrays
+
+
+def machine_from(rec, arrays):
+    """The inverse of :func:`machine_arrays`."""
+    from ..store import csr_view
+    sv = csr_view(arrays["sv_data"], arrays["sv_indices"], arrays["sv_indptr"],
+                  tuple(rec["shape"])) if rec["sparse"] else arrays["sv"]
+    cl = rec["classes"]
+    return Machine(sv=sv, coef=arrays["coef"], intercept=rec["intercept"], sv_ids=arrays["ids"],
+                   classes=None if cl is None else tuple(tuple(c) if isinstance(c, list) else c
+                                                         for c in cl),
+                   radius2=rec["radius2"], c2=rec["c2"], n_iter=rec["n_iter"],
+                   core_size=rec["core_size"], full_pass_violators=rec["full_pass_violators"],
+                   history=rec.get("history", []), regression=rec.get("regression", False),
+                   epsilon_bar=rec.get("epsilon_bar"))
+
+
