@@ -1,0 +1,222 @@
+"""The center-constrained MEB (DESIGN.md sec. 2) against an exact QP.
+
+For each problem with a linear term or per-point C (L2-SVR, per-class and
+per-sample C, kernels without a constant diagonal) on a few hundred points:
+scipy's SLSQP solves ``max a'q - a'K~a`` on the simplex, and the solvers'
+result must be dual feasible (``R^2 = a'q - a'K~a <= R*^2``) and within the
+(1 + eps)^2 ratio (``R*^2 <= (1 + eps)^2 R^2``, cvr paper Property 3), with
+every point inside the (1 + eps) ball after the final full pass.
+"""
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+import streamcvm
+from streamcvm.kernels import Kernel, estimate_beta
+from streamcvm.problems.classification import class_points, train_machine
+from streamcvm.problems.driver import run_solver
+from streamcvm.problems.regression import regression_points, train_regressor
+
+
+def _simplex_projection(v):
+    """Euclidean projection onto {a >= 0, sum a = 1} (sort-based)."""
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - 1.0
+    k = np.flatnonzero(u - css / np.arange(1, len(v) + 1) > 0)[-1]
+    return np.maximum(v - css[k] / (k + 1), 0.0)
+
+
+def _qp_max(Q, q, gap_tol=1e-10):
+    """max a'q - a'Qa over the simplex: (value, a), by accelerated projected
+    gradient (FISTA with restarts; an algorithm none of the solvers use),
+    run until its Frank-Wolfe duality gap ``g'a - min g`` (g the gradient of
+    a'Qa - a'q, a bound on the distance to the optimum's value) is below
+    ``gap_tol``: the optimum is certified, not assumed."""
+    n = len(q)
+    L = 2.0 * np.linalg.eigvalsh(Q)[-1]
+    a = np.ones(n) / n
+    z, tk = a.copy(), 1.0
+    for it in range(200000):
+        a_new = _simplex_projection(z - (2.0 * Q @ z - q) / L)
+        t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * tk * tk))
+        z = a_new + (tk - 1.0) / t_new * (a_new - a)
+        if (a_new - a) @ (2.0 * Q @ a_new - q) > 0:     # objective went up: restart
+            z, t_new = a_new.copy(), 1.0
+        a, tk = a_new, t_new
+        if it % 50 == 0:
+            g = 2.0 * Q @ a - q
+            if g @ a - g.min() < gap_tol:
+                return a @ q - a @ Q @ a, a
+    raise AssertionError("reference QP did not converge")
+
+
+def _friedman(m, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(m, 5)).astype(np.float32)
+    t = 10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3] \
+        + 5 * X[:, 4] + rng.standard_normal(m)
+    return X, (t - t.mean()) / t.std()
+
+
+def _point_alpha(solver, n_points):
+    a = np.zeros(n_points)
+    cs = solver.core
+    a[cs.ids[:cs.n]] = cs.alpha[:cs.n]
+    return a
+
+
+def _check_ratio(a, Q, q, R2_opt, eps):
+    assert a.min() >= 0 and a.sum() == pytest.approx(1.0, abs=1e-9)
+    R2 = a @ q - a @ Q @ a
+    d2 = a @ Q @ a - 2 * Q @ a + q
+    assert d2.max() <= (1 + eps) ** 2 * R2 * (1 + 1e-6)       # all inside the (1+eps) ball
+    assert R2 <= R2_opt * (1 + 1e-9)                          # dual feasible
+    assert R2_opt <= (1 + eps) ** 2 * R2 * (1 + 1e-9)         # (1+eps)^2-approximation
+
+
+@pytest.fixture(scope="module")
+def svr_problem():
+    m, C, mu = 120, 10.0, 0.05
+    X, t = _friedman(m)
+    k = Kernel("rbf", gamma=1.0 / estimate_beta(X))
+    store = streamcvm.as_store(X, t, chunk_rows=40)
+    pts = regression_points(store, k, C, mu)
+    # the 2m points in id order 2i (s = +1), 2i + 1 (s = -1)
+    s = np.tile([1.0, -1.0], m)
+    row = np.repeat(np.arange(m), 2)
+    K = k.block(X, X).astype(np.float64)[np.ix_(row, row)]
+    Q = np.outer(s, s) * (K + 1) + np.eye(2 * m) * mu * m / C
+    q = pts.eta + 2.0 / C * s * t[row]
+    val, a_opt = _qp_max(Q, q)
+    return X, t, k, store, C, mu, pts, Q, q, val, a_opt
+
+
+@pytest.mark.parametrize("method,eps", [("cvm", 1e-2), ("cvm", 1e-3), ("fvm", 1e-2),
+                                        ("fvm", 1e-3)])
+def test_svr_dual_against_exact_qp(svr_problem, method, eps):
+    X, t, k, store, C, mu, pts, Q, q, R2_opt, _ = svr_problem
+    s = run_solver(store, k, pts, b=1.0, C=C, method=method, eps=eps, full_pass=True)
+    a = _point_alpha(s, len(q))
+    _check_ratio(a, Q, q, R2_opt, eps)
+    assert s.c2 == pytest.approx(a @ Q @ a, rel=1e-6)
+    assert s.radius2 == pytest.approx(a @ q - a @ Q @ a, rel=1e-6)
+
+
+def test_svr_model_matches_the_exact_solution(svr_problem):
+    """f(x) = C sum a_p s_p (k + 1) and epsbar (cvr eq. 10) of the solver's
+    machine against those of the exact dual solution."""
+    X, t, k, store, C, mu, pts, Q, q, _, a_opt = svr_problem
+    m = train_regressor(store, k, C=C, mu=mu, method="cvm", eps=1e-4, full_pass=True)
+    s = np.tile([1.0, -1.0], len(t))
+    beta = C * (a_opt[0::2] - a_opt[1::2])
+    f_opt = (k.block(X, X) + 1) @ beta
+    f = m.decision(k, X)
+    assert np.abs(f - f_opt).max() < 0.02 * t.std()
+    eb_opt = a_opt @ (s * np.repeat(t, 2)) - C * a_opt @ Q @ a_opt
+    assert m.epsilon_bar == pytest.approx(eb_opt, abs=0.02)
+    # mu is the mean slack: sum (xi + xi*) / m with xi = a mu m (eq. 9)
+    assert len(m.coef) < len(t) and np.all(np.diff(m.sv_ids) > 0)
+
+
+def _two_class(n=150, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4)).astype(np.float32)
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.4 * rng.standard_normal(n) > 1.0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.mark.parametrize("method", ["cvm", "fvm"])
+@pytest.mark.parametrize("case", ["class_weight", "sample_weight", "linear", "poly"])
+def test_center_constrained_classifiers_against_exact_qp(method, case):
+    X, y = _two_class()
+    n, C, eps = len(y), 2.0, 1e-3
+    w = np.random.default_rng(3).uniform(0.5, 2.0, n) if case == "sample_weight" else None
+    store = streamcvm.as_store(X, y, weight=w, chunk_rows=50)
+    name = {"linear": "linear", "poly": "poly"}.get(case, "rbf")
+    k = Kernel(name, gamma=1.0 / estimate_beta(X) if name == "rbf" else 0.2, coef0=1.0,
+               degree=2)
+    cw = (1.0, 4.0) if case == "class_weight" else None
+    pts = class_points(store, k, (-1.0, 1.0), C, class_weight=cw,
+                       sample_weight=case == "sample_weight")
+    assert not pts.plain
+    Ci = C * np.where(y > 0, *(cw[::-1] if cw else (1.0, 1.0)))
+    if w is not None:
+        Ci = Ci * w
+    K = k.block(X, X).astype(np.float64)
+    Q = np.outer(y, y) * (K + 1) + np.diag(1.0 / Ci)
+    q = np.full(n, pts.eta)
+    assert pts.eta >= np.diag(Q).max() - 1e-9     # Delta >= 0
+    R2_opt, _ = _qp_max(Q, q)
+    s = run_solver(store, k, pts, classes=(-1.0, 1.0), target="binary", b=1.0, C=C,
+                   method=method, eps=eps, full_pass=True)
+    _check_ratio(_point_alpha(s, n), Q, q, R2_opt, eps)
+
+
+def test_weights_change_the_model():
+    """Class weights move the boundary towards the lighter class."""
+    X, y = _two_class(n=400, seed=2)
+    store = streamcvm.as_store(X, y, chunk_rows=100)
+    k = Kernel("rbf", gamma=1.0 / estimate_beta(X))
+    kw = dict(classes=(-1.0, 1.0), C=1.0, method="cvm", eps=1e-3)
+    plain = train_machine(store, k, **kw)
+    heavy = train_machine(store, k, class_weight=(1.0, 10.0), **kw)
+    pos = y > 0
+    f0, f1 = plain.decision(k, X), heavy.decision(k, X)
+    assert (f1[pos] > 0).mean() > (f0[pos] > 0).mean()        # more positives recalled
+    assert f1.mean() > f0.mean()
+
+
+def test_bvm_refuses_center_constrained_problems():
+    X, y = _two_class()
+    store = streamcvm.as_store(X, y, chunk_rows=50)
+    k = Kernel("rbf", gamma=0.5)
+    with pytest.raises(ValueError, match="bvm solves the plain MEB only"):
+        train_machine(store, k, classes=(-1.0, 1.0), method="bvm", class_weight=(1.0, 2.0))
+    with pytest.raises(ValueError, match="bvm needs a kernel with constant"):
+        train_machine(store, Kernel("linear"), classes=(-1.0, 1.0), method="bvm")
+    with pytest.raises(ValueError, match="method must be 'cvm' or 'fvm'"):
+        train_regressor(store, k, method="bvm")
+    with pytest.raises(ValueError, match="weights must be positive"):
+        train_machine(store, k, classes=(-1.0, 1.0), method="cvm", class_weight=(0.0, 1.0))
+
+
+@pytest.mark.parametrize("toward", ["new", "core"])
+def test_fvm_line_search_is_exact_with_a_linear_term(svr_problem, toward):
+    """One Frank-Wolfe step (and one away step) of FVM on the SVR dual lands
+    on the maximum of the dual along its segment: lambda* = (u'q - 2a'Qu) /
+    (2 u'Qu) for u = e_z - a (DESIGN.md: (d^2 - R^2) / (2 (d^2 - Delta_z)))."""
+    from streamcvm.solvers import MEBSolver
+    X, t, k, store, C, mu, pts, Q, q, _, _ = svr_problem
+    s = MEBSolver(k, X.shape[1], False, C=C, b=1.0, method="fvm", eps=1e-3, points=pts)
+    ids = np.arange(0, 40, 4)
+    s.init(ids, X[ids], t[ids])
+    allP = pts.from_rows(np.arange(len(t)), t)
+    d2, _ = s.dist2(X, allP, check_core=True)
+    if toward == "core":        # the furthest core point: a step that is not a first entry
+        core = np.isin(allP[0], s.core.ids[:s.core.n])
+        d2 = np.where(core, d2, -np.inf)
+    j = int(np.argmax(d2))
+    a = _point_alpha(s, len(q))
+    u = -a.copy()
+    u[allP[0][j]] += 1.0
+    lam_opt = float(np.clip((u @ q - 2 * a @ Q @ u) / (2 * u @ Q @ u), 0.0, 1.0))
+    pid, ridx, sg, qq, ic = allP
+    r = ridx[j]
+    s.step(int(pid[j]), X[r:r + 1], sg[j], qq[j], ic[j], float(d2[j]), 1e-3)
+    lam = 1.0 - s._step_w
+    assert 0 < lam_opt < 1 and lam == pytest.approx(lam_opt, rel=1e-6)
+    a1 = _point_alpha(s, len(q))
+    np.testing.assert_allclose(a1, a + lam * u, atol=1e-12)
+    assert s.c2 == pytest.approx(a1 @ Q @ a1, rel=1e-6)
+    # the away step: a <- (1 + mu) a - mu e_j, mu the maximum along that line
+    n = s.core.n
+    dd = s.c2 - 2.0 * s.Ka + s.core.q[:n]
+    jj = int(np.argmin(np.where(s.core.alpha[:n] > 0, dd, np.inf)))
+    v = a1.copy()
+    v[s.core.ids[jj]] -= 1.0            # a + mu v, v = a - e_j
+    mu_opt = (v @ q - 2 * a1 @ Q @ v) / (2 * v @ Q @ v)
+    got = s.away()
+    assert got is not None and got[1] == pytest.approx(min(mu_opt, a1[s.core.ids[jj]]
+                                                          / (1 - a1[s.core.ids[jj]])), rel=1e-6)
+    a2 = _point_alpha(s, len(q))
+    assert s.c2 == pytest.approx(a2 @ Q @ a2, rel=1e-6)
