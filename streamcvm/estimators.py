@@ -1,4 +1,4 @@
-"""scikit-learn estimators over the core: CVMClassifier and CVMOneClass.
+"""scikit-learn estimators over the core: CVMClassifier, CVMRegressor and CVMOneClass.
 
 ``fit`` takes arrays, sparse matrices or a store (``streamcvm.open_store``);
 large data never goes through a dense in-memory copy. The estimators only
@@ -10,12 +10,13 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .kernels import Kernel, estimate_beta
 from .problems import one_blas_thread, pairs, train_machine
+from .problems.regression import train_regressor
 from .store import BaseStore, DiskStore, as_store
 
 METHODS = ("bvm", "cvm", "fvm")
@@ -86,19 +87,29 @@ class _CVMBase(BaseEstimator):
         if not isinstance(self.C, numbers.Real) or self.C <= 0:
             raise ValueError(f"C must be positive, got {self.C!r}")
 
-    def _prepare(self, X, y=None):
-        """A store for the training data, and the arrays sklearn validated."""
+    def _prepare(self, X, y=None, sample_weight=None, regression=False):
+        """A store for the training data, and the labels sklearn validated
+        (None for a store, or for regression)."""
         if isinstance(X, (BaseStore, str)) or hasattr(X, "__fspath__"):
+            if sample_weight is not None:
+                raise ValueError("sample_weight with a store: put the weights in the "
+                                 "store's weight column (ingest --weight-col)")
             store = as_store(X)
             self.n_features_in_ = store.d
             return store, None
         if y is None:
             X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=True)
             return as_store(X, np.zeros(X.shape[0])), None
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32, reset=True)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32, reset=True,
+                             y_numeric=regression)
+        if sample_weight is not None:
+            from sklearn.utils.validation import _check_sample_weight
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        if regression:
+            return as_store(X, np.asarray(y, np.float64), weight=sample_weight), None
         check_classification_targets(y)
         labels, codes = np.unique(y, return_inverse=True)
-        return as_store(X, codes.astype(np.float64)), labels
+        return as_store(X, codes.astype(np.float64), weight=sample_weight), labels
 
     def _kernel(self, store):
         self.gamma_ = _resolve_gamma(self.gamma, store)
@@ -124,14 +135,19 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     full_pass : finish with passes over all rows until none violates
     multi_class : "ovo" (one-vs-one, as LIBSVM; default) or "ovr" (one-vs-rest:
         one machine per class, trained on every row)
+    class_weight : None, "balanced" (n / (k n_c), as scikit-learn) or a dict
+        {label: weight}: class c's rows get C * weight_c (generalized-cvm
+        sec. IV-A). Weighted rows, like ``sample_weight`` and kernels without
+        a constant k(x, x) ("linear", "poly"), make a center-constrained MEB,
+        which methods "cvm" and "fvm" solve ("bvm" refuses it).
     random_state : seed of the row sampling
     verbose : show a progress bar (eps level, core-set size, radius)
     """
 
     def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
-                 multi_class="ovo", decision_function_shape="ovr", random_state=0,
-                 verbose=False):
+                 multi_class="ovo", decision_function_shape="ovr", class_weight=None,
+                 random_state=0, verbose=False):
         self.method = method
         self.C = C
         self.kernel = kernel
@@ -144,13 +160,16 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.full_pass = full_pass
         self.multi_class = multi_class
         self.decision_function_shape = decision_function_shape
+        self.class_weight = class_weight
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
-            checkpoint_iters=None, checkpoint_keep=2, resume=False):
+    def fit(self, X, y=None, sample_weight=None, *, checkpoint_dir=None,
+            checkpoint_every=60.0, checkpoint_iters=None, checkpoint_keep=2, resume=False):
         """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
 
+        ``sample_weight``: per-row multipliers of C (arrays only); a store's
+        weight column, when it has one, is used instead.
         ``checkpoint_dir``: snapshot the run there every ``checkpoint_every``
         seconds (None: never by time) and/or ``checkpoint_iters`` iterations,
         at each eps level and after each machine, keeping the last
@@ -161,7 +180,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 and not hasattr(X, "__fspath__"):
             raise ValueError(f"{type(self).__name__} requires y to be passed, "
                              "but the target y is None")
-        store, labels = self._prepare(X, y)
+        store, labels = self._prepare(X, y, sample_weight)
         if store.classes is None:
             raise ValueError("Unknown label type: the store's y has too many distinct "
                              "values for a classifier (a regression target?)")
@@ -176,7 +195,12 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         eps = _resolve_eps(self.eps)
         seed = 0 if self.random_state is None else int(self.random_state)
         subs = pairs(classes, self.multi_class)
-        store = _small_in_memory(store) if len(subs) > 1 else store
+        cw = _class_weights(self.class_weight, store, codes, self.classes_)
+        if cw is not None and self.multi_class == "ovr" and len(subs) > 1:
+            raise ValueError("class_weight with multi_class='ovr' is not supported (the "
+                             "'rest' side mixes classes): use multi_class='ovo'")
+        weighted = bool(store.has_weight)
+        store = _small_in_memory(store) if len(subs) > 1 and not weighted else store
         ck, machines, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
                                            checkpoint_every, checkpoint_iters, checkpoint_keep)
         k_resume = len(machines)            # finished before the interruption
@@ -190,7 +214,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                                   max_core=self.max_core, seed=seed + k,
                                   full_pass=self.full_pass, callback=bar.update,
                                   checkpointer=ck, n_machines=len(subs),
-                                  resume=cur if k == k_resume else None)
+                                  resume=cur if k == k_resume else None,
+                                  class_weight=None if cw is None else (cw[pair[0]], cw[pair[1]]),
+                                  sample_weight=weighted)
                 machines.append(m)
                 _machine_done(ck, m, len(subs))
         self._set_machines(machines)
@@ -305,6 +331,34 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     def predict(self, X):
         return self.predict_with_decision(X)[0]
+
+
+def _class_weights(class_weight, store, codes, labels):
+    """{code: weight} for ``class_weight`` (None, "balanced" or {label:
+    weight}), or None. "balanced" is scikit-learn's n / (k n_c), from the
+    store's per-chunk class counts."""
+    if class_weight is None:
+        return None
+    if isinstance(class_weight, str):
+        if class_weight != "balanced":
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, "
+                             f"got {class_weight!r}")
+        counts = np.asarray(store.class_counts).sum(axis=0).astype(np.float64)
+        return {c: counts.sum() / (len(codes) * counts[k]) for k, c in enumerate(codes)}
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"class_weight must be None, 'balanced' or a dict, got "
+                         f"{type(class_weight).__name__}")
+    index = {(v.item() if hasattr(v, "item") else v): c for v, c in zip(labels, codes)}
+    out = {c: 1.0 for c in codes}
+    for label, w in class_weight.items():
+        key = label.item() if hasattr(label, "item") else label
+        if key not in index:
+            raise ValueError(f"class_weight: label {label!r} is not among the classes "
+                             f"{list(index)}")
+        if not isinstance(w, numbers.Real) or not w > 0:
+            raise ValueError(f"class_weight[{label!r}] must be a positive number, got {w!r}")
+        out[index[key]] = float(w)
+    return out
 
 
 def _checkpointing(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
@@ -507,3 +561,108 @@ class CVMOneClass(OutlierMixin, _CVMBase):
 
     def predict(self, X):
         return self.predict_with_decision(X)[0]
+
+
+class CVMRegressor(RegressorMixin, _CVMBase):
+    """Kernel L2-SVR trained as a center-constrained MEB: Core Vector
+    Regression (cvr paper, eqs. 6-10), by CVM (default) or Frank-Wolfe.
+
+    The tube's half width is not a parameter: ``mu`` (the mean squared-slack
+    weight, like nu-SVR's nu: smaller mu, narrower tube and more support
+    vectors) sets it, and ``epsilon_bar_`` reports the width found. The bias
+    is penalised, as in the paper: centre the targets (or standardise them)
+    for the best fits.
+
+    Parameters
+    ----------
+    method : "cvm" or "fvm" (BVM solves only the plain MEB)
+    C : regularisation; mu : positive, see above
+    kernel, gamma, coef0, degree, eps, sample_size, max_core, full_pass,
+    random_state, verbose : as :class:`CVMClassifier`
+    """
+
+    def __init__(self, *, method="cvm", C=10.0, mu=0.02, kernel="rbf", gamma="auto",
+                 coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
+                 full_pass=False, random_state=0, verbose=False):
+        self.method = method
+        self.C = C
+        self.mu = mu
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.eps = eps
+        self.sample_size = sample_size
+        self.max_core = max_core
+        self.full_pass = full_pass
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _check_params(self):
+        super()._check_params()
+        if self.method == "bvm":
+            raise ValueError("method='bvm' solves only the plain MEB; regression has a "
+                             "linear term: use method='cvm' or 'fvm'")
+        if not isinstance(self.mu, numbers.Real) or not self.mu > 0:
+            raise ValueError(f"mu must be positive, got {self.mu!r}")
+
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
+            checkpoint_iters=None, checkpoint_keep=2, resume=False):
+        """Fit on arrays (X, y), a sparse matrix, or a store (targets from its
+        y). The checkpoint arguments are those of :meth:`CVMClassifier.fit`."""
+        self._check_params()
+        if y is None and not isinstance(X, (BaseStore, str)) and not hasattr(X, "__fspath__"):
+            raise ValueError(f"{type(self).__name__} requires y to be passed, "
+                             "but the target y is None")
+        store, _ = self._prepare(X, y, regression=True)
+        kern = self._kernel(store)
+        seed = 0 if self.random_state is None else int(self.random_state)
+        ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
+                                       checkpoint_every, checkpoint_iters, checkpoint_keep)
+        with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread():
+            bar.next()
+            if done:
+                self.machine_ = done[0]
+            else:
+                self.machine_ = train_regressor(
+                    store, kern, C=self.C, mu=self.mu, method=self.method,
+                    eps=_resolve_eps(self.eps), sample_size=self.sample_size,
+                    max_core=self.max_core, seed=seed, full_pass=self.full_pass,
+                    callback=bar.update, checkpointer=ck, resume=cur)
+                _machine_done(ck, self.machine_, 1)
+        self.checkpoint_stats_ = _ck_stats(ck)
+        self.kernel_ = kern
+        self.epsilon_bar_ = self.machine_.epsilon_bar
+        self.n_iter_ = self.machine_.n_iter
+        self.core_set_size_ = self.machine_.core_size
+        self.history_ = self.machine_.history
+        return self
+
+    @property
+    def support_vectors_(self):
+        check_is_fitted(self)
+        return self.machine_.sv
+
+    @property
+    def dual_coef_(self):
+        """C (lambda_i - lambda*_i) of each support row (cvr eq. 9)."""
+        check_is_fitted(self)
+        return self.machine_.coef
+
+    @property
+    def intercept_(self):
+        check_is_fitted(self)
+        return self.machine_.intercept
+
+    @property
+    def n_support_(self):
+        check_is_fitted(self)
+        return len(self.machine_.coef)
+
+    def predict(self, X):
+        X = self._validate_X(X)
+        return self.machine_.decision(self.kernel_, X)
+
+    def predict_with_decision(self, X):
+        f = self.predict(X)
+        return f, f

@@ -113,6 +113,11 @@ class MEBSolver:
         self.max_core = max_core
         self.init_size = init_size
         self.smo_max_iter = smo_max_iter
+        # the core QP is solved until its gradient gap (the spread of the
+        # weighted core vectors' d^2) is smo_tol * eps * R^2: the scale of the
+        # violation test itself. 0.1 gave the same models 2-6x slower (ijcnn1,
+        # a9a, friedman); the (1 + eps) guarantee comes from the outer loop.
+        self.smo_tol = 1.0
         # the plain MEB's constant diagonal (kappa = 1); otherwise points carry q
         self.kt = 1.0 + self.b + 1.0 / self.C if self.plain else None
         # Sparse data of up to DENSE_MAX_D features keeps dense core rows (and
@@ -232,7 +237,7 @@ class MEBSolver:
 
     def _smo(self, eps):
         cs = self.core
-        tol = 0.1 * eps * max(self.radius2, 1e-12)
+        tol = self.smo_tol * eps * max(self.radius2, 1e-12)
         if len(self.g) < cs.n:      # a vector entered since: extend the gradient
             self.g = gradient(cs.K, cs.y, self.b, cs.ic, cs.q, cs.alpha, cs.n) \
                 if len(self.g) < cs.n - 1 else np.append(self.g, self._g_new)

@@ -34,25 +34,35 @@ def smo_simplex(K, y, b, ic, alpha, g, n, tol, max_iter):
     Stops when ``max_{a_j > 0} g_j - min_i g_i <= tol`` (g = grad f), i.e.
     every core vector with weight is within ``tol`` (in squared distance)
     of the furthest core vector from the center.
+
+    Per iteration it reads rows ``i`` and ``j`` of ``K`` (contiguous) and a
+    precomputed diagonal of Q: reading ``K[k, k]`` for every k, a row's
+    length apart, cost 3x the arithmetic. The gradient update also finds
+    the next ``argmin g``. Values are those of :func:`_q`, bit for bit.
     """
+    qd = np.empty(n)
+    for k in range(n):
+        qd[k] = _q(K, y, b, ic, k, k)
+    i = 0
+    for k in range(1, n):
+        if g[k] < g[i]:
+            i = k
     it = 0
     while it < max_iter:
-        i = 0
-        for k in range(1, n):
-            if g[k] < g[i]:
-                i = k
         gi = g[i]
+        yi = y[i]
+        Ki = K[i]
         gmax = -np.inf
         j = -1
         best = 0.0
-        qii = _q(K, y, b, ic, i, i)
+        qii = qd[i]
         for k in range(n):
             if alpha[k] > 0.0:
                 diff = g[k] - gi
                 if diff > gmax:
                     gmax = diff
                 if diff > 0.0 and k != i:
-                    eta = qii + _q(K, y, b, ic, k, k) - 2.0 * _q(K, y, b, ic, i, k)
+                    eta = qii + qd[k] - 2.0 * (yi * y[k] * (np.float64(Ki[k]) + b))
                     if eta <= 1e-12:
                         eta = 1e-12
                     score = diff * diff / eta
@@ -61,7 +71,9 @@ def smo_simplex(K, y, b, ic, alpha, g, n, tol, max_iter):
                         j = k
         if gmax <= tol or j < 0:
             break
-        eta = qii + _q(K, y, b, ic, j, j) - 2.0 * _q(K, y, b, ic, i, j)
+        yj = y[j]
+        Kj = K[j]
+        eta = qii + qd[j] - 2.0 * (yi * yj * (np.float64(Ki[j]) + b))
         if eta <= 1e-12:
             eta = 1e-12
         step = (g[j] - gi) / (2.0 * eta)
@@ -71,8 +83,18 @@ def smo_simplex(K, y, b, ic, alpha, g, n, tol, max_iter):
         alpha[j] -= step
         if alpha[j] < 1e-15:
             alpha[j] = 0.0
+        nxt = 0
         for k in range(n):      # rows i and j (K is symmetric): contiguous reads
-            g[k] += 2.0 * step * (_q(K, y, b, ic, i, k) - _q(K, y, b, ic, j, k))
+            qi = yi * y[k] * (np.float64(Ki[k]) + b)
+            if k == i:
+                qi += ic[i]
+            qj = yj * y[k] * (np.float64(Kj[k]) + b)
+            if k == j:
+                qj += ic[j]
+            g[k] += 2.0 * step * (qi - qj)
+            if g[k] < g[nxt]:
+                nxt = k
+        i = nxt
         it += 1
     return it
 
