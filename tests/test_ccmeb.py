@@ -220,3 +220,22 @@ def test_fvm_line_search_is_exact_with_a_linear_term(svr_problem, toward):
                                                           / (1 - a1[s.core.ids[jj]])), rel=1e-6)
     a2 = _point_alpha(s, len(q))
     assert s.c2 == pytest.approx(a2 @ Q @ a2, rel=1e-6)
+
+
+def test_weight_two_is_a_duplicated_row():
+    """Per-sample C: a row of weight 2 is the same L2-SVM as the row twice
+    (the two copies share one slack: C xi^2 + C xi^2 = 2C xi^2). At a small
+    eps with a final full pass the two models' decision values agree to a
+    few 1e-3 of their spread."""
+    from streamcvm import CVMClassifier
+    X, y = _two_class(n=300, seed=4)
+    w = np.ones(len(y))
+    w[::3] = 2.0
+    Xd = np.concatenate([X, X[::3]])
+    yd = np.concatenate([y, y[::3]])
+    kw = dict(method="cvm", eps=1e-5, full_pass=True, gamma=0.3)
+    a = CVMClassifier(**kw).fit(X, y, sample_weight=w).decision_function(X)
+    b = CVMClassifier(**kw).fit(Xd, yd).decision_function(X)
+    c = CVMClassifier(**kw).fit(X, y).decision_function(X)
+    assert np.abs(a - b).max() < 5e-3 * np.ptp(b)
+    assert np.abs(c - b).max() > 10 * np.abs(a - b).max()   # the weights matter

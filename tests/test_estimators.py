@@ -7,10 +7,33 @@ from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import streamcvm
-from streamcvm import CVMClassifier, CVMOneClass, synthetic
+from streamcvm import CVMClassifier, CVMOneClass, CVMRegressor, synthetic
 
 
-@parametrize_with_checks([CVMClassifier(eps=1e-2), CVMOneClass(eps=1e-2)])
+def _expected_failures(est):
+    """BVM solves only the plain MEB: sample and class weights (a per-row C) are
+    refused with a ValueError naming cvm/fvm, which sklearn's weight checks
+    count as failures; the cvm instance runs them."""
+    if isinstance(est, CVMClassifier) and est.method == "bvm":
+        why = "bvm refuses sample weights (center-constrained MEB): use cvm or fvm"
+        return {c: why for c in ("check_sample_weights_pandas_series", "check_class_weight_classifiers",
+                                 "check_sample_weights_not_an_array",
+                                 "check_sample_weights_list", "check_sample_weights_shape",
+                                 "check_sample_weights_not_overwritten",
+                                 "check_sample_weight_equivalence_on_dense_data",
+                                 "check_sample_weight_equivalence_on_sparse_data",
+                                 "check_sample_weights_invariance")}
+    if isinstance(est, CVMClassifier):
+        why = ("weight 2 equals a duplicated row only at the optimum: a sampled "
+               "(1 + eps) solver gives close, not equal, models (tested in test_ccmeb)")
+        return {c: why for c in ("check_sample_weight_equivalence_on_dense_data",
+                                 "check_sample_weight_equivalence_on_sparse_data")}
+    return {}
+
+
+@parametrize_with_checks([CVMClassifier(eps=1e-2), CVMClassifier(method="cvm", eps=1e-2),
+                          CVMOneClass(eps=1e-2), CVMRegressor(eps=1e-2)],
+                         expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 

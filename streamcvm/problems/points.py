@@ -41,6 +41,7 @@ class RowPoints:
         self.b = float(b)
         self.mult = mult
         self.weighted = weighted            # draws must carry the store's sample weights
+        self.check_core = False             # the sampler skips core rows
         self.plain = mult is None and constant_diagonal
         self.ic0 = 1.0 / self.C
         self.eta = (1.0 + self.b + 1.0 / self.C) if self.plain else \
@@ -71,6 +72,7 @@ class SignedPoints:
 
     plain = False
     weighted = False
+    check_core = True           # drawn points may be core points (nothing excluded)
 
     def __init__(self, C, mu, m, tmax, kmax=1.0):
         self.C = float(C)
@@ -97,24 +99,10 @@ class SignedPoints:
                 self.eta + self.two_over_C * s * t, np.full(n, self.ic0))
 
     def exclude(self, core):
-        """The sampler skips rows with a core point (at the optimum at most
-        one sign of a row has weight: both would mean a tube of negative width)."""
-        return _RowView(core)
+        """Nothing is skipped: a row with one sign in the core set may still
+        violate with the other, and FVM's core set can cover most rows (the
+        searches then check drawn points against the core set instead)."""
+        return None
 
     def rows_of(self, pid):
         return np.asarray(pid) // 2
-
-
-class _RowView:
-    """The core set's rows, through the (ids, n) protocol of ChunkPool.draw."""
-
-    def __init__(self, core):
-        self.core = core
-
-    @property
-    def n(self):
-        return self.core.n
-
-    @property
-    def ids(self):
-        return self.core.ids[:self.core.n] // 2

@@ -391,7 +391,7 @@ class MEBSolver:
         if len(ids) == 0:
             return False
         P = self.points.from_rows(ids, y, w)
-        d2, Kc = self.dist2(X, P)
+        d2, Kc = self.dist2(X, P, check_core=self.points.check_core)
         k = int(np.argmax(d2))
         R2 = self.radius2
         if self.method == "fvm":
