@@ -184,14 +184,27 @@ def cmd_info(args):
 
 
 def _add_train(sub):
-    p = sub.add_parser("train", help="train a classifier (or one-class model) from a store",
-                       description="Train a kernel L2-SVM from a store by BVM, CVM or "
-                                   "Frank-Wolfe; only the core set is held in memory.")
+    p = sub.add_parser("train", help="train a classifier, regressor or one-class model "
+                                     "from a store",
+                       description="Train a kernel L2-SVM or L2-SVR from a store by BVM, CVM "
+                                   "or Frank-Wolfe; only the core set is held in memory.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model folder to write")
-    p.add_argument("--method", choices=["bvm", "cvm", "fvm"], default="bvm")
-    p.add_argument("-c", "--C", type=float, default=1.0, help="regularisation (default 1)")
-    p.add_argument("-t", "--kernel", default="rbf", help="rbf (default), laplacian, npoly")
+    p.add_argument("--task", choices=["classification", "regression", "one-class"],
+                   default="classification", help="what to train (default classification)")
+    p.add_argument("--method", choices=["bvm", "cvm", "fvm"], default=None,
+                   help="bvm (default for classification and one-class), cvm (default for "
+                        "regression), fvm; weights, regression and linear/poly kernels "
+                        "need cvm or fvm")
+    p.add_argument("-c", "--C", default=None,
+                   help="regularisation (default 1; regression: 'auto' = 0.5 x rows)")
+    p.add_argument("--mu", type=float, default=None,
+                   help="regression: mean slack, sets the tube width (default 0.02)")
+    p.add_argument("--class-weight", default=None, metavar="W",
+                   help="'balanced' or LABEL:WEIGHT,... (C of a class's rows times WEIGHT; "
+                        "write --class-weight=-1:2,1:1 when a label is negative)")
+    p.add_argument("-t", "--kernel", default="rbf",
+                   help="rbf (default), laplacian, npoly; linear, poly (cvm, fvm)")
     p.add_argument("-g", "--gamma", default="auto",
                    help="kernel width: 'auto' (1 / mean squared distance) or a number")
     p.add_argument("-e", "--eps", default="auto", help="ball tolerance: 'auto' or a number")
@@ -202,7 +215,7 @@ def _add_train(sub):
                    help="finish with passes over every row until none violates")
     p.add_argument("--multi-class", choices=["ovo", "ovr"], default="ovo",
                    help="one-vs-one (default, as LIBSVM) or one-vs-rest")
-    p.add_argument("--one-class", action="store_true", help="one-class model (SVDD)")
+    p.add_argument("--one-class", action="store_true", help="the same as --task one-class")
     p.add_argument("--checkpoint-dir", metavar="DIR",
                    help="snapshot the run here (crash-safe; the last 2 are kept)")
     p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
@@ -228,33 +241,78 @@ def _num_or_auto(v, what):
                          f"got {v!r}") from None
 
 
+def _class_weight(text):
+    """--class-weight: 'balanced' or LABEL:WEIGHT,... (labels as numbers when
+    they parse as numbers)."""
+    if text is None or text == "balanced":
+        return text
+    out = {}
+    for part in text.split(","):
+        label, sep, w = part.rpartition(":")
+        try:
+            if not sep:
+                raise ValueError
+            weight = float(w)
+        except ValueError:
+            raise SystemExit(f"streamcvm train: error: --class-weight must be 'balanced' or "
+                             f"LABEL:WEIGHT,..., got {part!r}") from None
+        try:
+            label = float(label)
+            label = int(label) if label.is_integer() else label
+        except ValueError:
+            pass
+        out[label] = weight
+    return out
+
+
 def cmd_train(args):
     import time
-    from .estimators import CVMClassifier, CVMOneClass
+
+    import numpy as np
+    from .estimators import CVMClassifier, CVMOneClass, CVMRegressor
     from .model import save_model
     from .store import open_store
+    task = "one-class" if args.one_class else args.task
+    if task != "classification" and args.class_weight is not None:
+        raise SystemExit("streamcvm train: error: --class-weight is for classification")
+    if task != "regression" and args.mu is not None:
+        raise SystemExit("streamcvm train: error: --mu is for regression")
     store = open_store(args.store)
-    kw = dict(method=args.method, C=args.C, kernel=args.kernel,
+    method = args.method or ("cvm" if task == "regression" else "bvm")
+    C = args.C if args.C is not None else ("auto" if task == "regression" else 1.0)
+    C = C if C == "auto" and task == "regression" else _num_or_auto(C, "C")
+    if C == "auto" and task != "regression":
+        raise SystemExit("streamcvm train: error: --C auto is for regression")
+    kw = dict(method=method, C=C, kernel=args.kernel,
               gamma=_num_or_auto(args.gamma, "gamma"), eps=_num_or_auto(args.eps, "eps"),
               sample_size=args.sample_size, max_core=args.max_core,
               full_pass=args.full_pass, random_state=args.seed, verbose=not args.quiet)
-    est = CVMOneClass(**kw) if args.one_class else \
-        CVMClassifier(multi_class=args.multi_class, **kw)
+    if task == "one-class":
+        est = CVMOneClass(**kw)
+    elif task == "regression":
+        est = CVMRegressor(mu=0.02 if args.mu is None else args.mu, **kw)
+    else:
+        est = CVMClassifier(multi_class=args.multi_class,
+                            class_weight=_class_weight(args.class_weight), **kw)
     if args.resume and args.checkpoint_dir and \
             os.path.abspath(args.resume) != os.path.abspath(args.checkpoint_dir):
         raise SystemExit("streamcvm train: error: --resume DIR writes its snapshots to DIR; "
                          "drop --checkpoint-dir or give the same folder")
     t = time.perf_counter()
-    est.fit(store, checkpoint_dir=args.resume or args.checkpoint_dir,
-            checkpoint_every=args.checkpoint_every, checkpoint_iters=args.checkpoint_iters,
-            checkpoint_keep=args.checkpoint_keep, resume=bool(args.resume))
+    try:
+        est.fit(store, checkpoint_dir=args.resume or args.checkpoint_dir,
+                checkpoint_every=args.checkpoint_every, checkpoint_iters=args.checkpoint_iters,
+                checkpoint_keep=args.checkpoint_keep, resume=bool(args.resume))
+    except ValueError as e:     # parameters the estimator refuses (checked before training)
+        raise SystemExit(f"streamcvm train: error: {e}") from None
     dt = time.perf_counter() - t
     save_model(est, args.output)
     if not args.quiet:
-        nsv = len(est.machine_.coef) if args.one_class else int(est.n_support_.sum())
-        print(f"trained {type(est).__name__} ({args.method}) on {store.n:,} rows in {dt:.1f} s: "
+        nsv = int(np.sum(est.n_support_)) if task != "one-class" else len(est.machine_.coef)
+        extra = f", tube half width {est.epsilon_bar_:.4g}" if task == "regression" else ""
+        print(f"trained {type(est).__name__} ({method}) on {store.n:,} rows in {dt:.1f} s: "
               f"{est.core_set_size_:,} core vectors, {nsv:,} support vectors, "
-              f"gamma {est.gamma_:.4g} -> {args.output}")
+              f"gamma {est.gamma_:.4g}{extra} -> {args.output}")
         ck = est.checkpoint_stats_
         if ck is not None:
             print(f"checkpoints: {ck['written']} written in {ck['seconds']:.2f} s "
@@ -347,7 +405,8 @@ def cmd_predict(args):
 
 
 def _add_evaluate(sub):
-    p = sub.add_parser("evaluate", help="accuracy, balanced loss, AUC, confusion matrix")
+    p = sub.add_parser("evaluate", help="accuracy, balanced loss, AUC, confusion matrix; "
+                                        "regression: RMSE, normalised RMSE, MRE, R^2")
     p.add_argument("store", metavar="STORE")
     p.add_argument("model", metavar="MODEL")
     p.set_defaults(func=cmd_evaluate)
@@ -365,6 +424,8 @@ def evaluate_text(store_path, model_path):
     from .store import open_store
     est = load_model(model_path)
     store = open_store(store_path)
+    if hasattr(est, "epsilon_bar_"):
+        return _regression_report(est, store)
     one_class = not hasattr(est, "classes_")
     classes = np.array([-1, 1]) if one_class else est.classes_
     index = {c.item() if hasattr(c, "item") else c: k for k, c in enumerate(classes)}
@@ -399,6 +460,39 @@ def evaluate_text(store_path, model_path):
     lines.append(" " * w + "".join(f"{n:>{w}}" for n in names))
     for n, row in zip(names, cm):
         lines.append(f"{n:>{w}}" + "".join(f"{v:>{w},}" for v in row))
+    return "\n".join(lines)
+
+
+def _regression_report(est, store):
+    """RMSE, the cvr paper's normalised RMSE (RMSE / max y) and MRE (mean
+    |(f - y) / y| over rows with y != 0), and R^2, from sums kept chunk by chunk."""
+    import numpy as np
+    n = 0
+    sse = sy = syy = rel = 0.0
+    nrel = 0
+    ymax = -np.inf
+    for c, f, _ in _predict_chunks(est, store):
+        y = np.asarray(c.y, np.float64)
+        e = f - y
+        n += len(y)
+        sse += float(e @ e)
+        sy += float(y.sum())
+        syy += float(y @ y)
+        ymax = max(ymax, float(y.max())) if len(y) else ymax
+        nz = y != 0
+        rel += float(np.abs(e[nz] / y[nz]).sum())
+        nrel += int(nz.sum())
+    if n == 0:
+        raise SystemExit("streamcvm evaluate: error: the store has no rows")
+    rmse = np.sqrt(sse / n)
+    sst = syy - sy * sy / n
+    lines = [f"rows        {n:,}",
+             f"RMSE        {rmse:.6g}",
+             f"nRMSE       {rmse / ymax:.6g}  (RMSE / max y, cvr paper)" if ymax > 0 else
+             "nRMSE       -  (max y <= 0)",
+             f"MRE         {rel / nrel:.6g}  (mean |(f - y) / y| over {nrel:,} rows with y != 0)"
+             if nrel else "MRE         -  (every y is 0)",
+             f"R^2         {1.0 - sse / sst:.6g}" if sst > 0 else "R^2         -  (constant y)"]
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ from .problems.regression import train_regressor
 from .store import BaseStore, DiskStore, as_store
 
 METHODS = ("bvm", "cvm", "fvm")
+AUTO_C_PER_ROW = 0.5    # CVMRegressor(C="auto"): C = 0.5 x training rows
 
 
 def _resolve_gamma(gamma, store):
@@ -576,12 +577,16 @@ class CVMRegressor(RegressorMixin, _CVMBase):
     Parameters
     ----------
     method : "cvm" or "fvm" (BVM solves only the plain MEB)
-    C : regularisation; mu : positive, see above
+    C : regularisation, or "auto": ``AUTO_C_PER_ROW`` (0.5) times the number
+        of training rows. In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
+        2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
+        grow with m to keep a fit as tight (``C_`` holds the value used).
+    mu : positive, see above
     kernel, gamma, coef0, degree, eps, sample_size, max_core, full_pass,
     random_state, verbose : as :class:`CVMClassifier`
     """
 
-    def __init__(self, *, method="cvm", C=10.0, mu=0.02, kernel="rbf", gamma="auto",
+    def __init__(self, *, method="cvm", C="auto", mu=0.02, kernel="rbf", gamma="auto",
                  coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
                  full_pass=False, random_state=0, verbose=False):
         self.method = method
@@ -599,7 +604,11 @@ class CVMRegressor(RegressorMixin, _CVMBase):
         self.verbose = verbose
 
     def _check_params(self):
-        super()._check_params()
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not (isinstance(self.C, str) and self.C == "auto") and \
+                (not isinstance(self.C, numbers.Real) or not self.C > 0):
+            raise ValueError(f"C must be 'auto' or positive, got {self.C!r}")
         if self.method == "bvm":
             raise ValueError("method='bvm' solves only the plain MEB; regression has a "
                              "linear term: use method='cvm' or 'fvm'")
@@ -615,6 +624,7 @@ class CVMRegressor(RegressorMixin, _CVMBase):
             raise ValueError(f"{type(self).__name__} requires y to be passed, "
                              "but the target y is None")
         store, _ = self._prepare(X, y, regression=True)
+        self.C_ = AUTO_C_PER_ROW * store.n if isinstance(self.C, str) else float(self.C)
         kern = self._kernel(store)
         seed = 0 if self.random_state is None else int(self.random_state)
         ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
@@ -625,7 +635,7 @@ class CVMRegressor(RegressorMixin, _CVMBase):
                 self.machine_ = done[0]
             else:
                 self.machine_ = train_regressor(
-                    store, kern, C=self.C, mu=self.mu, method=self.method,
+                    store, kern, C=self.C_, mu=self.mu, method=self.method,
                     eps=_resolve_eps(self.eps), sample_size=self.sample_size,
                     max_core=self.max_core, seed=seed, full_pass=self.full_pass,
                     callback=bar.update, checkpointer=ck, resume=cur)

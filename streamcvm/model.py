@@ -32,12 +32,14 @@ class ModelError(Exception):
 
 
 def save_model(est, path):
-    """Write a fitted CVMClassifier / CVMOneClass to the folder ``path``."""
-    from .estimators import CVMClassifier, CVMOneClass
+    """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass to the folder ``path``."""
+    from .estimators import CVMClassifier, CVMOneClass, CVMRegressor
     if isinstance(est, CVMClassifier):
         machines, kind = est.machines_, "CVMClassifier"
     elif isinstance(est, CVMOneClass):
         machines, kind = [est.machine_], "CVMOneClass"
+    elif isinstance(est, CVMRegressor):
+        machines, kind = [est.machine_], "CVMRegressor"
     else:
         raise TypeError(f"cannot save {type(est).__name__}")
     path = os.path.abspath(os.fspath(path))
@@ -72,6 +74,7 @@ def save_model(est, path):
             "classes": None if classes is None else [c.item() if hasattr(c, "item") else c
                                                      for c in classes],
             "offset": getattr(est, "offset_", None),
+            "C_": getattr(est, "C_", None),      # CVMRegressor: the C used (C="auto")
             "machines": recs,
             "files": files,
         }
@@ -90,7 +93,7 @@ def save_model(est, path):
 
 def load_model(path):
     """Read a model folder written by :func:`save_model`."""
-    from .estimators import CVMClassifier, CVMOneClass
+    from .estimators import CVMClassifier, CVMOneClass, CVMRegressor
     path = os.fspath(path)
     mf = os.path.join(path, "model.json")
     if not os.path.isfile(mf):
@@ -117,8 +120,12 @@ def load_model(path):
         names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"]
                                    else ["sv"])
         machines.append(machine_from(r, {n: get(f"m{k}_{n}") for n in names}))
-    cls = {"CVMClassifier": CVMClassifier, "CVMOneClass": CVMOneClass}[man["estimator"]]
-    est = cls(**man["params"])
+    cls = {"CVMClassifier": CVMClassifier, "CVMOneClass": CVMOneClass,
+           "CVMRegressor": CVMRegressor}[man["estimator"]]
+    params = dict(man["params"])
+    if isinstance(params.get("class_weight"), dict):
+        params["class_weight"] = _class_weight_keys(params["class_weight"], man["classes"])
+    est = cls(**params)
     kp = man["kernel"]
     est.kernel_ = Kernel(kp["name"], gamma=kp["gamma"], coef0=kp["coef0"], degree=kp["degree"])
     est.gamma_ = kp["gamma"]
@@ -129,7 +136,26 @@ def load_model(path):
     if man["estimator"] == "CVMClassifier":
         est.classes_ = np.asarray(man["classes"])
         est._set_machines(machines)
+    elif man["estimator"] == "CVMRegressor":
+        est.machine_ = machines[0]
+        est.epsilon_bar_ = machines[0].epsilon_bar
+        est.C_ = man.get("C_")
     else:
         est.machine_ = machines[0]
         est.offset_ = man["offset"]
     return est
+
+
+def _class_weight_keys(cw, classes):
+    """JSON makes a class_weight dict's keys strings: map each back to the
+    model's class it names (by value for numeric labels)."""
+    out = {}
+    for key, w in cw.items():
+        match = [c for c in classes if str(c) == key]
+        if not match:
+            try:
+                match = [c for c in classes if isinstance(c, (int, float)) and c == float(key)]
+            except ValueError:
+                match = []
+        out[match[0] if match else key] = w
+    return out

@@ -276,3 +276,35 @@ def test_resume_refuses_the_same_rows_chunked_differently(tmp_path):
     with pytest.raises(CheckpointError, match="chunk_rows"):
         CVMClassifier(eps=1e-2, C=np.float64(1.0), max_core=np.int64(500)).fit(
             other, checkpoint_dir=tmp_path, resume=True)
+
+
+@pytest.mark.parametrize("method", ["cvm", "fvm"])
+def test_regression_resume_is_exact(tmp_path, kill_after, method):
+    from streamcvm import CVMRegressor
+    from streamcvm.synthetic import friedman1_block
+    X, y = friedman1_block(0, 6000)
+    store = streamcvm.as_store(X, y, chunk_rows=300)
+    kw = dict(method=method, eps=1e-3, mu=0.05)
+    ref = CVMRegressor(**kw).fit(store)
+    kill_after(100)
+    with pytest.raises(_Kill):
+        CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
+    kill_after(10 ** 9)
+    assert checkpoint.latest(tmp_path)[0]["current"] is not None
+    res = CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path, resume=True)
+    _same(ref, res)
+    assert ref.epsilon_bar_ == res.epsilon_bar_ and ref.n_iter_ == res.n_iter_
+
+
+def test_weighted_classifier_resume_is_exact(tmp_path, kill_after):
+    store = _data()
+    w = np.random.default_rng(1).uniform(0.5, 2.0, store.n)
+    store = streamcvm.as_store(store.X, store.y, weight=w, chunk_rows=300)
+    kw = dict(method="cvm", eps=1e-3, class_weight="balanced")
+    ref = CVMClassifier(**kw).fit(store)
+    kill_after(100)
+    with pytest.raises(_Kill):
+        CVMClassifier(**kw).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
+    kill_after(10 ** 9)
+    res = CVMClassifier(**kw).fit(store, checkpoint_dir=tmp_path, resume=True)
+    _same(ref, res)

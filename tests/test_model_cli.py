@@ -92,3 +92,64 @@ def test_cli_train_predict_evaluate(stores, tmp_path, cli):
     # a model that does not fit the store is one clear line
     r = cli("evaluate", train, str(tmp_path))
     assert r.returncode == 1 and "not a streamcvm model" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def friedman_stores(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fstores")
+    train, test = str(d / "train.zarr"), str(d / "test.zarr")
+    synthetic.write_store(train, "friedman1", 3000, seed=0, chunk_rows=1000)
+    synthetic.write_store(test, "friedman1", 1000, seed=0, chunk_rows=500, first_block=10**6)
+    return train, test
+
+
+def test_regressor_model_roundtrip(tmp_path):
+    from streamcvm import CVMRegressor
+    X, y = synthetic.friedman1_block(0, 1500)
+    est = CVMRegressor(eps=1e-3).fit(X, y)
+    back = load_model(save_model(est, tmp_path / "r"))
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    assert back.epsilon_bar_ == est.epsilon_bar_ and back.C_ == est.C_ == 0.5 * 1500
+
+
+def test_cli_regression_train_predict_evaluate(friedman_stores, tmp_path, cli):
+    train, test = friedman_stores
+    model = str(tmp_path / "reg")
+    r = cli("train", train, "-o", model, "--task", "regression", "--mu", "0.05")
+    assert r.returncode == 0, r.stderr
+    assert "CVMRegressor (cvm)" in r.stdout and "tube half width" in r.stdout
+    est = load_model(model)
+    assert est.C_ == 0.5 * 3000 and est.mu == 0.05
+    out = str(tmp_path / "pred.txt")
+    assert cli("predict", test, model, "-o", out).returncode == 0
+    pred = np.loadtxt(out)
+    X = np.concatenate([c.X for c in streamcvm.open_store(test)])
+    y = np.concatenate([c.y for c in streamcvm.open_store(test)]).astype(np.float64)
+    np.testing.assert_allclose(pred, est.predict(X), rtol=1e-12)
+    r = cli("evaluate", test, model)
+    assert r.returncode == 0, r.stderr
+    got = {ln.split()[0]: float(ln.split()[1]) for ln in r.stdout.splitlines()[1:]}
+    rmse = np.sqrt(np.mean((est.predict(X) - y) ** 2))
+    assert got["RMSE"] == pytest.approx(rmse, rel=1e-5)
+    assert got["nRMSE"] == pytest.approx(rmse / y.max(), rel=1e-5)
+    assert got["MRE"] == pytest.approx(np.mean(np.abs((est.predict(X) - y) / y)), rel=1e-5)
+    assert got["R^2"] == pytest.approx(1 - rmse ** 2 / y.var(), rel=1e-5)
+    assert got["R^2"] > 0.8                    # Friedman #1 with unit noise: a real fit
+    # options that belong to another task, and bvm for regression, are one line
+    r = cli("train", train, "-o", model, "--task", "regression", "--class-weight", "balanced")
+    assert r.returncode != 0 and "--class-weight is for classification" in r.stderr
+    r = cli("train", train, "-o", model, "--task", "regression", "--method", "bvm")
+    assert r.returncode == 1 and "use method='cvm' or 'fvm'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_class_weight(stores, tmp_path, cli):
+    train, test = stores
+    model = str(tmp_path / "cw")
+    r = cli("train", train, "-o", model, "--method", "cvm", "--class-weight=-1:1,1:5", "-q")
+    assert r.returncode == 0, r.stderr
+    assert load_model(model).class_weight == {-1: 1.0, 1: 5.0}
+    r = cli("train", train, "-o", model, "--class-weight", "balanced", "-q")
+    assert r.returncode == 1 and "bvm solves the plain MEB only" in r.stderr
+    r = cli("train", train, "-o", model, "--method", "cvm", "--class-weight", "7:2", "-q")
+    assert r.returncode == 1 and "label 7 is not among the classes" in r.stderr

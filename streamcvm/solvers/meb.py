@@ -129,7 +129,7 @@ class MEBSolver:
         self.c2 = 0.0                               # ||c||^2
         # BVM's smaller ball (bvm paper sec. 3.3, Alg. 4): the ball lives in
         # the space [phi~; 0] with center [c; ce]; r2 shrinks from kt
-        self.r2 = self.kt
+        self.r2 = self.kt if self.plain else 0.0    # BVM only (plain problems)
         self.ce2 = self.kt if method == "bvm" else 0.0
         self._buf = np.empty(0, np.float32)        # scratch for kernel blocks
         self.pass_rows = 4096                       # rows per block in a full pass
