@@ -118,7 +118,8 @@ class ChunkPool:
         X = c.X.tocsr() if sp.issparse(c.X) else c.X
         y = np.asarray(c.y, np.float64)
         w = None if c.weight is None else np.asarray(c.weight, np.float64)
-        return {"chunk": i, "start": a, "X": X, "y": y, "w": w,
+        qid = None if c.qid is None else np.asarray(c.qid, np.int64)
+        return {"chunk": i, "start": a, "X": X, "y": y, "w": w, "qid": qid,
                 "excl": np.zeros(len(y), bool), "synced": 0}
 
     def _choose(self, slot, taken):
@@ -175,6 +176,7 @@ class ChunkPool:
         for k, p in enumerate(self.pool):
             p["excl"] = self._excl[self._offs[k]:self._offs[k + 1]]   # views
         self._by_class = {}
+        self._groups = None                      # query groups of the pool (draw_pairs)
         # a pool that never changes (small stores) is merged once: one fancy
         # index per draw instead of per-chunk gathers
         self._static = None
@@ -221,6 +223,55 @@ class ChunkPool:
             out.append(take)
             need -= len(take)
         return np.concatenate(out) if out else np.empty(0, np.int64)
+
+    def _query_groups(self):
+        """Pooled rows ordered by (pooled chunk, qid): (order, group start of
+        each position in that order, group end), built once per pool state.
+        A query split across two chunks gives two groups (pairs never span
+        chunks: a bounded pool cannot promise both halves)."""
+        if self._groups is None:
+            if any(p["qid"] is None for p in self.pool):
+                raise ValueError("ranking needs query ids: the store has no qid column")
+            slot = np.repeat(np.arange(len(self.pool)), [len(p["y"]) for p in self.pool])
+            q = np.concatenate([p["qid"] for p in self.pool])
+            order = np.lexsort((q, slot))
+            new = np.r_[True, (np.diff(q[order]) != 0) | (np.diff(slot[order]) != 0)]
+            gid = np.cumsum(new) - 1
+            starts = np.flatnonzero(new)
+            ends = np.r_[starts[1:], len(order)]
+            self._groups = (order, starts[gid], ends[gid])
+        return self._groups
+
+    def draw_pairs(self, m, rounds=8):
+        """``m`` random preference pairs among the pooled rows: two rows of
+        the same query (and pooled chunk) with different labels, the higher
+        label first. An anchor row is drawn uniformly, its partner uniformly
+        in its group; pairs with equal labels are redrawn (``rounds`` times
+        at most). Returns (ids of the higher rows, ids of the lower, their
+        rows X_hi, X_lo)."""
+        self._maybe_refresh()
+        order, lo, hi = self._query_groups()
+        y = self._flat_y
+        got_a, got_b = [], []
+        need = m
+        for _ in range(rounds):
+            if need <= 0:
+                break
+            k = self.rng.integers(0, len(order), 2 * need + 4)
+            partner = lo[k] + (self.rng.random(len(k)) * (hi[k] - lo[k])).astype(np.int64)
+            a, b = order[k], order[partner]
+            ok = y[a] != y[b]
+            a, b = a[ok][:need], b[ok][:need]
+            got_a.append(a)
+            got_b.append(b)
+            need -= len(a)
+        a = np.concatenate(got_a) if got_a else np.empty(0, np.int64)
+        b = np.concatenate(got_b) if got_b else np.empty(0, np.int64)
+        up = y[a] > y[b]
+        first, second = np.where(up, a, b), np.where(up, b, a)
+        ia, Xa, _ = self._rows_at(first, None, "raw")
+        ib, Xb, _ = self._rows_at(second, None, "raw")
+        return ia, ib, Xa, Xb
 
     def all_rows(self, classes=None, target="raw"):
         """(ids, X, y) of every row of ``classes`` when the whole store is

@@ -23,8 +23,8 @@ training data; LIBSVM tuned similarly", cvr paper):
    (1 / mean squared distance between rows, 5,000 rows, seed 0) throughout.
 
    - SVR: C in {1, 10, 100} x epsilon in {0.01, 0.1, 0.3}, cache_size=2000.
-   - CVMRegressor (method "cvm", eps "auto"): mu in {0.01, 0.03} x c in
-     {0.05, 0.5, 5}, with C = c * m, m the number of rows of the fit (C = c *
+   - CVMRegressor (method "cvm", eps "auto"): mu in {0.01, 0.03, 0.1, 0.3}
+     x c in {0.05, 0.5, 5, 50}, with C = c * m, m the number of rows of the fit (C = c *
      4,000 for a tuning fit). Why c and not C: the CVR primal is
      ||w||^2 + b^2 + C/(mu m) sum xi^2 + 2 C epsbar, so C/(mu m) is the weight
      of one row's squared slack; holding c = C/m fixed is what carries a tuned
@@ -128,11 +128,11 @@ QUICK_TRAIN, QUICK_TEST = 3000, 1000
 TUNE_FIT, TUNE_VAL = 4000, 2000
 QUICK_TUNE_FIT, QUICK_TUNE_VAL = 1000, 500
 SVR_GRID = [{"C": C, "epsilon": e} for C in (1.0, 10.0, 100.0) for e in (0.01, 0.1, 0.3)]
-CVR_GRID = [{"mu": mu, "c": c} for mu in (0.01, 0.03) for c in (0.05, 0.5, 5.0)]
+CVR_GRID = [{"mu": mu, "c": c} for mu in (0.01, 0.03, 0.1, 0.3) for c in (0.05, 0.5, 5.0, 50.0)]
 TUNE_METHOD = "cvm"
 SYNTH_D, SYNTH_TRAIN, SYNTH_TEST, SYNTH_BLOCK, SYNTH_TEST_BLOCK0 = 10, 200_000, 50_000, 50_000, 1000
 WARMUP_ROWS = 200
-JUDGED_ROWS = 20_000                # acceptance applies to sets at least this large
+JUDGED_ROWS = 20_000                # the time ratio is judged on sets of at least this many rows
 MAX_RMSE_RATIO, MAX_TIME_RATIO = 1.05, 0.2
 
 
@@ -400,7 +400,7 @@ def svr_reference(ds, info, spec, a, cache, now, commit):
     return ref
 
 
-def compare(r, ref, n_train):
+def compare(r, ref, n_rows):
     """Ratios and the acceptance cell of one CVR row against SVR's ``ref``."""
     if ref is None:
         return
@@ -419,13 +419,16 @@ def compare(r, ref, n_train):
     r["rmse_ratio"] = r["rmse"] / run["rmse"]
     r["time_ratio"] = r["train_s"] / run["train_s"]
     r["sv_ratio"] = r["n_sv"] / run["n_sv"]
-    failed = [name for name, ok in (("RMSE", r["rmse_ratio"] <= MAX_RMSE_RATIO),
-                                    ("time", r["time_ratio"] <= MAX_TIME_RATIO),
-                                    ("#SV", r["n_sv"] < run["n_sv"])) if not ok]
+    # RMSE and #SV on every set; time on sets of JUDGED_ROWS rows or more
+    # (the dataset's rows, training and test: cadata has 20,640)
+    r["judged"] = n_rows >= JUDGED_ROWS
+    checks = [("RMSE", r["rmse_ratio"] <= MAX_RMSE_RATIO), ("#SV", r["n_sv"] < run["n_sv"])]
+    if r["judged"]:
+        checks.append(("time", r["time_ratio"] <= MAX_TIME_RATIO))
+    failed = [name for name, ok in checks if not ok]
     r["accept_ok"] = not failed
-    cell = "pass" if not failed else "FAIL: " + ", ".join(failed)
-    r["judged"] = n_train >= JUDGED_ROWS
-    r["accept"] = cell if r["judged"] else f"({cell.lower()}; n < {JUDGED_ROWS:,})"
+    r["accept"] = ("pass" if not failed else "FAIL: " + ", ".join(failed)) + \
+        ("" if r["judged"] else f" (time not judged: {n_rows:,} rows)")
 
 
 def svr_cells(ref):
@@ -617,7 +620,7 @@ def main(argv=None):
             if "error" not in r:
                 log(f"    train {r['train_s']:.2f} s, RMSE {r['rmse']:.4f}, #SV {r['n_sv']:,}, "
                     f"core {r['core_set_size']:,}, peak RSS {r['peak_rss'] / 1e6:,.0f} MB")
-                compare(r, refs[ds], info["n_train"])
+                compare(r, refs[ds], info["n_train"] + info["n_test"])
             rows.append(r)
     print("\n".join(header) + "\n")
     for ds, info in infos.items():
@@ -627,9 +630,9 @@ def main(argv=None):
                   f"({info['source']})")
         else:
             print(f"- {ds}: {info['error']}")
-    print(f"\nRatios are CVMRegressor / SVR (test RMSE; train s). accept: on sets of "
-          f"{JUDGED_ROWS:,}+ training rows, RMSE ratio <= {MAX_RMSE_RATIO:g}, time ratio <= "
-          f"{MAX_TIME_RATIO:g} and fewer SVs; in parentheses: not judged (smaller set).\n")
+    print(f"\nRatios are CVMRegressor / SVR (test RMSE; train s). accept: RMSE ratio <= "
+          f"{MAX_RMSE_RATIO:g} and fewer SVs on every set; time ratio <= {MAX_TIME_RATIO:g} "
+          f"on sets of {JUDGED_ROWS:,}+ rows (training + test).\n")
     print(main_table(infos, refs, rows))
     print("\nAll figures (test set; RMSE and epsbar in z-scored units of y, nRMSE = RMSE / "
           "max y_test):\n")

@@ -74,7 +74,8 @@ def kernel_bound(kernel, stats):
 
 def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.0,
                method="bvm", eps=1e-3, sample_size=59, max_core=None, seed=0,
-               full_pass=False, callback=None, checkpointer=None, n_machines=1, resume=None):
+               full_pass=False, callback=None, checkpointer=None, n_machines=1, resume=None,
+               make_pool=None, dim=None, sparse=None):
     """Train one machine's MEB on ``store`` and return the solver.
 
     ``points``: the problem's points (:mod:`streamcvm.problems.points`);
@@ -84,16 +85,23 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     it goes (``n_machines``: for its progress record); ``resume``:
     ``{"current": manifest["current"], "arrays": solver arrays}`` of a
     snapshot taken inside this machine, to continue from. Small plain
-    problems wholly pooled run the exact BVM. Callers should hold BLAS to
+    problems wholly pooled run the exact BVM. ``make_pool(rng, state)``: the
+    sampler to draw from, fresh (``state`` None) or as saved (default: a
+    :class:`ChunkPool` of rows); ``dim``, ``sparse``: the points' feature
+    layout when they are not the store's rows. Callers should hold BLAS to
     one thread (:func:`one_blas_thread`)."""
     rng = np.random.default_rng(seed)
     cur = None if resume is None else resume.get("current")
-    if cur is not None:
-        pool = ChunkPool.from_state(store, rng, cur["pool"], classes=classes)
+    state = None if cur is None else cur["pool"]
+    if make_pool is not None:
+        pool = make_pool(rng, state)
+    elif state is not None:
+        pool = ChunkPool.from_state(store, rng, state, classes=classes)
     else:
         pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size)
-    solver = MEBSolver(kernel, store.d, store.sparse, C=C, b=b, method=method, eps=eps,
-                       sample_size=sample_size, max_core=max_core, points=points)
+    solver = MEBSolver(kernel, store.d if dim is None else dim,
+                       store.sparse if sparse is None else sparse, C=C, b=b, method=method,
+                       eps=eps, sample_size=sample_size, max_core=max_core, points=points)
     try:
         if cur is not None:
             solver.restore(cur["solver"], resume["arrays"])

@@ -36,12 +36,15 @@ class RowPoints:
     """
 
     def __init__(self, C, b, mult=None, min_mult=1.0, kmax=1.0, constant_diagonal=True,
-                 weighted=False):
+                 weighted=False, skip_core=True):
         self.C = float(C)
         self.b = float(b)
         self.mult = mult
         self.weighted = weighted            # draws must carry the store's sample weights
-        self.check_core = False             # the sampler skips core rows
+        # skip_core: the sampler skips the core set's rows; else drawn points
+        # are checked against it (ranking: points are pairs, not rows)
+        self.skip_core = skip_core
+        self.check_core = not skip_core
         self.plain = mult is None and constant_diagonal
         self.ic0 = 1.0 / self.C
         self.eta = (1.0 + self.b + 1.0 / self.C) if self.plain else \
@@ -57,7 +60,7 @@ class RowPoints:
 
     def exclude(self, core):
         """What the sampler skips: the core set's rows (point ids are row ids)."""
-        return core
+        return core if self.skip_core else None
 
     def rows_of(self, pid):
         return pid

@@ -1,0 +1,147 @@
+"""Ranking SVM as a center-constrained MEB (generalized-cvm sec. IV-B).
+
+Points are preference pairs ``p = (q; i above j)``: two documents of the
+same query ``q`` with relevance ``y_i > y_j``. The primal
+``min ||w||^2/2 - rho + C/2 sum xi_p^2`` s.t. ``w'(phi_i - phi_j) >= rho - xi_p``
+has the dual (eq. 24) ``max -a'K~a`` on the simplex with
+
+    K~_pp' = (phi_i - phi_j)'(phi_i' - phi_j') + [p == p'] / C
+           = k(x_i, x_i') - k(x_i, x_j') - k(x_j, x_i') + k(x_j, x_j') + [p == p'] / C,
+
+whose diagonal ``k_ii + k_jj - 2 k_ij + 1/C`` is not constant: with
+``Delta_p = eta - K~_pp`` it is a center-constrained MEB with constant
+``q = eta`` (:class:`~streamcvm.problems.points.RowPoints`, sign 1, no bias).
+
+A pair is handed to the solvers as one "row", the two documents' features
+side by side ``[x_i, x_j]``, under :class:`PairKernel`: so CVM and FVM run
+unchanged (BVM refuses the non-constant diagonal). Pairs are never
+materialised over the data: they are drawn within query groups from the
+sampler's pooled chunks (:meth:`~streamcvm.sampling.ChunkPool.draw_pairs`),
+with point id ``i n + j``. The scoring function is
+``f(x) = sum_p a_p (k(x_i, x) - k(x_j, x))``, one coefficient per document
+row (its pairs' weights summed, with sign).
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from ..kernels import LAPLACIAN, LINEAR, NPOLY, POLY, RBF
+from ..sampling import ChunkPool
+from .driver import row_stats, run_solver
+from .machine import Machine
+from .points import RowPoints
+
+
+class PairKernel:
+    """k~(p, p') = (phi_i - phi_j)'(phi_i' - phi_j') for pairs given as rows
+    ``[x_i, x_j]`` (dense, 2d columns), from four blocks of ``base``."""
+
+    constant_diagonal = False
+
+    def __init__(self, base):
+        self.base = base
+        self.name = f"pair({base.name})"
+        self.code = None            # no compiled fast path knows pairs
+        self.gamma = base.gamma
+
+    def block(self, A, B, sqa=None, sqb=None, BT=None, out=None):
+        d = A.shape[1] // 2
+        k = self.base.block
+        Ai, Aj, Bi, Bj = A[:, :d], A[:, d:], B[:, :d], B[:, d:]
+        return (np.asarray(k(Ai, Bi), np.float64) - k(Ai, Bj) - k(Aj, Bi)
+                + np.asarray(k(Aj, Bj), np.float64))
+
+    def diag(self, X, sq=None):
+        """k_ii + k_jj - 2 k_ij of each pair row."""
+        d = X.shape[1] // 2
+        Xi = np.asarray(X[:, :d], np.float64)
+        Xj = np.asarray(X[:, d:], np.float64)
+        b = self.base
+        if b.code == RBF:
+            return 2.0 - 2.0 * np.exp(-b.gamma * ((Xi - Xj) ** 2).sum(axis=1))
+        if b.code == LAPLACIAN:
+            return 2.0 - 2.0 * np.exp(-b.gamma * np.abs(Xi - Xj).sum(axis=1))
+        if b.code == LINEAR:
+            return ((Xi - Xj) ** 2).sum(axis=1)
+        return b.diag(Xi) + b.diag(Xj) - 2.0 * np.array(
+            [b.block(Xi[r:r + 1], Xj[r:r + 1])[0, 0] for r in range(len(Xi))])
+
+
+def pair_bound(base, stats):
+    """An upper bound of k_ii + k_jj - 2 k_ij over pairs of rows ``stats``
+    describes: 2 for the RBF and Laplacian kernels (k in (0, 1]), 4 max
+    ||x||^2 for the linear kernel, and k_ii + k_jj + 2 sqrt(k_ii k_jj) <=
+    4 max k(x, x) otherwise (Cauchy-Schwarz)."""
+    if base.code in (RBF, LAPLACIAN):
+        return 2.0
+    if base.code == NPOLY:
+        return 4.0
+    sq = np.array([stats["min_sq"], stats["max_sq"]])
+    kmax = stats["max_sq"] if base.code == LINEAR else \
+        float(base.diag(np.zeros((2, 1), np.float32), sq).max())
+    assert base.code in (LINEAR, POLY)
+    return 4.0 * kmax * (1.0 + 1e-4)      # float32 kernel blocks: see driver.kernel_bound
+
+
+class PairPool:
+    """A ChunkPool seen as a source of preference pairs: ``draw`` returns
+    (pair ids ``i n + j``, pair rows ``[x_i, x_j]``, ones), the interface
+    :meth:`MEBSolver.fit` draws from; its state is the ChunkPool's."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.n = pool.store.n
+
+    def draw(self, m, classes=None, exclude=None, target="raw", with_weight=False):
+        ia, ib, Xa, Xb = self.pool.draw_pairs(m)
+        if sp.issparse(Xa):
+            Xa, Xb = Xa.toarray(), Xb.toarray()
+        X = np.hstack([np.asarray(Xa, np.float32), np.asarray(Xb, np.float32)])
+        return ia * self.n + ib, X, np.ones(len(ia))
+
+    def all_rows(self, classes=None, target="raw"):
+        return None                 # no exact path for pairs
+
+    def state(self):
+        return self.pool.state()
+
+    def close(self):
+        self.pool.close()
+
+
+def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59,
+                 max_core=None, seed=0, callback=None, checkpointer=None, resume=None):
+    """Train a ranking SVM on ``store`` (labels = relevance, ``qid`` =
+    query); returns a :class:`Machine` scoring rows (``regression=True``: a
+    real-valued function, ``f(x) = sum coef_r k(x_r, x)``, no intercept)."""
+    if method == "bvm":
+        raise ValueError("ranking is a center-constrained MEB (the pair kernel's diagonal "
+                         "is not constant): method must be 'cvm' or 'fvm', not 'bvm'")
+    if not store.has_qid:
+        raise ValueError("ranking needs query ids: the store has no qid column "
+                         "(ingest svmlight files with qid:, or CSV with --qid-col)")
+    stats = None if kernel.constant_diagonal else row_stats(store)
+    points = RowPoints(C, 0.0, kmax=pair_bound(kernel, stats), constant_diagonal=False,
+                       skip_core=False)
+
+    def make_pool(rng, state):
+        pool = ChunkPool(store, rng, sample_size=sample_size) if state is None else \
+            ChunkPool.from_state(store, rng, state)
+        return PairPool(pool)
+    solver = run_solver(store, PairKernel(kernel), points, b=0.0, C=C, method=method,
+                        eps=eps, sample_size=sample_size, max_core=max_core, seed=seed,
+                        callback=callback, checkpointer=checkpointer, resume=resume,
+                        make_pool=make_pool, dim=2 * store.d, sparse=False)
+    slots, alpha = solver.support()
+    cs = solver.core
+    n, d = store.n, store.d
+    hi, lo = np.divmod(cs.ids[slots], n)
+    rows = cs.rows()[slots]
+    ids = np.concatenate([hi, lo])
+    X = np.concatenate([rows[:, :d], rows[:, d:]])
+    w = np.concatenate([alpha, -alpha])
+    uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+    coef = np.zeros(len(uniq))
+    np.add.at(coef, inv, w)
+    return Machine(sv=np.ascontiguousarray(X[first]), coef=coef, intercept=0.0,
+                   sv_ids=uniq.astype(np.int64), classes=None, regression=True,
+                   n_iter=solver.n_iter, core_size=cs.n, history=solver.history)
