@@ -239,3 +239,48 @@ def test_weight_two_is_a_duplicated_row():
     c = CVMClassifier(**kw).fit(X, y).decision_function(X)
     assert np.abs(a - b).max() < 5e-3 * np.ptp(b)
     assert np.abs(c - b).max() > 10 * np.abs(a - b).max()   # the weights matter
+
+
+def test_ranking_dual_against_exact_qp():
+    """Ranking SVM (generalized-cvm eq. 24): pairs (q; i above j) drawn within
+    query groups, the pair kernel k_ii' - k_ij' - k_ji' + k_jj' + [p = p']/C,
+    eta = 2 + 1/C (RBF). After the final pass over every pair, the solution
+    is within the (1 + eps)^2 ratio of the exact QP over all pairs."""
+    from streamcvm.problems.ranking import PairKernel, PairPool, all_pairs
+    from streamcvm.problems.points import RowPoints
+    from streamcvm.sampling import ChunkPool
+    rng = np.random.default_rng(5)
+    nq, per = 4, 10
+    X = rng.standard_normal((nq * per, 3)).astype(np.float32)
+    rel = np.clip(np.round(X[:, 0] + 0.5 * X[:, 1] + 0.5 * rng.standard_normal(len(X)) + 1),
+                  0, 3)
+    qid = np.repeat(np.arange(nq), per)
+    store = streamcvm.as_store(X, rel, qid=qid, chunk_rows=per * 2)
+    C, eps = 1.0, 1e-3
+    k = Kernel("rbf", gamma=0.5)
+    pk = PairKernel(k)
+    chunks = list(all_pairs(store)())
+    pid = np.concatenate([c[0] for c in chunks])
+    P = np.concatenate([c[1] for c in chunks])
+    assert len(pid) == sum(int((rel[qid == g][:, None] > rel[qid == g][None, :]).sum())
+                           for g in range(nq))
+    i, j = np.divmod(pid, len(X))                   # pair id: i n + j, i above j
+    assert np.all(rel[i] > rel[j]) and np.all(qid[i] == qid[j])
+    np.testing.assert_array_equal(P, np.hstack([X[i], X[j]]))
+    K = k.block(X, X).astype(np.float64)
+    Q = K[np.ix_(i, i)] - K[np.ix_(i, j)] - K[np.ix_(j, i)] + K[np.ix_(j, j)] \
+        + np.eye(len(pid)) / C
+    np.testing.assert_allclose(pk.block(P, P), Q - np.eye(len(pid)) / C, atol=1e-5)
+    pts = RowPoints(C, 0.0, kmax=2.0, constant_diagonal=False, skip_core=False)
+    q = np.full(len(pid), pts.eta)
+    assert pts.eta >= np.diag(Q).max()
+    R2_opt, _ = _qp_max(Q, q)
+    s = run_solver(store, pk, pts, b=0.0, C=C, method="cvm", eps=eps,
+                   full_pass=all_pairs(store), dim=2 * X.shape[1], sparse=False,
+                   make_pool=lambda rng, st: PairPool(ChunkPool(store, rng)))
+    a = np.zeros(len(pid))
+    where = {int(p): r for r, p in enumerate(pid)}
+    cs = s.core
+    for slot in range(cs.n):
+        a[where[int(cs.ids[slot])]] = cs.alpha[slot]
+    _check_ratio(a, Q, q, R2_opt, eps)

@@ -89,7 +89,8 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     sampler to draw from, fresh (``state`` None) or as saved (default: a
     :class:`ChunkPool` of rows); ``dim``, ``sparse``: the points' feature
     layout when they are not the store's rows. Callers should hold BLAS to
-    one thread (:func:`one_blas_thread`)."""
+    one thread (:func:`one_blas_thread`). ``full_pass``: True for passes over
+    the store's rows, or a factory of the problem's own point chunks."""
     rng = np.random.default_rng(seed)
     cur = None if resume is None else resume.get("current")
     state = None if cur is None else cur["pool"]
@@ -112,8 +113,8 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
             if callback is not None:
                 callback(solver)
         else:
-            passes = full_pass_chunks(store, classes, target, points.weighted) \
-                if full_pass else None
+            passes = full_pass if callable(full_pass) else \
+                full_pass_chunks(store, classes, target, points.weighted) if full_pass else None
             solver.fit(pool, classes=classes, target=target, callback=callback,
                        full_pass=passes, checkpoint=hook,
                        resume=None if cur is None else tuple(cur["position"]))

@@ -66,20 +66,41 @@ class PairKernel:
             [b.block(Xi[r:r + 1], Xj[r:r + 1])[0, 0] for r in range(len(Xi))])
 
 
-def pair_bound(base, stats):
-    """An upper bound of k_ii + k_jj - 2 k_ij over pairs of rows ``stats``
-    describes: 2 for the RBF and Laplacian kernels (k in (0, 1]), 4 max
-    ||x||^2 for the linear kernel, and k_ii + k_jj + 2 sqrt(k_ii k_jj) <=
-    4 max k(x, x) otherwise (Cauchy-Schwarz)."""
+def centered_max_sq(store):
+    """max ||x - mean||^2 over the rows, in two streaming passes."""
+    from ..kernels import sq_norms
+    total = np.zeros(store.d)
+    for i in range(store.n_chunks):
+        total += np.asarray(store.chunk(i).X.sum(axis=0), np.float64).ravel()
+    mu = total / max(store.n, 1)
+    out = 0.0
+    for i in range(store.n_chunks):
+        X = store.chunk(i).X
+        # ||x - mu||^2 = ||x||^2 - 2 x'mu + ||mu||^2 (CSR rows stay sparse)
+        v = sq_norms(X) - 2.0 * np.asarray(X @ mu).ravel() + mu @ mu
+        out = max(out, float(v.max()))
+    return out
+
+
+def pair_bound(base, store):
+    """An upper bound of k_ii + k_jj - 2 k_ij over pairs of rows of
+    ``store``: 2 for the RBF and Laplacian kernels (k in (0, 1]), 4 for npoly;
+    for the linear kernel ||x_i - x_j||^2 <= 4 max ||x - mean||^2 (pairs are
+    differences: translation does not change them, and 4 max ||x||^2 would
+    be far looser on features that are all positive, making eta, hence the
+    radius and eps's meaning, too large); else k_ii + k_jj + 2 sqrt(k_ii k_jj)
+    <= 4 max k(x, x) (Cauchy-Schwarz). Raised by 1e-4 relative for float32
+    kernel blocks (see driver.kernel_bound)."""
     if base.code in (RBF, LAPLACIAN):
         return 2.0
     if base.code == NPOLY:
         return 4.0
+    if base.code == LINEAR:
+        return 4.0 * centered_max_sq(store) * (1.0 + 1e-4)
+    assert base.code == POLY
+    stats = row_stats(store)
     sq = np.array([stats["min_sq"], stats["max_sq"]])
-    kmax = stats["max_sq"] if base.code == LINEAR else \
-        float(base.diag(np.zeros((2, 1), np.float32), sq).max())
-    assert base.code in (LINEAR, POLY)
-    return 4.0 * kmax * (1.0 + 1e-4)      # float32 kernel blocks: see driver.kernel_bound
+    return 4.0 * float(base.diag(np.zeros((2, 1), np.float32), sq).max()) * (1.0 + 1e-4)
 
 
 class PairPool:
@@ -108,8 +129,31 @@ class PairPool:
         self.pool.close()
 
 
+def all_pairs(store):
+    """A factory of chunks of every preference pair of ``store``: (pair ids,
+    pair rows, ones), query by query within each store chunk (as the pair
+    sampler sees them). O(sum of squared group sizes) per pass."""
+    def passes():
+        n = store.n
+        for c in range(store.n_chunks):
+            a, _ = store.chunk_bounds(c)
+            ch = store.chunk(c)
+            X = ch.X.toarray() if sp.issparse(ch.X) else np.asarray(ch.X)
+            X = X.astype(np.float32)
+            y, q = np.asarray(ch.y, np.float64), np.asarray(ch.qid)
+            for g in np.unique(q):
+                r = np.flatnonzero(q == g)
+                hi, lo = np.nonzero(y[r][:, None] > y[r][None, :])
+                if len(hi) == 0:
+                    continue
+                i, j = r[hi], r[lo]
+                yield (a + i) * n + (a + j), np.hstack([X[i], X[j]]), np.ones(len(i))
+    return passes
+
+
 def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59,
-                 max_core=None, seed=0, callback=None, checkpointer=None, resume=None):
+                 max_core=None, seed=0, full_pass=False, callback=None, checkpointer=None,
+                 resume=None):
     """Train a ranking SVM on ``store`` (labels = relevance, ``qid`` =
     query); returns a :class:`Machine` scoring rows (``regression=True``: a
     real-valued function, ``f(x) = sum coef_r k(x_r, x)``, no intercept)."""
@@ -119,8 +163,7 @@ def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59
     if not store.has_qid:
         raise ValueError("ranking needs query ids: the store has no qid column "
                          "(ingest svmlight files with qid:, or CSV with --qid-col)")
-    stats = None if kernel.constant_diagonal else row_stats(store)
-    points = RowPoints(C, 0.0, kmax=pair_bound(kernel, stats), constant_diagonal=False,
+    points = RowPoints(C, 0.0, kmax=pair_bound(kernel, store), constant_diagonal=False,
                        skip_core=False)
 
     def make_pool(rng, state):
@@ -129,7 +172,7 @@ def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59
         return PairPool(pool)
     solver = run_solver(store, PairKernel(kernel), points, b=0.0, C=C, method=method,
                         eps=eps, sample_size=sample_size, max_core=max_core, seed=seed,
-                        callback=callback, checkpointer=checkpointer, resume=resume,
+                        full_pass=all_pairs(store) if full_pass else False, callback=callback, checkpointer=checkpointer, resume=resume,
                         make_pool=make_pool, dim=2 * store.d, sparse=False)
     slots, alpha = solver.support()
     cs = solver.core
