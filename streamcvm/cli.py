@@ -209,7 +209,8 @@ def _add_train(sub):
                    help="kernel width: 'auto' (1 / mean squared distance) or a number")
     p.add_argument("-e", "--eps", default="auto", help="ball tolerance: 'auto' or a number")
     p.add_argument("-a", "--sample-size", type=_positive_int, default=59)
-    p.add_argument("-f", "--max-core", type=_positive_int, default=None)
+    p.add_argument("-f", "--max-core", type=_positive_int, default=None,
+                   help="cap on core vectors per machine (default: none; regression 20,000)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--full-pass", action="store_true",
                    help="finish with passes over every row until none violates")
@@ -283,9 +284,10 @@ def cmd_train(args):
     C = C if C == "auto" and task == "regression" else _num_or_auto(C, "C")
     if C == "auto" and task != "regression":
         raise SystemExit("streamcvm train: error: --C auto is for regression")
+    max_core = args.max_core if args.max_core is not None or task != "regression" else 20000
     kw = dict(method=method, C=C, kernel=args.kernel,
               gamma=_num_or_auto(args.gamma, "gamma"), eps=_num_or_auto(args.eps, "eps"),
-              sample_size=args.sample_size, max_core=args.max_core,
+              sample_size=args.sample_size, max_core=max_core,
               full_pass=args.full_pass, random_state=args.seed, verbose=not args.quiet)
     if task == "one-class":
         est = CVMOneClass(**kw)

@@ -582,12 +582,16 @@ class CVMRegressor(RegressorMixin, _CVMBase):
         2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
         grow with m to keep a fit as tight (``C_`` holds the value used).
     mu : positive, see above
-    kernel, gamma, coef0, degree, eps, sample_size, max_core, full_pass,
+    max_core : cap on core points (default 20,000: a 1.6 GB kernel cache).
+        ``eps="auto"`` asks for a tolerance that shrinks as the rows grow
+        (one row's weight in the loss is C/(mu m)), so without a cap the core
+        set, and RAM, would grow with m; a fit that reaches the cap warns.
+    kernel, gamma, coef0, degree, eps, sample_size, full_pass,
     random_state, verbose : as :class:`CVMClassifier`
     """
 
     def __init__(self, *, method="cvm", C="auto", mu=0.02, kernel="rbf", gamma="auto",
-                 coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
+                 coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=20000,
                  full_pass=False, random_state=0, verbose=False):
         self.method = method
         self.C = C

@@ -284,3 +284,11 @@ def test_ranking_dual_against_exact_qp():
     for slot in range(cs.n):
         a[where[int(cs.ids[slot])]] = cs.alpha[slot]
     _check_ratio(a, Q, q, R2_opt, eps)
+
+
+def test_regressor_warns_when_its_core_set_reaches_the_cap():
+    from streamcvm import CVMRegressor
+    X, t = _friedman(2000)
+    with pytest.warns(RuntimeWarning, match="reached max_core=50"):
+        r = CVMRegressor(max_core=50, eps=1e-5).fit(X, t)
+    assert r.core_set_size_ == 50

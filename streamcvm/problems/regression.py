@@ -51,6 +51,11 @@ def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
                         checkpointer=checkpointer, resume=resume)
     slots, alpha = solver.support()
     cs = solver.core
+    if max_core is not None and cs.n >= max_core:
+        import warnings
+        warnings.warn(f"streamcvm: the core set reached max_core={max_core:,} before eps "
+                      f"{solver.eps:.2g} was met; the fit may be looser than asked (raise "
+                      f"max_core, or lower C or mu)", RuntimeWarning, stacklevel=3)
     s = cs.y[slots]
     rows_of = cs.ids[slots] // 2
     # a row with both signs in the core set: one support row, coefficients summed
