@@ -477,7 +477,44 @@ def _ovr_votes(F, k):
     return votes + conf / (3.0 * (np.abs(conf) + 1.0))
 
 
-class CVMOneClass(OutlierMixin, _CVMBase):
+class _OneMachine(_CVMBase):
+    """Estimators of a single machine (one-class, regression): the fit's
+    checkpointing and progress plumbing, and the machine's arrays."""
+
+    def _fit_one(self, store, kern, train, checkpoint_dir, every, every_iter, keep, resume):
+        """``train(seed=, callback=, checkpointer=, resume=)`` -> the machine,
+        unless a finished run's snapshot already holds it."""
+        seed = 0 if self.random_state is None else int(self.random_state)
+        ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
+                                       every, every_iter, keep)
+        with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread():
+            bar.next()
+            if done:
+                self.machine_ = done[0]
+            else:
+                self.machine_ = train(seed=seed, callback=bar.update, checkpointer=ck,
+                                      resume=cur)
+                _machine_done(ck, self.machine_, 1)
+        self.checkpoint_stats_ = _ck_stats(ck)
+        self.kernel_ = kern
+        self.n_iter_ = self.machine_.n_iter
+        self.core_set_size_ = self.machine_.core_size
+        self.history_ = self.machine_.history
+
+    @property
+    def support_vectors_(self):
+        check_is_fitted(self)
+        return self.machine_.sv
+
+    @property
+    def dual_coef_(self):
+        """The support rows' coefficients: alpha_i (one-class), C (lambda_i -
+        lambda*_i) (regression, cvr eq. 9)."""
+        check_is_fitted(self)
+        return self.machine_.coef
+
+
+class CVMOneClass(OutlierMixin, _OneMachine):
     """One-class L2-SVM (SVDD): the (1 + eps)-approximate minimum enclosing
     ball of the data in feature space; points outside it are outliers.
 
@@ -516,38 +553,13 @@ class CVMOneClass(OutlierMixin, _CVMBase):
         self._check_params()
         store, _ = self._prepare(X)
         kern = self._kernel(store)
-        seed = 0 if self.random_state is None else int(self.random_state)
-        ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
-                                       checkpoint_every, checkpoint_iters, checkpoint_keep)
-        with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread():
-            bar.next()
-            if done:
-                self.machine_ = done[0]
-            else:
-                self.machine_ = train_machine(store, kern, classes=None, C=self.C,
-                                              method=self.method, eps=_resolve_eps(self.eps),
-                                              sample_size=self.sample_size,
-                                              max_core=self.max_core, seed=seed,
-                                              full_pass=self.full_pass, callback=bar.update,
-                                              checkpointer=ck, resume=cur)
-                _machine_done(ck, self.machine_, 1)
-        self.checkpoint_stats_ = _ck_stats(ck)
-        self.kernel_ = kern
+        self._fit_one(store, kern, lambda **kw: train_machine(
+            store, kern, classes=None, C=self.C, method=self.method,
+            eps=_resolve_eps(self.eps), sample_size=self.sample_size,
+            max_core=self.max_core, full_pass=self.full_pass, **kw),
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume)
         self.offset_ = -self.machine_.radius2
-        self.n_iter_ = self.machine_.n_iter
-        self.core_set_size_ = self.machine_.core_size
-        self.history_ = self.machine_.history
         return self
-
-    @property
-    def support_vectors_(self):
-        check_is_fitted(self)
-        return self.machine_.sv
-
-    @property
-    def dual_coef_(self):
-        check_is_fitted(self)
-        return self.machine_.coef
 
     def decision_function(self, X):
         X = self._validate_X(X)
@@ -564,7 +576,7 @@ class CVMOneClass(OutlierMixin, _CVMBase):
         return self.predict_with_decision(X)[0]
 
 
-class CVMRegressor(RegressorMixin, _CVMBase):
+class CVMRegressor(RegressorMixin, _OneMachine):
     """Kernel L2-SVR trained as a center-constrained MEB: Core Vector
     Regression (cvr paper, eqs. 6-10), by CVM (default) or Frank-Wolfe.
 
@@ -630,38 +642,13 @@ class CVMRegressor(RegressorMixin, _CVMBase):
         store, _ = self._prepare(X, y, regression=True)
         self.C_ = AUTO_C_PER_ROW * store.n if isinstance(self.C, str) else float(self.C)
         kern = self._kernel(store)
-        seed = 0 if self.random_state is None else int(self.random_state)
-        ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
-                                       checkpoint_every, checkpoint_iters, checkpoint_keep)
-        with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread():
-            bar.next()
-            if done:
-                self.machine_ = done[0]
-            else:
-                self.machine_ = train_regressor(
-                    store, kern, C=self.C_, mu=self.mu, method=self.method,
-                    eps=_resolve_eps(self.eps), sample_size=self.sample_size,
-                    max_core=self.max_core, seed=seed, full_pass=self.full_pass,
-                    callback=bar.update, checkpointer=ck, resume=cur)
-                _machine_done(ck, self.machine_, 1)
-        self.checkpoint_stats_ = _ck_stats(ck)
-        self.kernel_ = kern
+        self._fit_one(store, kern, lambda **kw: train_regressor(
+            store, kern, C=self.C_, mu=self.mu, method=self.method,
+            eps=_resolve_eps(self.eps), sample_size=self.sample_size,
+            max_core=self.max_core, full_pass=self.full_pass, **kw),
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume)
         self.epsilon_bar_ = self.machine_.epsilon_bar
-        self.n_iter_ = self.machine_.n_iter
-        self.core_set_size_ = self.machine_.core_size
-        self.history_ = self.machine_.history
         return self
-
-    @property
-    def support_vectors_(self):
-        check_is_fitted(self)
-        return self.machine_.sv
-
-    @property
-    def dual_coef_(self):
-        """C (lambda_i - lambda*_i) of each support row (cvr eq. 9)."""
-        check_is_fitted(self)
-        return self.machine_.coef
 
     @property
     def intercept_(self):
