@@ -14,8 +14,9 @@ from .store import csr_view
 
 
 class CoreSet:
-    def __init__(self, d, sparse, cap=64, cache=True, transposed=False):
+    def __init__(self, d, sparse, cap=64, cache=True, transposed=False, max_cap=None):
         self.d = d
+        self.max_cap = max_cap      # capacity never grows past this (the solver's max_core)
         self.sparse = sparse
         self.cache = cache          # keep the kernel among core vectors (SMO, FVM)
         self.n = 0
@@ -65,6 +66,8 @@ class CoreSet:
         if need <= cap:
             return
         new = max(need, 2 * cap)
+        if self.max_cap is not None:    # a cap of 20,000 must not allocate a 32,768^2 cache
+            new = max(need, min(new, self.max_cap))
         n = self.n
         for name in ("ids", "y", "sq", "ic", "q", "kx"):
             a = getattr(self, name)

@@ -125,7 +125,7 @@ class MEBSolver:
         self.densify = sparse and d <= DENSE_MAX_D
         # BVM needs no kernel among core vectors: no O(|S|^2) cache for it
         self.core = CoreSet(d, sparse and not self.densify, cache=method != "bvm",
-                            transposed=self.densify)
+                            transposed=self.densify, max_cap=max_core)
         self.c2 = 0.0                               # ||c||^2
         # BVM's smaller ball (bvm paper sec. 3.3, Alg. 4): the ball lives in
         # the space [phi~; 0] with center [c; ce]; r2 shrinks from kt
