@@ -1,4 +1,4 @@
-"""scikit-learn estimators over the core: CVMClassifier, CVMRegressor and CVMOneClass.
+"""scikit-learn estimators over the core: CVMClassifier, CVMRegressor, CVMRanker and CVMOneClass.
 
 ``fit`` takes arrays, sparse matrices or a store (``streamcvm.open_store``);
 large data never goes through a dense in-memory copy. The estimators only
@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .kernels import Kernel, estimate_beta
 from .problems import one_blas_thread, pairs, train_machine
+from .problems.ranking import train_ranker
 from .problems.regression import train_regressor
 from .store import BaseStore, DiskStore, as_store
 
@@ -667,3 +668,72 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     def predict_with_decision(self, X):
         f = self.predict(X)
         return f, f
+
+
+class CVMRanker(_OneMachine):
+    """Kernel ranking SVM (L2, generalized-cvm sec. IV-B) over the preference
+    pairs within each query, trained by CVM (default) or Frank-Wolfe.
+
+    ``fit(X, y, qid)`` (relevance labels, query ids) or ``fit(store)`` with a
+    qid column; pairs are drawn within query groups from the sampler's pooled
+    chunks, never materialised. ``predict`` returns scores (higher ranks
+    first). Parameters are those of :class:`CVMClassifier`; ``max_core`` caps
+    the core pairs (default 20,000).
+    """
+
+    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+                 degree=3, eps=1e-4, sample_size=59, max_core=20000, full_pass=False,
+                 random_state=0, verbose=False):
+        self.method = method
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.eps = eps
+        self.sample_size = sample_size
+        self.max_core = max_core
+        self.full_pass = full_pass
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def fit(self, X, y=None, qid=None, *, checkpoint_dir=None, checkpoint_every=60.0,
+            checkpoint_iters=None, checkpoint_keep=2, resume=False):
+        """Fit on arrays (X, y, qid) or a store with a qid column. The
+        checkpoint arguments are those of :meth:`CVMClassifier.fit`."""
+        self._check_params()
+        if self.method == "bvm":
+            raise ValueError("method='bvm' solves only the plain MEB; the pair kernel's "
+                             "diagonal is not constant: use method='cvm' or 'fvm'")
+        if isinstance(X, (BaseStore, str)) or hasattr(X, "__fspath__"):
+            store, _ = self._prepare(X)
+        else:
+            if y is None or qid is None:
+                raise ValueError("CVMRanker.fit needs y (relevance) and qid (query ids)")
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
+                                 reset=True, y_numeric=True)
+            qid = np.asarray(qid)
+            if qid.shape != (X.shape[0],):
+                raise ValueError(f"qid has shape {qid.shape}, expected ({X.shape[0]},)")
+            store = as_store(X, np.asarray(y, np.float64), qid=qid)
+        kern = self._kernel(store)
+        self._fit_one(store, kern, lambda **kw: train_ranker(
+            store, kern, C=self.C, method=self.method, eps=_resolve_eps(self.eps),
+            sample_size=self.sample_size, max_core=self.max_core,
+            full_pass=self.full_pass, **kw),
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume)
+        return self
+
+    def predict(self, X):
+        """Scores: within a query, higher ranks first."""
+        X = self._validate_X(X)
+        return self.machine_.decision(self.kernel_, X)
+
+    def predict_with_decision(self, X):
+        f = self.predict(X)
+        return f, f
+
+    def score(self, X, y, qid):
+        """Mean NDCG@10 over the queries."""
+        from .metrics import ndcg_at_k
+        return ndcg_at_k(y, self.predict(X), qid, k=10)

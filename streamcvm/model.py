@@ -33,13 +33,15 @@ class ModelError(Exception):
 
 def save_model(est, path):
     """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass to the folder ``path``."""
-    from .estimators import CVMClassifier, CVMOneClass, CVMRegressor
+    from .estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
     if isinstance(est, CVMClassifier):
         machines, kind = est.machines_, "CVMClassifier"
     elif isinstance(est, CVMOneClass):
         machines, kind = [est.machine_], "CVMOneClass"
     elif isinstance(est, CVMRegressor):
         machines, kind = [est.machine_], "CVMRegressor"
+    elif isinstance(est, CVMRanker):
+        machines, kind = [est.machine_], "CVMRanker"
     else:
         raise TypeError(f"cannot save {type(est).__name__}")
     path = os.path.abspath(os.fspath(path))
@@ -93,7 +95,7 @@ def save_model(est, path):
 
 def load_model(path):
     """Read a model folder written by :func:`save_model`."""
-    from .estimators import CVMClassifier, CVMOneClass, CVMRegressor
+    from .estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
     path = os.fspath(path)
     mf = os.path.join(path, "model.json")
     if not os.path.isfile(mf):
@@ -121,7 +123,7 @@ def load_model(path):
                                    else ["sv"])
         machines.append(machine_from(r, {n: get(f"m{k}_{n}") for n in names}))
     cls = {"CVMClassifier": CVMClassifier, "CVMOneClass": CVMOneClass,
-           "CVMRegressor": CVMRegressor}[man["estimator"]]
+           "CVMRegressor": CVMRegressor, "CVMRanker": CVMRanker}[man["estimator"]]
     params = dict(man["params"])
     if isinstance(params.get("class_weight"), dict):
         params["class_weight"] = _class_weight_keys(params["class_weight"], man["classes"])
@@ -136,6 +138,8 @@ def load_model(path):
     if man["estimator"] == "CVMClassifier":
         est.classes_ = np.asarray(man["classes"])
         est._set_machines(machines)
+    elif man["estimator"] == "CVMRanker":
+        est.machine_ = machines[0]
     elif man["estimator"] == "CVMRegressor":
         est.machine_ = machines[0]
         est.epsilon_bar_ = machines[0].epsilon_bar

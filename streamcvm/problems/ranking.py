@@ -172,7 +172,8 @@ def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59
         return PairPool(pool)
     solver = run_solver(store, PairKernel(kernel), points, b=0.0, C=C, method=method,
                         eps=eps, sample_size=sample_size, max_core=max_core, seed=seed,
-                        full_pass=all_pairs(store) if full_pass else False, callback=callback, checkpointer=checkpointer, resume=resume,
+                        full_pass=all_pairs(store) if full_pass else False, callback=callback,
+                        checkpointer=checkpointer, resume=resume,
                         make_pool=make_pool, dim=2 * store.d, sparse=False)
     slots, alpha = solver.support()
     cs = solver.core

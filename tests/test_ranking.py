@@ -1,0 +1,54 @@
+"""CVMRanker and the ranking metrics (the pair QP itself: test_ccmeb)."""
+import numpy as np
+import pytest
+
+import streamcvm
+from streamcvm import CVMRanker
+from streamcvm.metrics import ndcg_at_k, pairwise_accuracy
+from streamcvm.model import load_model, save_model
+
+
+def test_metrics_by_hand():
+    y = np.array([2, 1, 0, 1, 0])
+    q = np.array([7, 7, 7, 9, 9])
+    s = np.array([0.1, 0.9, 0.0, 0.5, 0.5])       # query 7: one inversion; 9: a tie
+    # query 7: pairs (2>1, 2>0, 1>0): 2 right of 3; query 9: (1>0) tied: wrong
+    assert pairwise_accuracy(y, s, q) == pytest.approx(2 / 4)
+    d = 1 / np.log2(np.arange(2, 5))
+    n7 = ((2 ** 1 - 1) * d[0] + (2 ** 2 - 1) * d[1]) / ((2 ** 2 - 1) * d[0] + (2 ** 1 - 1) * d[1])
+    n9 = 1.0                                      # a tie keeps input order: relevant first
+    assert ndcg_at_k(y, s, q, k=10) == pytest.approx((n7 + n9) / 2)
+    assert ndcg_at_k(y, y, q) == 1.0 and pairwise_accuracy(y, y, q) == 1.0
+
+
+def _queries(nq=40, per=15, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((nq * per, d)).astype(np.float32)
+    score = np.sin(X[:, 0]) + X[:, 1] ** 2 / 2 + 0.3 * rng.standard_normal(len(X))
+    y = np.digitize(score, [0.0, 0.8, 1.6]).astype(float)
+    return X, y, np.repeat(np.arange(nq), per)
+
+
+def test_ranker_learns_the_order_and_roundtrips(tmp_path):
+    X, y, q = _queries()
+    Xt, yt, qt = _queries(seed=1)
+    r = CVMRanker(C=1.0, eps=1e-4).fit(X, y, q)
+    s = r.predict(Xt)
+    assert pairwise_accuracy(yt, s, qt) > 0.8         # random scores give 0.5
+    assert r.score(Xt, yt, qt) > ndcg_at_k(yt, np.zeros(len(yt)) + np.arange(len(yt)) % 3, qt)
+    back = load_model(save_model(r, tmp_path / "rk"))
+    np.testing.assert_array_equal(back.predict(Xt), s)
+    # from a store with a qid column
+    st = streamcvm.as_store(X, y, qid=q, chunk_rows=150)
+    r2 = CVMRanker(C=1.0, eps=1e-4).fit(st)
+    assert pairwise_accuracy(yt, r2.predict(Xt), qt) > 0.8
+
+
+def test_ranker_refuses_what_it_cannot_do():
+    X, y, q = _queries(nq=4)
+    with pytest.raises(ValueError, match="needs y .relevance. and qid"):
+        CVMRanker().fit(X, y)
+    with pytest.raises(ValueError, match="use method='cvm' or 'fvm'"):
+        CVMRanker(method="bvm").fit(X, y, q)
+    with pytest.raises(ValueError, match="no qid column"):
+        CVMRanker().fit(streamcvm.as_store(X, y))
