@@ -190,8 +190,10 @@ def _add_train(sub):
                                    "or Frank-Wolfe; only the core set is held in memory.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model folder to write")
-    p.add_argument("--task", choices=["classification", "regression", "one-class"],
-                   default="classification", help="what to train (default classification)")
+    p.add_argument("--task", choices=["classification", "regression", "ranking", "one-class"],
+                   default="classification",
+                   help="what to train (default classification; ranking: pairs within the "
+                        "store's qid groups)")
     p.add_argument("--method", choices=["bvm", "cvm", "fvm"], default=None,
                    help="bvm (default for classification and one-class), cvm (default for "
                         "regression), fvm; weights, regression and linear/poly kernels "
@@ -270,7 +272,7 @@ def cmd_train(args):
     import time
 
     import numpy as np
-    from .estimators import CVMClassifier, CVMOneClass, CVMRegressor
+    from .estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
     from .model import save_model
     from .store import open_store
     task = "one-class" if args.one_class else args.task
@@ -279,12 +281,13 @@ def cmd_train(args):
     if task != "regression" and args.mu is not None:
         raise SystemExit("streamcvm train: error: --mu is for regression")
     store = open_store(args.store)
-    method = args.method or ("cvm" if task == "regression" else "bvm")
+    method = args.method or ("cvm" if task in ("regression", "ranking") else "bvm")
     C = args.C if args.C is not None else ("auto" if task == "regression" else 1.0)
     C = C if C == "auto" and task == "regression" else _num_or_auto(C, "C")
     if C == "auto" and task != "regression":
         raise SystemExit("streamcvm train: error: --C auto is for regression")
-    max_core = args.max_core if args.max_core is not None or task != "regression" else 20000
+    max_core = args.max_core if args.max_core is not None or \
+        task not in ("regression", "ranking") else 20000
     kw = dict(method=method, C=C, kernel=args.kernel,
               gamma=_num_or_auto(args.gamma, "gamma"), eps=_num_or_auto(args.eps, "eps"),
               sample_size=args.sample_size, max_core=max_core,
@@ -293,6 +296,10 @@ def cmd_train(args):
         est = CVMOneClass(**kw)
     elif task == "regression":
         est = CVMRegressor(mu=0.02 if args.mu is None else args.mu, **kw)
+    elif task == "ranking":
+        if kw["eps"] == "auto":
+            kw["eps"] = 1e-4        # CVMRanker's default: "auto" is slow on pairs
+        est = CVMRanker(**kw)
     else:
         est = CVMClassifier(multi_class=args.multi_class,
                             class_weight=_class_weight(args.class_weight), **kw)
@@ -428,6 +435,8 @@ def evaluate_text(store_path, model_path):
     store = open_store(store_path)
     if hasattr(est, "epsilon_bar_"):
         return _regression_report(est, store)
+    if type(est).__name__ == "CVMRanker":
+        return _ranking_report(est, store)
     one_class = not hasattr(est, "classes_")
     classes = np.array([-1, 1]) if one_class else est.classes_
     index = {c.item() if hasattr(c, "item") else c: k for k, c in enumerate(classes)}
@@ -463,6 +472,23 @@ def evaluate_text(store_path, model_path):
     for n, row in zip(names, cm):
         lines.append(f"{n:>{w}}" + "".join(f"{v:>{w},}" for v in row))
     return "\n".join(lines)
+
+
+def _ranking_report(est, store):
+    """NDCG@10 and pairwise accuracy, streamed query by query."""
+    from .metrics import RankingTotals
+    if not store.has_qid:
+        raise SystemExit("streamcvm evaluate: error: a ranking model needs a store with "
+                         "query ids (qid)")
+    tot = RankingTotals(k=10)
+    n = 0
+    for c, f, _ in _predict_chunks(est, store):
+        tot.add(c.y, f, c.qid)
+        n += len(f)
+    ndcg, acc, nq, npairs = tot.result()
+    return "\n".join([f"rows        {n:,}",
+                      f"NDCG@10     {ndcg:.6g}  (mean over {nq:,} queries with a relevant row)",
+                      f"pairwise    {acc:.6g}  (accuracy over {npairs:,} preference pairs)"])
 
 
 def _regression_report(est, store):

@@ -36,3 +36,47 @@ def ndcg_at_k(y, score, qid, k=10):
         if idcg > 0:
             out.append(((2.0 ** top - 1.0) * disc[:len(top)]).sum() / idcg)
     return float(np.mean(out)) if out else float("nan")
+
+
+class RankingTotals:
+    """NDCG@k and pairwise accuracy accumulated over a stream of rows whose
+    queries are contiguous (as in svmlight/LETOR files): a query's rows are
+    held until the next query starts, so memory is one query, not n rows."""
+
+    def __init__(self, k=10):
+        self.k = k
+        self.right = self.pairs = 0
+        self.ndcg_sum = 0.0
+        self.queries = 0
+        self._buf = None            # (y, score, qid) of the unfinished query
+
+    def add(self, y, score, qid):
+        y, score, qid = (np.asarray(a) for a in (y, score, qid))
+        if self._buf is not None:
+            y, score, qid = (np.concatenate([b, a]) for b, a in zip(self._buf, (y, score, qid)))
+        if len(qid) == 0:
+            return
+        last = qid[-1]
+        done = np.flatnonzero(qid != last)
+        cut = done[-1] + 1 if len(done) else 0
+        self._take(y[:cut], score[:cut], qid[:cut])
+        self._buf = (y[cut:], score[cut:], qid[cut:])
+
+    def _take(self, y, score, qid):
+        for g in _groups(qid):
+            yy, ss = y[g].astype(np.float64), score[g].astype(np.float64)
+            pref = yy[:, None] > yy[None, :]
+            self.pairs += int(pref.sum())
+            self.right += int((pref & (ss[:, None] > ss[None, :])).sum())
+            n = ndcg_at_k(yy, ss, np.zeros(len(g)), self.k)
+            if not np.isnan(n):
+                self.ndcg_sum += n
+                self.queries += 1
+
+    def result(self):
+        """(NDCG@k, pairwise accuracy, queries with a relevant document, pairs)."""
+        if self._buf is not None:
+            self._take(*self._buf)
+            self._buf = None
+        return (self.ndcg_sum / self.queries if self.queries else float("nan"),
+                self.right / self.pairs if self.pairs else float("nan"), self.queries, self.pairs)

@@ -52,3 +52,38 @@ def test_ranker_refuses_what_it_cannot_do():
         CVMRanker(method="bvm").fit(X, y, q)
     with pytest.raises(ValueError, match="no qid column"):
         CVMRanker().fit(streamcvm.as_store(X, y))
+
+
+def test_streamed_ranking_totals_equal_the_batch_metrics():
+    from streamcvm.metrics import RankingTotals
+    X, y, q = _queries(nq=12, per=9)
+    s = np.random.default_rng(3).standard_normal(len(y))
+    tot = RankingTotals(k=10)
+    for a in range(0, len(y), 25):          # chunks that cut queries in two
+        tot.add(y[a:a + 25], s[a:a + 25], q[a:a + 25])
+    ndcg, acc, nq, _ = tot.result()
+    assert ndcg == pytest.approx(ndcg_at_k(y, s, q)) and acc == pytest.approx(
+        pairwise_accuracy(y, s, q)) and nq == 12
+
+
+def test_cli_ranking_train_evaluate(tmp_path, cli):
+    from sklearn.datasets import dump_svmlight_file
+    X, y, q = _queries()
+    Xt, yt, qt = _queries(seed=1)
+    dump_svmlight_file(X, y, str(tmp_path / "tr.svm"), query_id=q, zero_based=False)
+    dump_svmlight_file(Xt, yt, str(tmp_path / "te.svm"), query_id=qt, zero_based=False)
+    for name in ("tr", "te"):
+        r = cli("ingest", str(tmp_path / f"{name}.svm"), "-o", str(tmp_path / f"{name}.zarr"),
+                "--chunk-rows", "100", "-q")
+        assert r.returncode == 0, r.stderr
+    model = str(tmp_path / "rk")
+    r = cli("train", str(tmp_path / "tr.zarr"), "-o", model, "--task", "ranking", "-q")
+    assert r.returncode == 0, r.stderr
+    r = cli("evaluate", str(tmp_path / "te.zarr"), model)
+    assert r.returncode == 0, r.stderr
+    got = {ln.split()[0]: float(ln.split()[1]) for ln in r.stdout.splitlines()[1:]}
+    est = load_model(model)
+    s = est.predict(Xt)
+    assert got["NDCG@10"] == pytest.approx(ndcg_at_k(yt, s, qt), rel=1e-5)
+    assert got["pairwise"] == pytest.approx(pairwise_accuracy(yt, s, qt), rel=1e-5)
+    assert got["pairwise"] > 0.8
