@@ -110,6 +110,8 @@ def fit_score(model, C, gamma, X, y, q, Xt, yt, qt):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", nargs="+", default=["rank_lightgbm", "mq2008_subset"])
+    ap.add_argument("--models", nargs="+", default=["linearsvc", "linear", "rbf"],
+                    choices=["linearsvc", "linear", "rbf"])
     ap.add_argument("--raw-dir", default=os.environ.get(
         "STREAMCVM_DATA", os.path.join(ROOT, "..", "shared", "data", "raw")))
     a = ap.parse_args(argv)
@@ -130,7 +132,8 @@ def main(argv=None):
                   f"test docs / {len(np.unique(qt))} queries, d={X.shape[1]}, "
                   f"gamma {gamma:.4g}", flush=True)
             fit_score("linear", 1.0, gamma, X[:200], y[:200], q[:200], Xt, yt, qt)  # warm-up
-            for model, Cs in (("linearsvc", LSVC_CS), ("linear", CVM_CS), ("rbf", CVM_CS)):
+            for model in a.models:
+                Cs = LSVC_CS if model == "linearsvc" else CVM_CS
                 val = {C: fit_score(model, C, gamma, X[~v], y[~v], q[~v], X[v], y[v], q[v])
                        ["ndcg10"] for C in Cs}
                 C = max(Cs, key=lambda c: val[c])
