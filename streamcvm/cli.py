@@ -282,8 +282,8 @@ def cmd_train(args):
         raise SystemExit("streamcvm train: error: --mu is for regression")
     store = open_store(args.store)
     method = args.method or ("cvm" if task in ("regression", "ranking") else "bvm")
-    C = args.C if args.C is not None else ("auto" if task == "regression" else 1.0)
-    C = C if C == "auto" and task == "regression" else _num_or_auto(C, "C")
+    C = _num_or_auto(args.C, "C") if args.C is not None else \
+        ("auto" if task == "regression" else 1.0)
     if C == "auto" and task != "regression":
         raise SystemExit("streamcvm train: error: --C auto is for regression")
     max_core = args.max_core if args.max_core is not None or \

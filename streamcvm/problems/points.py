@@ -62,9 +62,6 @@ class RowPoints:
         """What the sampler skips: the core set's rows (point ids are row ids)."""
         return core if self.skip_core else None
 
-    def rows_of(self, pid):
-        return pid
-
 
 class SignedPoints:
     """L2-SVR's points (cvr paper eqs. 7-8, 15): each row ``(x_i, t_i)``
@@ -106,6 +103,3 @@ class SignedPoints:
         violate with the other, and FVM's core set can cover most rows (the
         searches then check drawn points against the core set instead)."""
         return None
-
-    def rows_of(self, pid):
-        return np.asarray(pid) // 2

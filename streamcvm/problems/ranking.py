@@ -24,9 +24,9 @@ row (its pairs' weights summed, with sign).
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels import LAPLACIAN, LINEAR, NPOLY, POLY, RBF
+from ..kernels import LAPLACIAN, LINEAR, NPOLY, RBF
 from ..sampling import ChunkPool
-from .driver import row_stats, run_solver
+from .driver import kernel_bound, row_stats, run_solver
 from .machine import Machine
 from .points import RowPoints
 
@@ -97,10 +97,7 @@ def pair_bound(base, store):
         return 4.0
     if base.code == LINEAR:
         return 4.0 * centered_max_sq(store) * (1.0 + 1e-4)
-    assert base.code == POLY
-    stats = row_stats(store)
-    sq = np.array([stats["min_sq"], stats["max_sq"]])
-    return 4.0 * float(base.diag(np.zeros((2, 1), np.float32), sq).max()) * (1.0 + 1e-4)
+    return 4.0 * kernel_bound(base, row_stats(store))
 
 
 class PairPool:

@@ -115,8 +115,9 @@ class MEBSolver:
         self.smo_max_iter = smo_max_iter
         # the core QP is solved until its gradient gap (the spread of the
         # weighted core vectors' d^2) is smo_tol * eps * R^2: the scale of the
-        # violation test itself. 0.1 gave the same models 2-6x slower (ijcnn1,
-        # a9a, friedman); the (1 + eps) guarantee comes from the outer loop.
+        # violation test itself (0.1 before: same accuracy, slower; BENCHMARKS.md,
+        # "cvm after the issue 5 SMO changes"); the (1 + eps) guarantee comes
+        # from the outer loop.
         self.smo_tol = 1.0
         # the plain MEB's constant diagonal (kappa = 1); otherwise points carry q
         self.kt = 1.0 + self.b + 1.0 / self.C if self.plain else None

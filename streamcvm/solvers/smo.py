@@ -37,7 +37,7 @@ def smo_simplex(K, y, b, ic, alpha, g, n, tol, max_iter):
 
     Per iteration it reads rows ``i`` and ``j`` of ``K`` (contiguous) and a
     precomputed diagonal of Q: reading ``K[k, k]`` for every k, a row's
-    length apart, cost 3x the arithmetic. The gradient update also finds
+    length apart, costs a cache line per element. The gradient update also finds
     the next ``argmin g``. Values are those of :func:`_q`, bit for bit.
     """
     qd = np.empty(n)
