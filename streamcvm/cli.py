@@ -230,6 +230,7 @@ def _add_train(sub):
                    help="snapshots kept (default 2)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue from the newest snapshot in DIR (and keep writing there)")
+    _add_cluster_args(p)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_train)
 
@@ -309,9 +310,12 @@ def cmd_train(args):
                          "drop --checkpoint-dir or give the same folder")
     t = time.perf_counter()
     try:
-        est.fit(store, checkpoint_dir=args.resume or args.checkpoint_dir,
-                checkpoint_every=args.checkpoint_every, checkpoint_iters=args.checkpoint_iters,
-                checkpoint_keep=args.checkpoint_keep, resume=bool(args.resume))
+        with _runner(args, args.quiet) as runner:
+            est.fit(store, checkpoint_dir=args.resume or args.checkpoint_dir,
+                    checkpoint_every=args.checkpoint_every,
+                    checkpoint_iters=args.checkpoint_iters,
+                    checkpoint_keep=args.checkpoint_keep, resume=bool(args.resume),
+                    client=runner.client)
     except ValueError as e:     # parameters the estimator refuses (checked before training)
         raise SystemExit(f"streamcvm train: error: {e}") from None
     dt = time.perf_counter() - t
@@ -329,14 +333,38 @@ def cmd_train(args):
     return 0
 
 
-def _predict_chunks(est, store):
-    if store.d != est.n_features_in_:
-        from .store import StoreError
-        raise StoreError(f"{store.path if hasattr(store, 'path') else 'store'}: "
-                         f"{store.d} features, the model expects {est.n_features_in_}")
-    for c in store:
-        pred, dec = est.predict_with_decision(c.X)    # one kernel pass per chunk
-        yield c, pred, dec
+def _add_cluster_args(p):
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the passes over every row on this dask.distributed scheduler "
+                        "(e.g. tcp://10.0.0.5:8786)")
+    g.add_argument("--workers", type=_positive_int, metavar="N",
+                   help="start a local dask cluster of N worker processes for them "
+                        "(default: dask's threaded scheduler in this process)")
+
+
+def _runner(args, quiet=False):
+    """The :class:`~streamcvm.parallel.Runner` of --scheduler / --workers
+    (threads without them); announces the cluster and its dashboard."""
+    from .parallel import Runner
+    try:
+        r = Runner(client=args.scheduler, workers=args.workers, use_active=False)
+    except OSError as e:
+        raise SystemExit(f"streamcvm {args.command}: error: cannot reach the dask scheduler "
+                         f"{args.scheduler}: {e}") from None
+    if r.client is not None and not quiet:
+        print(f"dask cluster: {r.describe()}", file=sys.stderr, flush=True)
+    return r
+
+
+def _predict_chunks(est, store, runner=None, what="predict"):
+    """(chunk outputs, predictions, decision values) per chunk, in order,
+    computed on ``runner``; a progress bar over the chunks on a terminal."""
+    from tqdm.auto import tqdm
+    from .predict import predict_chunks
+    with tqdm(total=store.n_chunks, unit="chunk", desc=what, disable=None, leave=False) as bar:
+        for r in predict_chunks(est, store, runner, progress=lambda d, t: bar.update(1)):
+            yield r, r.pred, r.dec
 
 
 def _add_predict(sub):
@@ -346,13 +374,14 @@ def _add_predict(sub):
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="text file, one prediction per line; or a store (.zarr, .h5): "
                         "y = the predictions, X = the decision values")
+    _add_cluster_args(p)
     p.set_defaults(func=cmd_predict)
 
 
 STORE_SUFFIXES = (".zarr", ".h5", ".hdf5")
 
 
-def _predict_to_store(est, store, out, model_path):
+def _predict_to_store(est, store, out, model_path, runner=None):
     """Predictions as a store: X = the decision values (one column, or one per
     class / machine), y = the predicted label (codes + label map when the
     labels are not numbers). Written under a temporary name, then renamed."""
@@ -363,7 +392,7 @@ def _predict_to_store(est, store, out, model_path):
     w = None
     n = 0
     try:
-        for _, pred, dec in _predict_chunks(est, store):
+        for _, pred, dec in _predict_chunks(est, store, runner):
             dec = np.asarray(dec, np.float32).reshape(len(pred), -1)
             if w is None:
                 w = StoreWriter(out, dec.shape[1], overwrite=True,
@@ -392,25 +421,33 @@ def cmd_predict(args):
     from .store import open_store
     est = load_model(args.model)
     store = open_store(args.store)
-    if args.output.endswith(STORE_SUFFIXES):
-        n = _predict_to_store(est, store, args.output, args.model)
-        print(f"wrote {n:,} predictions (y) and decision values (X) to the store {args.output}")
-        return 0
-    tmp = args.output + ".writing"
+    with _runner(args) as runner:
+        if args.output.endswith(STORE_SUFFIXES):
+            n = _predict_to_store(est, store, args.output, args.model, runner)
+            print(f"wrote {n:,} predictions (y) and decision values (X) to the store "
+                  f"{args.output}")
+            return 0
+        n = _predict_text(est, store, args.output, runner)
+    print(f"wrote {n:,} predictions to {args.output}")
+    return 0
+
+
+def _predict_text(est, store, output, runner):
+    """One prediction per line, written under a temporary name, then renamed."""
+    tmp = output + ".writing"
     n = 0
     try:
         with open(tmp, "w") as f:
-            for _, pred, _ in _predict_chunks(est, store):
+            for _, pred, _ in _predict_chunks(est, store, runner):
                 f.write("\n".join(str(v.item() if hasattr(v, "item") else v) for v in pred))
                 f.write("\n")
                 n += len(pred)
-        os.replace(tmp, args.output)
+        os.replace(tmp, output)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
-    print(f"wrote {n:,} predictions to {args.output}")
-    return 0
+    return n
 
 
 def _add_evaluate(sub):
@@ -418,31 +455,34 @@ def _add_evaluate(sub):
                                         "regression: RMSE, normalised RMSE, MRE, R^2")
     p.add_argument("store", metavar="STORE")
     p.add_argument("model", metavar="MODEL")
+    _add_cluster_args(p)
     p.set_defaults(func=cmd_evaluate)
 
 
 def cmd_evaluate(args):
-    print(evaluate_text(args.store, args.model))
+    with _runner(args) as runner:
+        print(evaluate_text(args.store, args.model, runner))
     return 0
 
 
-def evaluate_text(store_path, model_path):
-    """The report ``streamcvm evaluate`` prints (confusion counts stream)."""
+def evaluate_text(store_path, model_path, runner=None):
+    """The report ``streamcvm evaluate`` prints (confusion counts stream);
+    the chunks' predictions are computed on ``runner`` (default: threads)."""
     import numpy as np
     from .model import load_model
     from .store import open_store
     est = load_model(model_path)
     store = open_store(store_path)
     if hasattr(est, "epsilon_bar_"):
-        return _regression_report(est, store)
+        return _regression_report(est, store, runner)
     if type(est).__name__ == "CVMRanker":
-        return _ranking_report(est, store)
+        return _ranking_report(est, store, runner)
     one_class = not hasattr(est, "classes_")
     classes = np.array([-1, 1]) if one_class else est.classes_
     index = {c.item() if hasattr(c, "item") else c: k for k, c in enumerate(classes)}
     cm = np.zeros((len(classes), len(classes)), np.int64)
     scores, truth = [], []
-    for c, pred, dec in _predict_chunks(est, store):
+    for c, pred, dec in _predict_chunks(est, store, runner, "evaluate"):
         y = store.decode_labels(c.y)
         if one_class:
             y = np.where(y == 1, 1, -1)
@@ -474,7 +514,7 @@ def evaluate_text(store_path, model_path):
     return "\n".join(lines)
 
 
-def _ranking_report(est, store):
+def _ranking_report(est, store, runner=None):
     """NDCG@10 and pairwise accuracy, streamed query by query."""
     from .metrics import RankingTotals
     if not store.has_qid:
@@ -482,7 +522,7 @@ def _ranking_report(est, store):
                          "query ids (qid)")
     tot = RankingTotals(k=10)
     n = 0
-    for c, f, _ in _predict_chunks(est, store):
+    for c, f, _ in _predict_chunks(est, store, runner, "evaluate"):
         tot.add(c.y, f, c.qid)
         n += len(f)
     ndcg, acc, nq, npairs = tot.result()
@@ -491,7 +531,7 @@ def _ranking_report(est, store):
                       f"pairwise    {acc:.6g}  (accuracy over {npairs:,} preference pairs)"])
 
 
-def _regression_report(est, store):
+def _regression_report(est, store, runner=None):
     """RMSE, the cvr paper's normalised RMSE (RMSE / max y) and MRE (mean
     |(f - y) / y| over rows with y != 0), and R^2, from sums kept chunk by chunk."""
     import numpy as np
@@ -499,7 +539,7 @@ def _regression_report(est, store):
     sse = sy = syy = rel = 0.0
     nrel = 0
     ymax = -np.inf
-    for c, f, _ in _predict_chunks(est, store):
+    for c, f, _ in _predict_chunks(est, store, runner, "evaluate"):
         y = np.asarray(c.y, np.float64)
         e = f - y
         n += len(y)

@@ -15,6 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .kernels import Kernel, estimate_beta
+from .parallel import Runner
 from .problems import one_blas_thread, pairs, train_machine
 from .problems.ranking import train_ranker
 from .problems.regression import train_regressor
@@ -167,7 +168,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.verbose = verbose
 
     def fit(self, X, y=None, sample_weight=None, *, checkpoint_dir=None,
-            checkpoint_every=60.0, checkpoint_iters=None, checkpoint_keep=2, resume=False):
+            checkpoint_every=60.0, checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            client=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
 
         ``sample_weight``: per-row multipliers of C (arrays only); a store's
@@ -176,7 +178,11 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         seconds (None: never by time) and/or ``checkpoint_iters`` iterations,
         at each eps level and after each machine, keeping the last
         ``checkpoint_keep``; ``resume=True`` continues from the newest snapshot
-        in it (the same model as a run that was never interrupted)."""
+        in it (the same model as a run that was never interrupted).
+        ``client``: a ``dask.distributed.Client`` (or a scheduler address) on
+        which the passes over every row run (row statistics, full violator
+        passes); default: the active client if there is one, else dask's
+        threaded scheduler. The model does not depend on it."""
         self._check_params()
         if y is None and not isinstance(X, BaseStore) and not isinstance(X, str) \
                 and not hasattr(X, "__fspath__"):
@@ -206,7 +212,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         ck, machines, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
                                            checkpoint_every, checkpoint_iters, checkpoint_keep)
         k_resume = len(machines)            # finished before the interruption
-        with _Progress(self.verbose, len(subs), self.method) as bar, one_blas_thread():
+        with _Progress(self.verbose, len(subs), self.method) as bar, one_blas_thread(), \
+                Runner(client) as runner:
             for k, pair in enumerate(subs):
                 bar.next()
                 if k < k_resume:
@@ -218,7 +225,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                                   checkpointer=ck, n_machines=len(subs),
                                   resume=cur if k == k_resume else None,
                                   class_weight=None if cw is None else (cw[pair[0]], cw[pair[1]]),
-                                  sample_weight=weighted)
+                                  sample_weight=weighted, runner=runner,
+                                  pass_progress=bar.passes)
                 machines.append(m)
                 _machine_done(ck, m, len(subs))
         self._set_machines(machines)
@@ -453,6 +461,11 @@ class _Progress:
         self.k += 1
         return True
 
+    def passes(self, done, total):
+        """A full pass's progress: chunk tasks done of total."""
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"full pass: chunk {done:,}/{total:,}")
+
     def update(self, solver):
         if self.bar is not None:
             eps = solver.level_eps if solver.level_eps is not None else solver.eps
@@ -482,19 +495,22 @@ class _OneMachine(_CVMBase):
     """Estimators of a single machine (one-class, regression): the fit's
     checkpointing and progress plumbing, and the machine's arrays."""
 
-    def _fit_one(self, store, kern, train, checkpoint_dir, every, every_iter, keep, resume):
-        """``train(seed=, callback=, checkpointer=, resume=)`` -> the machine,
-        unless a finished run's snapshot already holds it."""
+    def _fit_one(self, store, kern, train, checkpoint_dir, every, every_iter, keep, resume,
+                 client=None):
+        """``train(seed=, callback=, checkpointer=, resume=, runner=,
+        pass_progress=)`` -> the machine, unless a finished run's snapshot
+        already holds it. ``client``: as :meth:`CVMClassifier.fit`'s."""
         seed = 0 if self.random_state is None else int(self.random_state)
         ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
                                        every, every_iter, keep)
-        with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread():
+        with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread(), \
+                Runner(client) as runner:
             bar.next()
             if done:
                 self.machine_ = done[0]
             else:
                 self.machine_ = train(seed=seed, callback=bar.update, checkpointer=ck,
-                                      resume=cur)
+                                      resume=cur, runner=runner, pass_progress=bar.passes)
                 _machine_done(ck, self.machine_, 1)
         self.checkpoint_stats_ = _ck_stats(ck)
         self.kernel_ = kern
@@ -548,9 +564,11 @@ class CVMOneClass(OutlierMixin, _OneMachine):
         self.verbose = verbose
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
-            checkpoint_iters=None, checkpoint_keep=2, resume=False):
+            checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            client=None):
         """Fit on the rows of X (arrays, a sparse matrix or a store); y is
-        ignored. The checkpoint arguments are those of :meth:`CVMClassifier.fit`."""
+        ignored. The checkpoint arguments and ``client`` are those of
+        :meth:`CVMClassifier.fit`."""
         self._check_params()
         store, _ = self._prepare(X)
         kern = self._kernel(store)
@@ -558,7 +576,7 @@ class CVMOneClass(OutlierMixin, _OneMachine):
             store, kern, classes=None, C=self.C, method=self.method,
             eps=_resolve_eps(self.eps), sample_size=self.sample_size,
             max_core=self.max_core, full_pass=self.full_pass, **kw),
-            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume)
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client)
         self.offset_ = -self.machine_.radius2
         return self
 
@@ -633,9 +651,11 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             raise ValueError(f"mu must be positive, got {self.mu!r}")
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
-            checkpoint_iters=None, checkpoint_keep=2, resume=False):
+            checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            client=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (targets from its
-        y). The checkpoint arguments are those of :meth:`CVMClassifier.fit`."""
+        y). The checkpoint arguments and ``client`` are those of
+        :meth:`CVMClassifier.fit`."""
         self._check_params()
         if y is None and not isinstance(X, (BaseStore, str)) and not hasattr(X, "__fspath__"):
             raise ValueError(f"{type(self).__name__} requires y to be passed, "
@@ -647,7 +667,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             store, kern, C=self.C_, mu=self.mu, method=self.method,
             eps=_resolve_eps(self.eps), sample_size=self.sample_size,
             max_core=self.max_core, full_pass=self.full_pass, **kw),
-            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume)
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client)
         self.epsilon_bar_ = self.machine_.epsilon_bar
         return self
 
@@ -698,9 +718,10 @@ class CVMRanker(_OneMachine):
         self.verbose = verbose
 
     def fit(self, X, y=None, qid=None, *, checkpoint_dir=None, checkpoint_every=60.0,
-            checkpoint_iters=None, checkpoint_keep=2, resume=False):
+            checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            client=None):
         """Fit on arrays (X, y, qid) or a store with a qid column. The
-        checkpoint arguments are those of :meth:`CVMClassifier.fit`."""
+        checkpoint arguments and ``client`` are those of :meth:`CVMClassifier.fit`."""
         self._check_params()
         if self.method == "bvm":
             raise ValueError("method='bvm' solves only the plain MEB; the pair kernel's "
@@ -721,7 +742,7 @@ class CVMRanker(_OneMachine):
             store, kern, C=self.C, method=self.method, eps=_resolve_eps(self.eps),
             sample_size=self.sample_size, max_core=self.max_core,
             full_pass=self.full_pass, **kw),
-            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume)
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client)
         return self
 
     def predict(self, X):

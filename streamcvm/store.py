@@ -153,7 +153,10 @@ class BaseStore:
 # ---------------------------------------------------------------------------
 
 class DiskStore(BaseStore):
-    """A store on disk: a Zarr v3 group (directory) or an HDF5 file."""
+    """A store on disk: a Zarr v3 group (a directory, or any fsspec URL zarr
+    reads: ``file://``, ``s3://``, ``gs://`` ... with their fsspec package
+    installed) or an HDF5 file (a local path). It pickles as its path, so a
+    dask worker reopens it where it runs."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
@@ -161,9 +164,13 @@ class DiskStore(BaseStore):
 
     def _open(self):
         path = self.path
-        if not os.path.exists(path):
+        url = "://" in path                 # an fsspec URL: file://, s3://, gs://, ...
+        if url and path.rsplit(".", 1)[-1] in ("h5", "hdf5"):
+            raise StoreError(f"{path}: HDF5 stores are opened by local path only "
+                             "(use a Zarr store for object storage)")
+        if not url and not os.path.exists(path):
             raise StoreError(f"{path}: no such store")
-        if os.path.isdir(path):
+        if url or os.path.isdir(path):
             self.backend = "zarr"
             import zarr
             try:
@@ -344,7 +351,8 @@ class ArrayStore(BaseStore):
 
 
 def open_store(path):
-    """Open a store written by ``streamcvm ingest`` (Zarr directory or HDF5 file)."""
+    """Open a store written by ``streamcvm ingest`` (Zarr directory or URL, or
+    HDF5 file)."""
     if isinstance(path, BaseStore):
         return path
     return DiskStore(path)

@@ -19,7 +19,8 @@ from .machine import Machine
 from .points import RowPoints
 
 
-def class_points(store, kernel, classes, C, class_weight=None, sample_weight=False):
+def class_points(store, kernel, classes, C, class_weight=None, sample_weight=False,
+                 runner=None):
     """The points of one machine: rows, sign = label (+-1, or 1 for one
     class). ``class_weight``: (w_neg, w_pos) multipliers of C; ``sample_weight``:
     multiply by the store's per-row weights too. Weights or a kernel without
@@ -28,7 +29,7 @@ def class_points(store, kernel, classes, C, class_weight=None, sample_weight=Fal
     b = 0.0 if classes is None else 1.0
     if class_weight is None and not sample_weight and kernel.constant_diagonal:
         return RowPoints(C, b)
-    stats = row_stats(store, classes)
+    stats = row_stats(store, classes, runner)
     wn, wp = (1.0, 1.0) if class_weight is None else (float(class_weight[0]),
                                                        float(class_weight[1]))
     if min(wn, wp) <= 0 or (sample_weight and stats["min_w"] <= 0):
@@ -48,25 +49,27 @@ def class_points(store, kernel, classes, C, class_weight=None, sample_weight=Fal
 def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
                   eps=1e-3, sample_size=59, max_core=None, seed=0, full_pass=False,
                   callback=None, checkpointer=None, n_machines=1, resume=None,
-                  class_weight=None, sample_weight=False):
+                  class_weight=None, sample_weight=False, runner=None, pass_progress=None):
     """Train one machine on ``store``.
 
     ``classes=(neg, pos)``: a two-class L2-SVM on the rows of those labels.
     ``classes=None``: a one-class L2-SVM (SVDD) on every row.
     ``class_weight``/``sample_weight``: see :func:`class_points`; the other
-    arguments are :func:`~streamcvm.problems.driver.run_solver`'s.
+    arguments (``runner``: where O(n) passes run) are
+    :func:`~streamcvm.problems.driver.run_solver`'s.
     """
     one_class = classes is None
     if one_class and (class_weight is not None or sample_weight
                       or not kernel.constant_diagonal):
         raise ValueError("the one-class machine needs one C and a kernel with constant "
                          f"k(x, x) (rbf, laplacian, npoly), not {kernel.name!r} or weights")
-    points = class_points(store, kernel, classes, C, class_weight, sample_weight)
+    points = class_points(store, kernel, classes, C, class_weight, sample_weight, runner)
     solver = run_solver(store, kernel, points, classes=classes,
                         target="ones" if one_class else "binary", b=0.0 if one_class else 1.0,
                         C=C, method=method, eps=eps, sample_size=sample_size,
                         max_core=max_core, seed=seed, full_pass=full_pass, callback=callback,
-                        checkpointer=checkpointer, n_machines=n_machines, resume=resume)
+                        checkpointer=checkpointer, n_machines=n_machines, resume=resume,
+                        runner=runner, pass_progress=pass_progress)
     slots, alpha = solver.support()
     cs = solver.core
     rows = cs.rows()[slots]

@@ -7,24 +7,46 @@ from ..sampling import ChunkPool, relabel
 from ..solvers import MEBSolver
 
 
-def full_pass_chunks(store, classes, target, weighted=False):
-    """A factory of ``(ids, X, y[, w])`` chunks over every row of ``store``
-    (of the two sides of ``classes``, when given), labels as ``target``."""
-    def passes():
-        for i in range(store.n_chunks):
-            a, e = store.chunk_bounds(i)
-            c = store.chunk(i)
-            ids = np.arange(a, e)
-            y = np.asarray(c.y, np.float64)
+class RowSource:
+    """The rows of ``store`` (of the two sides of ``classes``, when given) as
+    a full pass's point source: ``points(i)`` is store chunk ``i`` as
+    ``[(ids, X, y[, w])]`` (labels as ``target``; ``w`` the sample weights
+    when ``weighted``), empty when none of its rows is in ``classes``. A
+    plain object: it is sent to dask workers, which open the store there.
+    Calling it yields every chunk's blocks in order."""
+
+    def __init__(self, store, classes=None, target="raw", weighted=False):
+        self.store, self.classes, self.target, self.weighted = store, classes, target, weighted
+
+    @property
+    def n_chunks(self):
+        return self.store.n_chunks
+
+    def points(self, i):
+        store, classes = self.store, self.classes
+        a, e = store.chunk_bounds(i)
+        c = store.chunk(i)
+        ids = np.arange(a, e)
+        y = np.asarray(c.y, np.float64)
+        keep = slice(None)
+        if classes is not None:
+            keep = np.flatnonzero(np.isin(y, classes[0]) | np.isin(y, classes[1]))
+            if len(keep) == 0:
+                return []
+        out = (ids[keep], c.X[keep], relabel(y[keep], classes, self.target))
+        if self.weighted:
             w = np.ones(e - a) if c.weight is None else np.asarray(c.weight, np.float64)
-            keep = slice(None)
-            if classes is not None:
-                keep = np.flatnonzero(np.isin(y, classes[0]) | np.isin(y, classes[1]))
-                if len(keep) == 0:
-                    continue
-            out = (ids[keep], c.X[keep], relabel(y[keep], classes, target))
-            yield out + (w[keep],) if weighted else out
-    return passes
+            out += (w[keep],)
+        return [out]
+
+    def __call__(self):
+        for i in range(self.n_chunks):
+            yield from self.points(i)
+
+
+def full_pass_chunks(store, classes, target, weighted=False):
+    """A :class:`RowSource` over ``store`` (also a factory of its chunks)."""
+    return RowSource(store, classes, target, weighted)
 
 
 def one_blas_thread():
@@ -37,26 +59,33 @@ def one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def row_stats(store, classes=None):
-    """One streaming pass (a chunk at a time): the extremes some problems'
-    eta needs. Returns ``{"max_sq", "min_sq"}`` (squared row norms), and
-    ``"max_abs_y"`` and ``"min_w"`` (smallest sample weight, 1 without a
-    weight column), over the rows of ``classes`` when given."""
-    out = {"max_sq": 0.0, "min_sq": np.inf, "max_abs_y": 0.0, "min_w": np.inf}
+def _stats_task(i, store, classes):
     from ..kernels import sq_norms
-    for i in range(store.n_chunks):
-        c = store.chunk(i)
-        y = np.asarray(c.y, np.float64)
-        keep = np.ones(len(y), bool) if classes is None else \
-            np.isin(y, classes[0]) | np.isin(y, classes[1])
-        if not keep.any():
+    c = store.chunk(i)
+    y = np.asarray(c.y, np.float64)
+    keep = np.ones(len(y), bool) if classes is None else \
+        np.isin(y, classes[0]) | np.isin(y, classes[1])
+    if not keep.any():
+        return None
+    sq = sq_norms(c.X)[keep]
+    w = 1.0 if c.weight is None else float(np.min(np.asarray(c.weight)[keep]))
+    return float(sq.max()), float(sq.min()), float(np.abs(y[keep]).max()), w
+
+
+def row_stats(store, classes=None, runner=None):
+    """One streaming pass (a task per chunk, on ``runner``): the extremes
+    some problems' eta needs. Returns ``{"max_sq", "min_sq"}`` (squared row
+    norms), and ``"max_abs_y"`` and ``"min_w"`` (smallest sample weight, 1
+    without a weight column), over the rows of ``classes`` when given."""
+    from ..parallel import as_runner
+    out = {"max_sq": 0.0, "min_sq": np.inf, "max_abs_y": 0.0, "min_w": np.inf}
+    for r in as_runner(runner).map(_stats_task, store.n_chunks, store, classes):
+        if r is None:
             continue
-        sq = sq_norms(c.X)[keep]
-        out["max_sq"] = max(out["max_sq"], float(sq.max()))
-        out["min_sq"] = min(out["min_sq"], float(sq.min()))
-        out["max_abs_y"] = max(out["max_abs_y"], float(np.abs(y[keep]).max()))
-        w = 1.0 if c.weight is None else float(np.min(np.asarray(c.weight)[keep]))
-        out["min_w"] = min(out["min_w"], w)
+        out["max_sq"] = max(out["max_sq"], r[0])
+        out["min_sq"] = min(out["min_sq"], r[1])
+        out["max_abs_y"] = max(out["max_abs_y"], r[2])
+        out["min_w"] = min(out["min_w"], r[3])
     return out
 
 
@@ -75,7 +104,7 @@ def kernel_bound(kernel, stats):
 def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.0,
                method="bvm", eps=1e-3, sample_size=59, max_core=None, seed=0,
                full_pass=False, callback=None, checkpointer=None, n_machines=1, resume=None,
-               make_pool=None, dim=None, sparse=None):
+               make_pool=None, dim=None, sparse=None, runner=None, pass_progress=None):
     """Train one machine's MEB on ``store`` and return the solver.
 
     ``points``: the problem's points (:mod:`streamcvm.problems.points`);
@@ -90,7 +119,10 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     :class:`ChunkPool` of rows); ``dim``, ``sparse``: the points' feature
     layout when they are not the store's rows. Callers should hold BLAS to
     one thread (:func:`one_blas_thread`). ``full_pass``: True for passes over
-    the store's rows, or a factory of the problem's own point chunks."""
+    the store's rows, or the problem's own point source (or a factory of
+    point chunks). ``runner``: where full passes run their chunk tasks
+    (:class:`streamcvm.parallel.Runner`; default: the active dask client,
+    else threads); ``pass_progress(done, total)``: after each task."""
     rng = np.random.default_rng(seed)
     cur = None if resume is None else resume.get("current")
     state = None if cur is None else cur["pool"]
@@ -113,11 +145,12 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
             if callback is not None:
                 callback(solver)
         else:
-            passes = full_pass if callable(full_pass) else \
-                full_pass_chunks(store, classes, target, points.weighted) if full_pass else None
+            passes = full_pass if callable(full_pass) or hasattr(full_pass, "points") else \
+                RowSource(store, classes, target, points.weighted) if full_pass else None
             solver.fit(pool, classes=classes, target=target, callback=callback,
                        full_pass=passes, checkpoint=hook,
-                       resume=None if cur is None else tuple(cur["position"]))
+                       resume=None if cur is None else tuple(cur["position"]),
+                       runner=runner, pass_progress=pass_progress)
     finally:
         pool.close()
     return solver

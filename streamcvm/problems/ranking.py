@@ -126,31 +126,51 @@ class PairPool:
         self.pool.close()
 
 
-def all_pairs(store):
-    """A factory of chunks of every preference pair of ``store``: (pair ids,
-    pair rows, ones), query by query within each store chunk (as the pair
-    sampler sees them). O(sum of squared group sizes) per pass."""
-    def passes():
+class PairSource:
+    """Every preference pair of ``store`` as a full pass's point source:
+    ``points(i)``, the pairs within each query group of store chunk ``i`` (as
+    the pair sampler sees them), one ``(pair ids i n + j, pair rows [x_i,
+    x_j], ones)`` block per query. O(sum of squared group sizes) per pass.
+    Calling it yields every chunk's blocks in order."""
+
+    def __init__(self, store):
+        self.store = store
+
+    @property
+    def n_chunks(self):
+        return self.store.n_chunks
+
+    def points(self, c):
+        store = self.store
         n = store.n
-        for c in range(store.n_chunks):
-            a, _ = store.chunk_bounds(c)
-            ch = store.chunk(c)
-            X = ch.X.toarray() if sp.issparse(ch.X) else np.asarray(ch.X)
-            X = X.astype(np.float32)
-            y, q = np.asarray(ch.y, np.float64), np.asarray(ch.qid)
-            for g in np.unique(q):
-                r = np.flatnonzero(q == g)
-                hi, lo = np.nonzero(y[r][:, None] > y[r][None, :])
-                if len(hi) == 0:
-                    continue
-                i, j = r[hi], r[lo]
-                yield (a + i) * n + (a + j), np.hstack([X[i], X[j]]), np.ones(len(i))
-    return passes
+        a, _ = store.chunk_bounds(c)
+        ch = store.chunk(c)
+        X = ch.X.toarray() if sp.issparse(ch.X) else np.asarray(ch.X)
+        X = X.astype(np.float32)
+        y, q = np.asarray(ch.y, np.float64), np.asarray(ch.qid)
+        out = []
+        for g in np.unique(q):
+            r = np.flatnonzero(q == g)
+            hi, lo = np.nonzero(y[r][:, None] > y[r][None, :])
+            if len(hi) == 0:
+                continue
+            i, j = r[hi], r[lo]
+            out.append(((a + i) * n + (a + j), np.hstack([X[i], X[j]]), np.ones(len(i))))
+        return out
+
+    def __call__(self):
+        for c in range(self.n_chunks):
+            yield from self.points(c)
+
+
+def all_pairs(store):
+    """A :class:`PairSource` over ``store`` (also a factory of its blocks)."""
+    return PairSource(store)
 
 
 def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59,
                  max_core=None, seed=0, full_pass=False, callback=None, checkpointer=None,
-                 resume=None):
+                 resume=None, runner=None, pass_progress=None):
     """Train a ranking SVM on ``store`` (labels = relevance, ``qid`` =
     query); returns a :class:`Machine` scoring rows (``regression=True``: a
     real-valued function, ``f(x) = sum coef_r k(x_r, x)``, no intercept)."""
@@ -171,7 +191,8 @@ def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59
                         eps=eps, sample_size=sample_size, max_core=max_core, seed=seed,
                         full_pass=all_pairs(store) if full_pass else False, callback=callback,
                         checkpointer=checkpointer, resume=resume,
-                        make_pool=make_pool, dim=2 * store.d, sparse=False)
+                        make_pool=make_pool, dim=2 * store.d, sparse=False, runner=runner,
+                        pass_progress=pass_progress)
     slots, alpha = solver.support()
     cs = solver.core
     n, d = store.n, store.d

@@ -24,17 +24,18 @@ from .machine import Machine
 from .points import SignedPoints
 
 
-def regression_points(store, kernel, C, mu, stats=None):
+def regression_points(store, kernel, C, mu, stats=None, runner=None):
     """The SVR points of ``store`` (``stats``: :func:`row_stats`, computed
     here when not given: max |t| and, for kernels without a constant
     diagonal, the row norms, fix eta)."""
-    stats = row_stats(store) if stats is None else stats
+    stats = row_stats(store, runner=runner) if stats is None else stats
     return SignedPoints(C, mu, store.n, stats["max_abs_y"], kmax=kernel_bound(kernel, stats))
 
 
 def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
                     sample_size=59, max_core=None, seed=0, full_pass=False, callback=None,
-                    checkpointer=None, resume=None, stats=None):
+                    checkpointer=None, resume=None, stats=None, runner=None,
+                    pass_progress=None):
     """Train an L2-SVR on ``store`` (targets in its ``y``); returns a
     :class:`Machine` with ``regression=True`` whose support rows are the
     distinct rows with weight (a row's two signs merged into one
@@ -44,11 +45,12 @@ def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
                          "method must be 'cvm' or 'fvm', not 'bvm'")
     if not C > 0 or not mu > 0:
         raise ValueError(f"C and mu must be positive, got C={C!r}, mu={mu!r}")
-    points = regression_points(store, kernel, C, mu, stats)
+    points = regression_points(store, kernel, C, mu, stats, runner)
     solver = run_solver(store, kernel, points, classes=None, target="raw", b=1.0, C=C,
                         method=method, eps=eps, sample_size=sample_size, max_core=max_core,
                         seed=seed, full_pass=full_pass, callback=callback,
-                        checkpointer=checkpointer, resume=resume)
+                        checkpointer=checkpointer, resume=resume, runner=runner,
+                        pass_progress=pass_progress)
     slots, alpha = solver.support()
     cs = solver.core
     if max_core is not None and cs.n >= max_core:

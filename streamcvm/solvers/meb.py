@@ -466,16 +466,18 @@ class MEBSolver:
 
     # -- the driver -----------------------------------------------------------
     def fit(self, pool, classes=None, full_pass=None, callback=None, target="raw",
-            checkpoint=None, resume=None):
+            checkpoint=None, resume=None, runner=None, pass_progress=None):
         """Anneal eps down to the target, sampling violators from ``pool``
-        (a ChunkPool). ``full_pass``: an iterable factory of (ids, X, y)
-        chunks; if given, passes over all rows continue until one finds no
-        violator. ``callback(solver)``: called after each eps level and at
+        (a ChunkPool). ``full_pass``: a point source or a factory of
+        (ids, X, y) chunks (:meth:`confirm`); if given, passes over all
+        points continue until one finds no violator. ``callback(solver)``: called after each eps level and at
         most 4 times a second in between (progress display).
         ``checkpoint(solver, position)``: called before every draw, with
         ``position = (level index, violator-free draws so far)``; a state saved
         there (:meth:`state`, the pool's) continues with ``resume=position``
-        after :meth:`restore`. Returns self."""
+        after :meth:`restore`. ``runner``, ``pass_progress``: where the full
+        passes' chunk tasks run, and their progress (:meth:`confirm`).
+        Returns self."""
         auto = self.auto_eps
         weighted = self.points.weighted
         if resume is None:
@@ -515,7 +517,8 @@ class MEBSolver:
         self.half_last_step()
         self.full_pass_violators = None
         if full_pass is not None:
-            self.full_pass_violators = self.confirm(full_pass)
+            self.full_pass_violators = self.confirm(full_pass, runner=runner,
+                                                    progress=pass_progress)
         return self
 
     def fit_exact(self, ids, X, y, checkpoint=None):
@@ -604,59 +607,36 @@ class MEBSolver:
         anneals until this ratio is at most ``margin_tol``."""
         return eps * (2.0 + eps) * self.radius2 / (2.0 * max(self.c2, 1e-300))
 
-    def confirm(self, full_pass, max_passes=20, max_steps_per_chunk=100000):
-        """Passes over every row's points, core vectors included, until a
-        pass finds no violator at the target eps. Within a chunk, violators
-        are taken furthest first; BVM and FVM update the chunk's distances in
-        place (one new kernel column per step), CVM recomputes them after SMO.
-        ``full_pass()`` yields ``(ids, X, y)`` or ``(ids, X, y, w)`` chunks.
+    def confirm(self, full_pass, max_passes=50, max_steps_per_block=100000, runner=None,
+                progress=None):
+        """Passes over every point, core vectors included, until a pass finds
+        no violator at the target eps (:mod:`.passes`). ``full_pass``: a point
+        source (``n_chunks``, ``points(i)``), whose chunks run as tasks on
+        ``runner`` (a :class:`streamcvm.parallel.Runner`; default: the active
+        dask client, else threads), or a factory of ``(ids, X, y[, w])``
+        blocks, scanned here. Each pass takes its steps on the furthest
+        violators it found, furthest first: BVM and FVM update their
+        distances in place (one new kernel column per step), CVM recomputes
+        them after SMO. ``progress(done, total)``: after each chunk task.
         Returns the number of violators the first pass found."""
+        from ..parallel import as_runner
+        from .passes import PER_CHUNK, PER_PASS, Center, merge, scan, violator_task
+        tasks = hasattr(full_pass, "points") and hasattr(full_pass, "n_chunks")
+        run = as_runner(runner) if tasks else None
         first = None
         for _ in range(max_passes):
-            found = 0
-            for chunk in _sub_blocks(full_pass(), self.pass_rows):
-                X = chunk[1]
-                P = self.points.from_rows(chunk[0], chunk[2], chunk[3] if len(chunk) > 3 else None)
-                pid, ridx, s, q, ic = P
-                sq = sq_norms(X)
-                d2, _ = self.dist2(X, P, sq, check_core=True)
-                thr = (1.0 + self.eps) ** 2 * self.radius2
-                found += int((d2 > thr).sum())
-                for _ in range(max_steps_per_chunk):
-                    k = int(np.argmax(d2))
-                    R2 = self.radius2
-                    thr = (1.0 + self.eps) ** 2 * R2
-                    if self.method == "fvm" and \
-                            self._away_gap() > max(d2[k] / R2 - 1.0, thr / R2 - 1.0):
-                        old_c2 = self.c2
-                        j, mu, _ = self.away()
-                        # a <- (1 + mu) a - mu e_j: (K~a) <- (1 + mu) (K~a) - mu k~(., j)
-                        Ka = 0.5 * (old_c2 + q - d2)
-                        Ka = (1.0 + mu) * Ka - mu * self._points_column(X, sq, P, j)
-                        d2 = self.c2 - 2.0 * Ka + q
-                        continue
-                    if d2[k] <= thr:
-                        break
-                    if self.max_core is not None and self.core.n >= self.max_core \
-                            and pid[k] not in self.core:
-                        break
-                    old_c2, old_ce2 = self.c2, self.ce2
-                    r = ridx[k]
-                    slot0 = self.core.slot_of(pid[k])
-                    kx = None if self.core.cache or slot0 >= 0 else \
-                        self.kernel.block(self.core.rows(), X[r:r + 1], self.core.sq[:self.core.n],
-                                          sq[r:r + 1])[:, 0]
-                    slot = self.step(int(pid[k]), X[r:r + 1], float(s[k]), q[k], ic[k],
-                                     float(d2[k]), self.eps, kx=kx)
-                    self.cert_eps = None    # a new center: only a clean pass certifies it
-                    if self.method == "cvm":
-                        d2, _ = self.dist2(X, P, sq, check_core=True)
-                        continue
-                    # a <- w a + (1 - w) e_z: (K~a) <- w (K~a) + (1 - w) k~(., z)
-                    w = self._step_w
-                    Ka = 0.5 * (old_c2 + q + old_ce2 - d2)
-                    Ka = w * Ka + (1.0 - w) * self._points_column(X, sq, P, slot)
-                    d2 = self.c2 - 2.0 * Ka + q + self.ce2
+            center = Center(self)
+            if tasks:
+                out = list(run.map(violator_task, full_pass.n_chunks, full_pass, center,
+                                   PER_CHUNK, progress=progress))
+            else:
+                out = [scan([blk], center) for blk in full_pass()]
+            found = sum(f for f, _ in out)
+            cand = merge([c for _, c in out], PER_PASS)
+            if cand is not None:
+                ids, X, y, w, _ = cand
+                for blk in _sub_blocks([(ids, X, y, w)], self.pass_rows):
+                    self._settle(*blk, max_steps=max_steps_per_block)
             if first is None:
                 first = found
             self.record(self.eps)
@@ -666,6 +646,49 @@ class MEBSolver:
                 self._last = None
                 break
         return first
+
+    def _settle(self, ids, X, y, w=None, max_steps=100000):
+        """Steps on the violators among the points of rows ``X``, furthest
+        first, until none is left (or the core set is full)."""
+        P = self.points.from_rows(ids, y, w)
+        pid, ridx, s, q, ic = P
+        sq = sq_norms(X)
+        d2, _ = self.dist2(X, P, sq, check_core=True)
+        for _ in range(max_steps):
+            k = int(np.argmax(d2))
+            R2 = self.radius2
+            thr = (1.0 + self.eps) ** 2 * R2
+            if self.method == "fvm" and \
+                    self._away_gap() > max(d2[k] / R2 - 1.0, thr / R2 - 1.0):
+                old_c2 = self.c2
+                j, mu, _ = self.away()
+                # a <- (1 + mu) a - mu e_j: (K~a) <- (1 + mu) (K~a) - mu k~(., j)
+                Ka = 0.5 * (old_c2 + q - d2)
+                Ka = (1.0 + mu) * Ka - mu * self._points_column(X, sq, P, j)
+                d2 = self.c2 - 2.0 * Ka + q
+                continue
+            if d2[k] <= thr:
+                break
+            if self.max_core is not None and self.core.n >= self.max_core \
+                    and pid[k] not in self.core:
+                break
+            old_c2, old_ce2 = self.c2, self.ce2
+            r = ridx[k]
+            slot0 = self.core.slot_of(pid[k])
+            kx = None if self.core.cache or slot0 >= 0 else \
+                self.kernel.block(self.core.rows(), X[r:r + 1], self.core.sq[:self.core.n],
+                                  sq[r:r + 1])[:, 0]
+            slot = self.step(int(pid[k]), X[r:r + 1], float(s[k]), q[k], ic[k],
+                             float(d2[k]), self.eps, kx=kx)
+            self.cert_eps = None    # a new center: only a clean pass certifies it
+            if self.method == "cvm":
+                d2, _ = self.dist2(X, P, sq, check_core=True)
+                continue
+            # a <- w a + (1 - w) e_z: (K~a) <- w (K~a) + (1 - w) k~(., z)
+            wt = self._step_w
+            Ka = 0.5 * (old_c2 + q + old_ce2 - d2)
+            Ka = wt * Ka + (1.0 - wt) * self._points_column(X, sq, P, slot)
+            d2 = self.c2 - 2.0 * Ka + q + self.ce2
 
     def _points_column(self, X, sq, P, slot):
         """k~(p, z) for the points ``P`` over rows ``X`` and the core point in

@@ -1,0 +1,117 @@
+"""Full violator passes as chunk tasks (DESIGN.md sec. 4: the core set stays
+with the driver, the rows stay with the data).
+
+A pass freezes the center in a :class:`Center` (the core rows, their
+weights and the ball's radius: small, picklable, sent to the workers once
+per pass) and runs :func:`violator_task` on every chunk of a point source:
+the task reads its chunk, computes every point's distance to the frozen
+center and returns how many points lie outside the (1 + eps) ball and its
+``PER_CHUNK`` furthest rows. The driver (:meth:`MEBSolver.confirm`) keeps
+the ``PER_PASS`` furthest of all of them, ordered by (distance, id), and
+takes its steps on those, furthest first. Passes repeat until one finds no
+violator. Everything a task returns depends only on the chunk and the
+center, so the model is the same on any scheduler, with any number of
+workers, and when a task is rerun after its worker died.
+
+A point source (:class:`streamcvm.problems.driver.RowSource`,
+:class:`streamcvm.problems.ranking.PairSource`) has ``n_chunks`` and
+``points(i)``: the problem's points of store chunk ``i`` as a list of
+``(ids, X, y[, w])`` blocks.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from ..kernels import sq_norms
+
+PER_CHUNK = 256      # rows a chunk task returns at most (its furthest violators)
+PER_PASS = 16384     # rows the driver keeps per pass (the furthest of all chunks')
+BLOCK_ROWS = 4096    # rows per kernel block against the core set
+
+
+class Center:
+    """A frozen copy of a solver's center: enough to compute any point's
+    squared distance to it (``MEBSolver.dist2``'s formula) away from the
+    solver. ``thr``: the squared radius of the (1 + eps) ball."""
+
+    def __init__(self, solver):
+        cs = solver.core
+        n = cs.n
+        self.kernel, self.points, self.b = solver.kernel, solver.points, solver.b
+        self.rows = cs.rows().copy()
+        rt = cs.rows_t()
+        self.rows_t = None if rt is None else rt.copy()
+        self.sq = cs.sq[:n].copy()
+        self.ay = cs.alpha[:n] * cs.y[:n]
+        self.ay_sum = float(self.ay.sum())
+        order = np.argsort(cs.ids[:n], kind="stable")
+        self.ids = cs.ids[:n][order]                    # sorted, for core lookups
+        self.aic = (cs.alpha[:n] * cs.ic[:n])[order]    # a_l / C_l of those
+        self.c2, self.ce2 = float(solver.c2), float(solver.ce2)
+        self.thr = (1.0 + solver.eps) ** 2 * float(solver.radius2)
+
+    def dist2(self, X, P, sq):
+        """Squared distances of the points ``P = (pid, ridx, s, q, ic)`` over
+        rows ``X``; a point that is a core vector gets its a_l / C_l term."""
+        pid, ridx, s, q, _ = P
+        Kc = self.kernel.block(X, self.rows, sq, self.sq, BT=self.rows_t)
+        Ka = s * (Kc @ self.ay + self.b * self.ay_sum)[ridx]
+        if len(self.ids):
+            at = np.minimum(np.searchsorted(self.ids, pid), len(self.ids) - 1)
+            hit = self.ids[at] == pid
+            Ka[hit] += self.aic[at[hit]]
+        return self.c2 - 2.0 * Ka + q + self.ce2
+
+
+def _take(X, rows):
+    return X[rows] if sp.issparse(X) else np.asarray(X)[rows]
+
+
+def scan(blocks, center, limit=PER_CHUNK):
+    """(violators found, candidates) over point blocks ``(ids, X, y[, w])``:
+    candidates are ``(ids, X, y, w or None, d2)`` of at most ``limit`` rows,
+    each row scored by its furthest point, furthest first (ties by id), or
+    None when no point violates."""
+    found = 0
+    parts = []
+    for blk in blocks:
+        ids, X, y = blk[0], blk[1], blk[2]
+        w = blk[3] if len(blk) > 3 else None
+        for a in range(0, len(ids), BLOCK_ROWS):
+            sl = slice(a, a + BLOCK_ROWS)
+            Xb = X[sl]
+            wb = None if w is None else w[sl]
+            P = center.points.from_rows(ids[sl], y[sl], wb)
+            d2 = center.dist2(Xb, P, sq_norms(Xb))
+            viol = d2 > center.thr
+            nv = int(viol.sum())
+            if nv == 0:
+                continue
+            found += nv
+            score = np.full(len(ids[sl]), -np.inf)
+            np.maximum.at(score, P[1][viol], d2[viol])
+            r = np.flatnonzero(score > -np.inf)
+            parts.append((ids[sl][r], _take(Xb, r), np.asarray(y[sl])[r],
+                          None if wb is None else np.asarray(wb)[r], score[r]))
+    return found, merge(parts, limit)
+
+
+def merge(parts, limit):
+    """The ``limit`` furthest rows of candidate parts (None entries skipped),
+    ordered by (-d2, id): a total order, so the same whatever the parts'
+    order or the scheduler."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    ids = np.concatenate([p[0] for p in parts])
+    d2 = np.concatenate([p[4] for p in parts])
+    order = np.lexsort((ids, -d2))[:limit]
+    Xs = [p[1] for p in parts]
+    X = sp.vstack(Xs).tocsr() if sp.issparse(Xs[0]) else np.concatenate(Xs)
+    y = np.concatenate([p[2] for p in parts])
+    w = None if parts[0][3] is None else np.concatenate([p[3] for p in parts])
+    return (ids[order], _take(X, order), y[order], None if w is None else w[order], d2[order])
+
+
+def violator_task(i, source, center, limit=PER_CHUNK):
+    """The chunk task of a pass: :func:`scan` over ``source.points(i)``."""
+    return scan(source.points(i), center, limit)

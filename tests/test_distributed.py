@@ -1,0 +1,127 @@
+"""The O(n) passes on a dask.distributed LocalCluster (2 worker processes):
+the same models, predictions and reports as dask's threaded scheduler, and
+the same model when a worker dies in the middle of a full pass."""
+import os
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from streamcvm import CVMClassifier, CVMRegressor, synthetic  # noqa: E402
+from streamcvm.kernels import Kernel  # noqa: E402
+from streamcvm.parallel import Runner  # noqa: E402
+from streamcvm.predict import predict_chunks  # noqa: E402
+from streamcvm.problems import one_blas_thread, train_machine  # noqa: E402
+from streamcvm.store import open_store  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dist")
+    return {
+        "cls": synthetic.write_store(str(d / "cls.zarr"), "gaussian", 6000, d=6, seed=3,
+                                     chunk_rows=500),
+        "cls_h5": synthetic.write_store(str(d / "cls.h5"), "gaussian", 3000, d=6, seed=4,
+                                        chunk_rows=500, fmt="hdf5"),
+        "reg": synthetic.write_store(str(d / "reg.zarr"), "friedman1", 3000, seed=1,
+                                     chunk_rows=250),
+    }
+
+
+def _same_machine(a, b):
+    np.testing.assert_array_equal(a.sv_ids, b.sv_ids)
+    np.testing.assert_array_equal(a.coef, b.coef)
+    assert a.intercept == b.intercept
+    assert a.full_pass_violators == b.full_pass_violators
+
+
+def test_runner_yields_in_chunk_order(client):
+    def task(i, base):
+        return base + i
+    threads = list(Runner(use_active=False).map(task, 23, 100, window=4))
+    seen = []
+    cluster = list(Runner(client).map(task, 23, 100, window=3,
+                                      progress=lambda d, t: seen.append((d, t))))
+    assert threads == cluster == list(range(100, 123))
+    assert seen[-1] == (23, 23) and len(seen) == 23
+
+
+def test_classifier_fit_predict_evaluate_match_threads(client, stores):
+    kw = dict(method="cvm", eps=1e-3, full_pass=True, random_state=0)
+    a = CVMClassifier(**kw).fit(stores["cls"])
+    b = CVMClassifier(**kw).fit(stores["cls"], client=client)
+    _same_machine(a.machines_[0], b.machines_[0])
+    assert a.machines_[0].full_pass_violators is not None
+    store = open_store(stores["cls"])
+    pa = list(predict_chunks(a, store))
+    pb = list(predict_chunks(a, store, Runner(client)))
+    assert len(pa) == store.n_chunks
+    for x, y in zip(pa, pb):
+        np.testing.assert_array_equal(x.pred, y.pred)
+        np.testing.assert_array_equal(x.dec, y.dec)
+        np.testing.assert_array_equal(x.y, y.y)
+    X = np.concatenate([store.chunk(i).X for i in range(store.n_chunks)])
+    np.testing.assert_array_equal(np.concatenate([p.dec for p in pa]), a.decision_function(X))
+
+
+def test_regressor_with_full_pass_matches_threads(client, stores):
+    kw = dict(C=1000.0, mu=0.05, eps=1e-3, full_pass=True, max_core=None)
+    a = CVMRegressor(**kw).fit(stores["reg"])
+    b = CVMRegressor(**kw).fit(stores["reg"], client=client)
+    _same_machine(a.machine_, b.machine_)
+    assert a.epsilon_bar_ == b.epsilon_bar_
+
+
+def test_evaluate_report_on_cluster_hdf5_and_url(client, stores, tmp_path):
+    from streamcvm.cli import evaluate_text
+    from streamcvm.model import save_model
+    est = CVMClassifier(method="cvm", eps=1e-3).fit(stores["cls_h5"])
+    model = str(tmp_path / "m")
+    save_model(est, model)
+    url = "file://" + os.path.abspath(stores["cls"])
+    for path in (stores["cls_h5"], url):
+        threads = evaluate_text(path, model, Runner(use_active=False))
+        cluster = evaluate_text(path, model, Runner(client))
+        assert threads == cluster
+        assert "accuracy" in cluster and "AUC" in cluster
+    # training from the URL gives the model training from the path gives
+    kw = dict(method="cvm", eps=1e-3, full_pass=True)
+    _same_machine(CVMClassifier(**kw).fit(url, client=client).machines_[0],
+                  CVMClassifier(**kw).fit(stores["cls"]).machines_[0])
+
+
+async def _die():
+    os._exit(1)         # the worker process dies at once, tasks and data with it
+
+
+def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
+    store = open_store(stores["cls"])
+    kern = Kernel("rbf", gamma=0.2)
+    kw = dict(classes=(0.0, 1.0), C=1.0, method="cvm", eps=1e-3, full_pass=True)
+    with one_blas_thread():
+        ref = train_machine(store, kern, runner=Runner(use_active=False), **kw)
+    before = set(client.scheduler_info()["workers"])
+    killed = []
+
+    def kill_one(done, total):
+        if not killed and done == 2:        # two chunks in: the rest are in flight
+            victim = sorted(client.scheduler_info()["workers"])[0]
+            client.run(_die, workers=[victim], wait=False)
+            killed.append(victim)
+
+    with one_blas_thread():
+        got = train_machine(store, kern, runner=Runner(client), pass_progress=kill_one, **kw)
+    assert killed, "the pass finished before a worker could be killed"
+    _same_machine(ref, got)
+    client.wait_for_workers(2, timeout=60)      # the nanny restarted it
+    assert killed[0] in before and set(client.scheduler_info()["workers"]) != before
