@@ -75,6 +75,7 @@ def _add_ingest(sub):
                    help="parser threads (default: all cores)")
     p.add_argument("--clevel", type=int, default=1, metavar="L",
                    help="Zstd compression level (default: 1)")
+    _add_cluster_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=cmd_ingest)
 
@@ -96,14 +97,17 @@ def cmd_ingest(args):
     if fmt is None:
         fmt = "hdf5" if args.output.lower().endswith((".h5", ".hdf5")) else "zarr"
     skip = [_col(c) for c in args.skip_cols.split(",")] if args.skip_cols else None
-    res = ingest(args.sources, args.output, store_format=fmt, sparse=args.sparse,
-                 zero_based=args.zero_based, n_features=args.n_features,
-                 chunk_rows=args.chunk_rows, input_format=args.input_format,
-                 delimiter=args.delimiter, header=args.header, label_col=_col(args.label_col),
-                 qid_col=_col(args.qid_col), weight_col=_col(args.weight_col), skip_cols=skip,
-                 allow_nan=args.allow_nan, overwrite=args.overwrite,
-                 progress=not args.quiet and sys.stderr.isatty(),
-                 n_jobs=args.jobs, clevel=args.clevel)
+    with _runner(args, args.quiet) as runner:     # a cluster parses the text blocks
+        res = ingest(args.sources, args.output, store_format=fmt, sparse=args.sparse,
+                     zero_based=args.zero_based, n_features=args.n_features,
+                     chunk_rows=args.chunk_rows, input_format=args.input_format,
+                     delimiter=args.delimiter, header=args.header,
+                     label_col=_col(args.label_col), qid_col=_col(args.qid_col),
+                     weight_col=_col(args.weight_col), skip_cols=skip,
+                     allow_nan=args.allow_nan, overwrite=args.overwrite,
+                     progress=not args.quiet and sys.stderr.isatty(),
+                     n_jobs=args.jobs if runner.client is None else 2 * runner.n_workers(),
+                     clevel=args.clevel, executor=runner.client)
     if not args.quiet:
         kind = "sparse" if res["sparse"] else "dense"
         print(f"wrote {res['path']}: {res['n']:,} rows x {res['d']:,} features ({kind}) "

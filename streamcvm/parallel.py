@@ -103,12 +103,16 @@ class Runner:
     def _map_threads(self, fn, n, shared, progress, window):
         import dask
         from dask import delayed
+        from threadpoolctl import threadpool_limits
         task = delayed(fn, pure=False)
         done = 0
         for a in range(0, n, window):
             ids = range(a, min(a + window, n))
-            out = dask.compute(*[task(i, *shared) for i in ids], scheduler="threads",
-                               num_workers=self.threads)
+            # one BLAS thread per task thread: OpenBLAS's own threads would
+            # oversubscribe the cores (dask's worker processes are set so too)
+            with threadpool_limits(limits=1, user_api="blas"):
+                out = dask.compute(*[task(i, *shared) for i in ids], scheduler="threads",
+                                   num_workers=self.threads)
             for r in out:
                 done += 1
                 if progress is not None:
