@@ -461,10 +461,11 @@ class _Progress:
         self.k += 1
         return True
 
-    def passes(self, done, total):
-        """A full pass's progress: chunk tasks done of total."""
+    def passes(self, done, total, k=1):
+        """Full pass ``k``'s progress: chunk tasks done of total."""
         if self.bar is not None:
-            self.bar.set_postfix_str(f"full pass: chunk {done:,}/{total:,}")
+            self.bar.set_postfix_str(f"full pass {k}: chunk {done:,}/{total:,}",
+                                     refresh=done == total)
 
     def update(self, solver):
         if self.bar is not None:

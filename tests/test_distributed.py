@@ -113,7 +113,7 @@ def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
     before = set(client.scheduler_info()["workers"])
     killed = []
 
-    def kill_one(done, total):
+    def kill_one(done, total, k):
         if not killed and done == 2:        # two chunks in: the rest are in flight
             victim = sorted(client.scheduler_info()["workers"])[0]
             client.run(_die, workers=[victim], wait=False)

@@ -122,7 +122,7 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     the store's rows, or the problem's own point source (or a factory of
     point chunks). ``runner``: where full passes run their chunk tasks
     (:class:`streamcvm.parallel.Runner`; default: the active dask client,
-    else threads); ``pass_progress(done, total)``: after each task."""
+    else threads); ``pass_progress(done, total, pass number)``: after each task."""
     rng = np.random.default_rng(seed)
     cur = None if resume is None else resume.get("current")
     state = None if cur is None else cur["pool"]

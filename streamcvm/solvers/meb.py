@@ -617,22 +617,25 @@ class MEBSolver:
         blocks, scanned here. Each pass takes its steps on the furthest
         violators it found, furthest first: BVM and FVM update their
         distances in place (one new kernel column per step), CVM recomputes
-        them after SMO. ``progress(done, total)``: after each chunk task.
+        them after SMO. ``progress(done, total, pass number)``: after each
+        chunk task.
         Returns the number of violators the first pass found."""
         from ..parallel import as_runner
-        from .passes import PER_CHUNK, PER_PASS, Center, merge, scan, violator_task
+        from .passes import PER_CHUNK, Center, merge, pass_rows, scan, violator_task
         tasks = hasattr(full_pass, "points") and hasattr(full_pass, "n_chunks")
         run = as_runner(runner) if tasks else None
         first = None
-        for _ in range(max_passes):
+        for k in range(max_passes):
             center = Center(self)
             if tasks:
                 out = list(run.map(violator_task, full_pass.n_chunks, full_pass, center,
-                                   PER_CHUNK, progress=progress))
+                                   PER_CHUNK, progress=None if progress is None else
+                                   lambda d, t, k=k: progress(d, t, k + 1)))
             else:
                 out = [scan([blk], center) for blk in full_pass()]
             found = sum(f for f, _ in out)
-            cand = merge([c for _, c in out], PER_PASS)
+            cand = merge([c for _, c in out],
+                         pass_rows(self.core.d, self.core.sparse or self.densify))
             if cand is not None:
                 ids, X, y, w, _ = cand
                 for blk in _sub_blocks([(ids, X, y, w)], self.pass_rows):
