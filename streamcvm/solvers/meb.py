@@ -470,8 +470,9 @@ class MEBSolver:
         """Anneal eps down to the target, sampling violators from ``pool``
         (a ChunkPool). ``full_pass``: a point source or a factory of
         (ids, X, y) chunks (:meth:`confirm`); if given, passes over all
-        points continue until one finds no violator. ``callback(solver)``: called after each eps level and at
-        most 4 times a second in between (progress display).
+        points continue until one finds no violator. ``callback(solver)``:
+        called after each eps level and at most 4 times a second in between
+        (progress display).
         ``checkpoint(solver, position)``: called before every draw, with
         ``position = (level index, violator-free draws so far)``; a state saved
         there (:meth:`state`, the pool's) continues with ``resume=position``
@@ -636,7 +637,7 @@ class MEBSolver:
             found = sum(f for f, _ in out)
             cand = merge([c for _, c in out],
                          pass_rows(self.core.d, self.core.sparse or self.densify))
-            if cand is not None:
+            if cand is not None and found:  # none found: this center is the certified one
                 ids, X, y, w, _ = cand
                 for blk in _sub_blocks([(ids, X, y, w)], self.pass_rows):
                     self._settle(*blk, max_steps=max_steps_per_block)
