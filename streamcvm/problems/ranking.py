@@ -66,23 +66,27 @@ class PairKernel:
             [b.block(Xi[r:r + 1], Xj[r:r + 1])[0, 0] for r in range(len(Xi))])
 
 
-def centered_max_sq(store):
-    """max ||x - mean||^2 over the rows, in two streaming passes."""
+def _col_sums(i, store):
+    return np.asarray(store.chunk(i).X.sum(axis=0), np.float64).ravel()
+
+
+def _max_centered(i, store, mu):
     from ..kernels import sq_norms
-    total = np.zeros(store.d)
-    for i in range(store.n_chunks):
-        total += np.asarray(store.chunk(i).X.sum(axis=0), np.float64).ravel()
+    X = store.chunk(i).X
+    # ||x - mu||^2 = ||x||^2 - 2 x'mu + ||mu||^2 (CSR rows stay sparse)
+    return float((sq_norms(X) - 2.0 * np.asarray(X @ mu).ravel() + mu @ mu).max())
+
+
+def centered_max_sq(store, runner=None):
+    """max ||x - mean||^2 over the rows, in two passes of chunk tasks."""
+    from ..parallel import as_runner
+    run = as_runner(runner)
+    total = sum(run.map(_col_sums, store.n_chunks, store), np.zeros(store.d))
     mu = total / max(store.n, 1)
-    out = 0.0
-    for i in range(store.n_chunks):
-        X = store.chunk(i).X
-        # ||x - mu||^2 = ||x||^2 - 2 x'mu + ||mu||^2 (CSR rows stay sparse)
-        v = sq_norms(X) - 2.0 * np.asarray(X @ mu).ravel() + mu @ mu
-        out = max(out, float(v.max()))
-    return out
+    return max(run.map(_max_centered, store.n_chunks, store, mu), default=0.0)
 
 
-def pair_bound(base, store):
+def pair_bound(base, store, runner=None):
     """An upper bound of k_ii + k_jj - 2 k_ij over pairs of rows of
     ``store``: 2 for the RBF and Laplacian kernels (k in (0, 1]), 4 for npoly;
     for the linear kernel ||x_i - x_j||^2 <= 4 max ||x - mean||^2 (pairs are
@@ -96,8 +100,8 @@ def pair_bound(base, store):
     if base.code == NPOLY:
         return 4.0
     if base.code == LINEAR:
-        return 4.0 * centered_max_sq(store) * (1.0 + 1e-4)
-    return 4.0 * kernel_bound(base, row_stats(store))
+        return 4.0 * centered_max_sq(store, runner) * (1.0 + 1e-4)
+    return 4.0 * kernel_bound(base, row_stats(store, runner=runner))
 
 
 class PairPool:
@@ -180,7 +184,7 @@ def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59
     if not store.has_qid:
         raise ValueError("ranking needs query ids: the store has no qid column "
                          "(ingest svmlight files with qid:, or CSV with --qid-col)")
-    points = RowPoints(C, 0.0, kmax=pair_bound(kernel, store), constant_diagonal=False,
+    points = RowPoints(C, 0.0, kmax=pair_bound(kernel, store, runner), constant_diagonal=False,
                        skip_core=False)
 
     def make_pool(rng, state):
