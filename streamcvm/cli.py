@@ -353,7 +353,7 @@ def _runner(args, quiet=False):
     from .parallel import Runner
     try:
         r = Runner(client=args.scheduler, workers=args.workers, use_active=False)
-    except OSError as e:
+    except (OSError, ValueError) as e:
         raise SystemExit(f"streamcvm {args.command}: error: cannot reach the dask scheduler "
                          f"{args.scheduler}: {e}") from None
     if r.client is not None and not quiet:

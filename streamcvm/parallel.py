@@ -50,7 +50,9 @@ class Runner:
             self._own = [self.client, cluster]
         elif isinstance(client, str):
             from distributed import Client
-            self.client = Client(client, set_as_default=False)
+            from distributed.comm import resolve_address
+            resolve_address(client)             # ValueError on a malformed address
+            self.client = Client(client, set_as_default=False, timeout=10)
             self._own = [self.client]
         elif client is not None:
             self.client = client

@@ -154,3 +154,11 @@ def test_cli_ingest_train_evaluate_on_a_local_cluster(tmp_path):
     (s1, m1), (s2, m2) = out["threads"], out["cluster"]
     assert s1.fingerprint == s2.fingerprint and s1.n == 3000
     _same_machine(m1.machines_[0], m2.machines_[0])
+
+
+def test_cli_refuses_a_malformed_scheduler_address_in_one_line():
+    from streamcvm.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", "no.zarr", "no-model", "--scheduler", "nonsense"])
+    assert str(e.value).startswith("streamcvm evaluate: error: cannot reach the dask "
+                                   "scheduler nonsense")

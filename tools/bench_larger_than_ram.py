@@ -14,6 +14,7 @@ and the time of a pass over a store on 1 and 2 dask workers.
    (RLIMIT_AS, 1.5 GB: every allocation beyond it fails, so the run cannot
    hold the store in memory). Reported: wall time, the child's peak RSS.
    Then ``streamcvm evaluate`` on the held-out store, under the same cap.
+   ``--full-pass`` adds violator passes over all rows to the training.
 3. Pass time: prediction over the first ``--pass-chunks`` chunks of the
    training store (one task per chunk: read the chunk, one kernel block
    against the support vectors, as a full violator pass does against the
@@ -139,6 +140,33 @@ def time_passes(train, model_path, pass_chunks, layouts):
     return out
 
 
+def train_and_evaluate(train, test, model, method, eps, limit, full_pass=False):
+    res = {"method": method, "eps": eps, "full_pass": full_pass}
+    exe = [sys.executable, "-m", "streamcvm.cli"]
+    rc, dt, rss, out, err = limited_child(
+        exe + ["train", train, "-o", model, "--method", method, "-e", eps, "-q"]
+        + (["--full-pass"] if full_pass else []), limit)
+    if rc != 0:
+        print(err[-3000:], file=sys.stderr)
+        raise SystemExit(f"training failed under the cap (exit {rc})")
+    res.update(train_s=dt, train_peak_rss_mib=rss)
+    print(f"train: {dt:.1f} s, peak RSS {rss:,.0f} MiB (cap {limit / 2 ** 20:,.0f} MiB)",
+          flush=True)
+    rc, dt, rss2, out, err = limited_child(exe + ["evaluate", test, model], limit)
+    if rc != 0:
+        print(err[-3000:], file=sys.stderr)
+        raise SystemExit(f"evaluation failed under the cap (exit {rc})")
+    acc = next(float(ln.split()[1]) for ln in out.splitlines() if ln.startswith("accuracy"))
+    res.update(evaluate_s=dt, evaluate_peak_rss_mib=max(rss, rss2), test_accuracy=acc)
+    print(f"evaluate (held-out 200,000 rows): accuracy {acc:.4f}, {dt:.1f} s\n{out}",
+          flush=True)
+    with open(os.path.join(model, "model.json")) as f:
+        recs = json.load(f)["machines"]
+    res["model"] = [{k: r.get(k) for k in ("core_size", "n_iter")} for r in recs]
+    print(f"model: {res['model']}", flush=True)
+    return res
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=float, default=75e6)
@@ -149,7 +177,13 @@ def main(argv=None):
                     help="address-space cap of the training and evaluation processes")
     ap.add_argument("--method", default="cvm", choices=["bvm", "cvm", "fvm"])
     ap.add_argument("--eps", default="1e-4", help="training eps (default 1e-4)")
+    ap.add_argument("--full-pass", action="store_true",
+                    help="train with --full-pass: violator passes over every row until one "
+                         "finds none (threads; use a coarser --eps, e.g. 1e-3)")
     ap.add_argument("--pass-chunks", type=int, default=128)
+    ap.add_argument("--steps", nargs="+", choices=["train", "passes"],
+                    default=["train", "passes"],
+                    help="what to run (default both; the store is generated either way)")
     ap.add_argument("--json", metavar="OUT")
     a = ap.parse_args(argv)
     rows = int(a.rows)
@@ -168,27 +202,12 @@ def main(argv=None):
            "disk_bytes": disk, "raw_bytes": raw, "limit_bytes": limit, "commit": git_commit()}
 
     model = os.path.join(a.dir, "model-larger-than-ram")
-    exe = [sys.executable, "-m", "streamcvm.cli"]
-    rc, dt, rss, out, err = limited_child(exe + ["train", train, "-o", model, "--method", a.method, "-e", a.eps, "-q"], limit)
-    if rc != 0:
-        print(err[-3000:], file=sys.stderr)
-        raise SystemExit(f"training failed under the cap (exit {rc})")
-    res.update(train_s=dt, train_peak_rss_mib=rss, method=a.method, eps=a.eps)
-    print(f"train: {dt:.1f} s, peak RSS {rss:,.0f} MiB (cap {limit / 2 ** 20:,.0f} MiB)",
-          flush=True)
-    rc, dt, rss2, out, err = limited_child(exe + ["evaluate", test, model], limit)
-    if rc != 0:
-        print(err[-3000:], file=sys.stderr)
-        raise SystemExit(f"evaluation failed under the cap (exit {rc})")
-    acc = next(float(line.split()[1]) for line in out.splitlines() if line.startswith("accuracy"))
-    res.update(evaluate_s=dt, evaluate_peak_rss_mib=max(rss, rss2), test_accuracy=acc)
-    print(f"evaluate (held-out 200,000 rows): accuracy {acc:.4f}, {dt:.1f} s\n{out}", flush=True)
-    with open(os.path.join(model, "model.json")) as f:
-        recs = json.load(f)["machines"]
-    res["model"] = [{k: r.get(k) for k in ("core_size", "n_iter")} for r in recs]
-    print(f"model: {res['model']}", flush=True)
+    if "train" in a.steps:
+        res.update(train_and_evaluate(train, test, model, a.method, a.eps, limit, a.full_pass))
 
-    print(f"pass time (model's support vectors: a full pass costs the same per chunk):",
+    if "passes" not in a.steps:
+        return _dump(res, a.json)
+    print("pass time (model's support vectors: a full pass costs the same per chunk):",
           flush=True)
     res["passes"] = time_passes(train, model, a.pass_chunks, [
         ("threads (2)", {"use_active": False}),
@@ -197,11 +216,16 @@ def main(argv=None):
     ])
     p = {r["layout"]: r for r in res["passes"]}
     one, two = p["LocalCluster 1 worker"], p["LocalCluster 2 workers"]
-    print(f"2 workers / 1 worker: prediction pass {two['predict_pass_s'] / one['predict_pass_s']:.2f}x "
-          f"the time, row-statistics pass {two['stats_pass_s'] / one['stats_pass_s']:.2f}x",
-          flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
+    r_pred = two["predict_pass_s"] / one["predict_pass_s"]
+    r_stats = two["stats_pass_s"] / one["stats_pass_s"]
+    print(f"2 workers / 1 worker: prediction pass {r_pred:.2f}x the time, row-statistics "
+          f"pass {r_stats:.2f}x", flush=True)
+    _dump(res, a.json)
+
+
+def _dump(res, path):
+    if path:
+        with open(path, "w") as f:
             json.dump(res, f, indent=1)
 
 
