@@ -59,6 +59,7 @@ class Runner:
         elif use_active:
             self.client = active_client()
         self.threads = int(threads or os.cpu_count() or 1)
+        self.resent = 0         # times shared objects were scattered again (all copies lost)
 
     @property
     def kind(self):
@@ -146,6 +147,7 @@ class Runner:
                     retries += 1
                     if retries > 3:
                         raise
+                    self.resent += 1
                     refs = [client.scatter(s, broadcast=True, hash=False) for s in shared]
                     owed = [j for j, _ in pending]
                     for _, f in pending:

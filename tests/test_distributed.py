@@ -20,7 +20,7 @@ from streamcvm.store import open_store  # noqa: E402
 def client():
     from distributed import Client, LocalCluster
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, \
+                      dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as c:
         yield c
 
@@ -162,3 +162,29 @@ def test_cli_refuses_a_malformed_scheduler_address_in_one_line():
         main(["evaluate", "no.zarr", "no-model", "--scheduler", "nonsense"])
     assert str(e.value).startswith("streamcvm evaluate: error: cannot reach the dask "
                                    "scheduler nonsense")
+
+
+def test_runner_sends_shared_data_again_when_every_worker_holding_it_died():
+    """Both workers die two tasks into a map: the scattered argument is lost
+    with them (dask cannot recover scattered data); the runner scatters it
+    again and the results are those of an undisturbed map."""
+    import time
+    from distributed import Client, LocalCluster
+
+    def task(i, arr):
+        time.sleep(0.2)
+        return float(arr.sum()) + i
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as c:
+        killed = []
+
+        def kill_all(done, total):
+            if done == 2 and not killed:
+                c.run(_die, wait=False)
+                killed.append(done)
+        r = Runner(c)
+        out = list(r.map(task, 12, np.ones(1000), progress=kill_all))
+    assert killed and r.resent >= 1
+    assert out == [1000.0 + i for i in range(12)]
