@@ -188,3 +188,25 @@ def test_runner_sends_shared_data_again_when_every_worker_holding_it_died():
         out = list(r.map(task, 12, np.ones(1000), progress=kill_all))
     assert killed and r.resent >= 1
     assert out == [1000.0 + i for i in range(12)]
+
+
+def test_top_rows_streamed_equal_one_merge():
+    from streamcvm.solvers.passes import TopRows, merge
+    rng = np.random.default_rng(0)
+    parts = []
+    for k in range(30):
+        n = int(rng.integers(0, 50))
+        ids = rng.choice(10 ** 6, n, replace=False)
+        d2 = rng.integers(0, 20, n).astype(float)      # ties: broken by id
+        parts.append(None if n == 0 else (ids, rng.random((n, 3)).astype(np.float32),
+                                          rng.random(n), None, d2))
+    top = TopRows(40)
+    for p in parts:
+        top.add(p)
+    got, want = top.result(), merge(parts, 40)
+    for a, b in zip(got, want):
+        if a is None:
+            assert b is None
+        else:
+            np.testing.assert_array_equal(a, b)
+    assert len(got[0]) == 40 and np.all(np.diff(got[4]) <= 0)

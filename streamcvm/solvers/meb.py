@@ -622,21 +622,24 @@ class MEBSolver:
         chunk task.
         Returns the number of violators the first pass found."""
         from ..parallel import as_runner
-        from .passes import PER_CHUNK, Center, merge, pass_rows, scan, violator_task
+        from .passes import PER_CHUNK, Center, TopRows, pass_rows, scan, violator_task
         tasks = hasattr(full_pass, "points") and hasattr(full_pass, "n_chunks")
         run = as_runner(runner) if tasks else None
         first = None
         for k in range(max_passes):
             center = Center(self)
             if tasks:
-                out = list(run.map(violator_task, full_pass.n_chunks, full_pass, center,
-                                   PER_CHUNK, progress=None if progress is None else
-                                   lambda d, t, k=k: progress(d, t, k + 1)))
+                out = run.map(violator_task, full_pass.n_chunks, full_pass, center, PER_CHUNK,
+                              progress=None if progress is None else
+                              lambda d, t, k=k: progress(d, t, k + 1))
             else:
-                out = [scan([blk], center) for blk in full_pass()]
-            found = sum(f for f, _ in out)
-            cand = merge([c for _, c in out],
-                         pass_rows(self.core.d, self.core.sparse or self.densify))
+                out = (scan([blk], center) for blk in full_pass())
+            top = TopRows(pass_rows(self.core.d, self.core.sparse or self.densify))
+            found = 0
+            for f, c in out:                # as the chunks come: bounded memory
+                found += f
+                top.add(c)
+            cand = top.result()
             if cand is not None and found:  # none found: this center is the certified one
                 ids, X, y, w, _ = cand
                 for blk in _sub_blocks([(ids, X, y, w)], self.pass_rows):

@@ -125,6 +125,27 @@ def merge(parts, limit):
     return (ids[order], _take(X, order), y[order], None if w is None else w[order], d2[order])
 
 
+class TopRows:
+    """The ``limit`` furthest candidate rows of a stream of :func:`scan`
+    outputs, kept in bounded memory (merged whenever twice ``limit`` rows are
+    held): the same rows as one :func:`merge` of them all."""
+
+    def __init__(self, limit):
+        self.limit, self.parts, self.rows = limit, [], 0
+
+    def add(self, cand):
+        if cand is None:
+            return
+        self.parts.append(cand)
+        self.rows += len(cand[0])
+        if self.rows > 2 * self.limit:
+            self.parts = [merge(self.parts, self.limit)]
+            self.rows = len(self.parts[0][0])
+
+    def result(self):
+        return merge(self.parts, self.limit)
+
+
 def violator_task(i, source, center, limit=PER_CHUNK):
     """The chunk task of a pass: :func:`scan` over ``source.points(i)``."""
     return scan(source.points(i), center, limit)
