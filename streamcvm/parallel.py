@@ -62,10 +62,6 @@ class Runner:
         self.resent = 0         # times shared objects were scattered again (all copies lost)
 
     @property
-    def kind(self):
-        return "threads" if self.client is None else "distributed"
-
-    @property
     def dashboard_link(self):
         return None if self.client is None else self.client.dashboard_link
 
