@@ -201,8 +201,8 @@ def main(argv=None):
     res = {"rows": s.n, "d": s.d, "chunks": s.n_chunks, "chunk_rows": s.chunk_rows,
            "disk_bytes": disk, "raw_bytes": raw, "limit_bytes": limit, "commit": git_commit()}
 
-    model = os.path.join(a.dir, "model-larger-than-ram")
-    if "train" in a.steps:
+    model = os.path.join(a.dir, f"model-{a.method}-{a.eps}" + ("-fullpass" if a.full_pass else ""))
+    if "train" in a.steps or not os.path.exists(model):
         res.update(train_and_evaluate(train, test, model, a.method, a.eps, limit, a.full_pass))
 
     if "passes" not in a.steps:
