@@ -44,18 +44,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-
-def cache_dir():
-    return os.environ.get("STREAMCVM_BENCH_CACHE",
-                          os.path.join(os.path.expanduser("~"), ".cache", "streamcvm-bench"))
-
-
-def git_commit():
-    try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip() or "?"
-    except OSError:
-        return "?"
+from tools.bench_classify import git_commit  # noqa: E402
+from tools.datasets import cache_dir  # noqa: E402
 
 
 def make_stores(folder, rows, seed):

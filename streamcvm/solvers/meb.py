@@ -45,14 +45,6 @@ MARGIN_TOL = 0.3  # eps="auto" stops at the first level whose margin slack is at
 EXACT_MAX_CELLS = 2_000_000  # sub-problems storing at most this many values (dense cells or nnz) run bvm_exact
 
 
-def _sub_blocks(chunks, rows):
-    """(ids, X, y[, w]) chunks cut into blocks of at most ``rows`` rows, so
-    that a block's kernel against the core set stays rows x |S|."""
-    for c in chunks:
-        for a in range(0, len(c[0]), rows):
-            yield tuple(None if v is None else v[a:a + rows] for v in c)
-
-
 def eps_levels(eps, start=0.1):
     """[start, start/2, ..., eps] (at least [eps])."""
     out = []
@@ -133,7 +125,6 @@ class MEBSolver:
         self.r2 = self.kt if self.plain else 0.0    # BVM only (plain problems)
         self.ce2 = self.kt if method == "bvm" else 0.0
         self._buf = np.empty(0, np.float32)        # scratch for kernel blocks
-        self.pass_rows = 4096                       # rows per block in a full pass
         self.n_iter = 0
         self.history = []
         self.t0 = None
@@ -622,7 +613,8 @@ class MEBSolver:
         chunk task.
         Returns the number of violators the first pass found."""
         from ..parallel import as_runner
-        from .passes import PER_CHUNK, Center, TopRows, pass_rows, scan, violator_task
+        from .passes import (BLOCK_ROWS, PER_CHUNK, Center, TopRows, pass_rows, scan,
+                             sub_blocks, violator_task)
         tasks = hasattr(full_pass, "points") and hasattr(full_pass, "n_chunks")
         run = as_runner(runner) if tasks else None
         first = None
@@ -642,7 +634,7 @@ class MEBSolver:
             cand = top.result()
             if cand is not None and found:  # none found: this center is the certified one
                 ids, X, y, w, _ = cand
-                for blk in _sub_blocks([(ids, X, y, w)], self.pass_rows):
+                for blk in sub_blocks([(ids, X, y, w)], BLOCK_ROWS):
                     self._settle(*blk, max_steps=max_steps_per_block)
             if first is None:
                 first = found

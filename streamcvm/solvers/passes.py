@@ -76,6 +76,14 @@ class Center:
         return self.c2 - 2.0 * Ka + q + self.ce2
 
 
+def sub_blocks(chunks, rows):
+    """(ids, X, y[, w]) chunks cut into blocks of at most ``rows`` rows, so
+    that a block's kernel against the core set stays rows x |S|."""
+    for c in chunks:
+        for a in range(0, len(c[0]), rows):
+            yield tuple(None if v is None else v[a:a + rows] for v in c)
+
+
 def _take(X, rows):
     return X[rows] if sp.issparse(X) else np.asarray(X)[rows]
 
@@ -87,24 +95,20 @@ def scan(blocks, center, limit=PER_CHUNK):
     furthest first (ties by id), or None when there are none."""
     found = 0
     parts = []
-    for blk in blocks:
+    for blk in sub_blocks(blocks, BLOCK_ROWS):
         ids, X, y = blk[0], blk[1], blk[2]
         w = blk[3] if len(blk) > 3 else None
-        for a in range(0, len(ids), BLOCK_ROWS):
-            sl = slice(a, a + BLOCK_ROWS)
-            Xb = X[sl]
-            wb = None if w is None else w[sl]
-            P = center.points.from_rows(ids[sl], y[sl], wb)
-            d2 = center.dist2(Xb, P, sq_norms(Xb))
-            found += int((d2 > center.thr).sum())
-            near = d2 > center.floor
-            if not near.any():
-                continue
-            score = np.full(len(ids[sl]), -np.inf)
-            np.maximum.at(score, P[1][near], d2[near])
-            r = np.flatnonzero(score > -np.inf)
-            parts.append((ids[sl][r], _take(Xb, r), np.asarray(y[sl])[r],
-                          None if wb is None else np.asarray(wb)[r], score[r]))
+        P = center.points.from_rows(ids, y, w)
+        d2 = center.dist2(X, P, sq_norms(X))
+        found += int((d2 > center.thr).sum())
+        near = d2 > center.floor
+        if not near.any():
+            continue
+        score = np.full(len(ids), -np.inf)
+        np.maximum.at(score, P[1][near], d2[near])
+        r = np.flatnonzero(score > -np.inf)
+        parts.append((ids[r], _take(X, r), np.asarray(y)[r],
+                      None if w is None else np.asarray(w)[r], score[r]))
     return found, merge(parts, limit)
 
 
