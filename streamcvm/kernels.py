@@ -255,8 +255,13 @@ class Kernel:
             # float32 rows (the stores' dtype) give a float32 block: half the
             # memory traffic and twice the exp throughput of float64
             f32 = A.dtype == np.float32 and B.dtype == np.float32
-            G = np.dot(A, B.T, out=_scratch(out, m, n)) if f32 and out is not None \
-                else np.dot(A, B.T)
+            if m == 1:
+                # one row would go to BLAS's gemv, whose sums round differently
+                # from gemm's: a row's value would depend on the batch it came in
+                G = np.dot(np.repeat(A, 2, axis=0), B.T)[:1]
+            else:
+                G = np.dot(A, B.T, out=_scratch(out, m, n)) if f32 and out is not None \
+                    else np.dot(A, B.T)
             if G.dtype != np.float32 or self.code not in (RBF, LINEAR):
                 G = G.astype(np.float64)
         if self.code == LINEAR:
