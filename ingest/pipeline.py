@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -97,6 +98,51 @@ def sniff_delimiter(path, head):
     return " "
 
 
+LABEL_NAMES = ("label", "labels", "class", "target", "y")   # --label-col auto picks these
+
+
+def _numeric_first_line(fields, rest, line):
+    """(header?, doubt or None) for a CSV whose first line is all numbers,
+    judged against the lines after it (``rest``, split). Column numbers
+    (0..k-1 or 1..k, 3 or more fields) over rows that differ are a header;
+    a first line of integers over columns of decimals, or out of the range
+    of the rows below in most columns, is read as data with a doubt."""
+    try:
+        first = np.array([float(f) for f in fields])
+        below = np.array([[float(f) for f in r] for r in rest]) if rest else None
+    except ValueError:
+        return False, None
+    if below is None or len(below) == 0:
+        return False, None
+    text = line.decode("utf-8", "replace")[:60]
+    nf = len(first)
+    counting = nf >= 3 and (np.array_equal(first, np.arange(nf))
+                            or np.array_equal(first, np.arange(1, nf + 1)))
+    if counting and not any(np.array_equal(r, first) for r in below):
+        return True, (f"the first line ({text!r}) looks like column numbers: read as a "
+                      f"header (pass --no-header to read it as data)")
+    if len(below) < 20:
+        return False, None
+    # the share of columns where a row holds a nonzero integer although the
+    # column has decimals: the first line against every row below it
+    frac_cols = np.any(below != np.round(below), axis=0)
+
+    def integer_share(r):
+        return np.mean((r == np.round(r)) & (r != 0) & frac_cols)
+    lo, hi = below.min(axis=0), below.max(axis=0)
+    margin = 0.5 * (hi - lo)
+    far = np.mean((first < lo - margin) | (first > hi + margin))
+    why = None
+    if integer_share(first) >= 0.5 and integer_share(first) > max(map(integer_share, below)):
+        why = "integers where they have decimals"
+    elif far >= 0.5:
+        why = "values far outside their range"
+    if why is None:
+        return False, None
+    return False, (f"the first line ({text!r}) differs from the rows after it ({why}): "
+                   f"read as data; if it is a header, pass --header")
+
+
 class _CsvLayout:
     """What the CSV reader needs: delimiter byte, header, roles of fields."""
 
@@ -119,6 +165,15 @@ class _CsvLayout:
             raise IngestError(path, "empty input (no data rows)")
         fields = split(lines[0])
         nf = len(fields)
+        self.warnings = []
+        self.label_by_name = False
+        if label_col == "auto":
+            # a header field named like a label column is the label; else column 0
+            named = [k for k, f in enumerate(fields)
+                     if f.decode("utf-8", "replace").strip().lower() in LABEL_NAMES]
+            label_col = 0
+            if len(named) == 1 and not _is_number(fields[named[0]]):
+                label_col, self.label_by_name = named[0], True
 
         def col(c, what):
             if c is None:
@@ -148,6 +203,13 @@ class _CsvLayout:
                 lab = fields[self.label_col]
                 lab2 = split(lines[1])[self.label_col] if len(split(lines[1])) == nf else lab
                 has_header = (not _is_number(lab)) and _is_number(lab2)
+            if not has_header:
+                rest = [r for r in (split(ln) for ln in _first_lines(head, 201,
+                                                                     comments=False)[1:])
+                        if len(r) == nf]
+                has_header, doubt = _numeric_first_line(fields, rest, lines[0])
+                if doubt:
+                    self.warnings.append(f"{path}: {doubt}")
         else:
             has_header = bool(header)
         self.header = has_header
@@ -307,7 +369,7 @@ class _Progress:
 
 def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False,
            n_features=None, chunk_rows=None, input_format="auto", delimiter=None,
-           header="auto", label_col=0, qid_col=None, weight_col=None, skip_cols=None,
+           header="auto", label_col="auto", qid_col=None, weight_col=None, skip_cols=None,
            allow_nan=False, overwrite=False, progress=False, n_jobs=None,
            block_size=4 << 20, clevel=1, executor=None):
     """Ingest svmlight/LIBSVM or delimited text files into one store.
@@ -323,9 +385,13 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
     if sparse not in ("auto", True, False):
         raise ValueError("sparse must be 'auto', True or False")
     srcs = [Source(p, block_size=block_size) for p in sources]
+    from streamcvm.outputs import OutputError, check_output
+    try:        # before any work: never over an input, a folder of other files ...
+        overwrite = check_output(out, what="store", inputs=sources,
+                                 overwrite=overwrite) == "replace"
+    except OutputError as e:
+        raise IngestError(out, e.reason) from None
     _ensure_compiled()
-    if os.path.lexists(out) and not overwrite:
-        raise IngestError(out, "already exists (pass --overwrite to replace it)")
     n_jobs = n_jobs or os.cpu_count() or 1
     own_pool = executor is None
     pool = ThreadPoolExecutor(max_workers=n_jobs, thread_name_prefix="parse") if own_pool else executor
@@ -345,12 +411,16 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
             "feature_names": st.feature_names,
             "sources": st.source_meta,
             "ingest_options": {"zero_based": bool(zero_based), "allow_nan": bool(allow_nan),
-                               "label_col": label_col, "qid_col": qid_col,
+                               "label_col": label_col, "label": st.label_info,
+                               "qid_col": qid_col,
                                "weight_col": weight_col},
         }
         from streamcvm import __version__
         attrs["created_by"] = f"streamcvm {__version__}"
-        path = st.writer.close(attrs)
+        path = st.writer.close(attrs)       # (counts the last chunk's labels)
+        if label_col == "auto" and st.label_info["column"] not in (None, "svmlight") \
+                and not st.label_text:
+            st.warnings += _label_doubt(st.writer.label_values, describe_label(st.label_info))
     except BaseException:
         if st.writer is not None:
             st.writer.abort()
@@ -360,8 +430,41 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
         if own_pool:
             pool.shutdown(wait=True, cancel_futures=True)
     w = st.writer
+    for msg in st.warnings:
+        warnings.warn(msg, IngestWarning, stacklevel=2)
     return {"path": path, "n": w.n, "d": w.d, "sparse": w.sparse, "nnz": w.nnz,
-            "chunk_rows": w.chunk_rows, "seconds": time.perf_counter() - prog.t0}
+            "chunk_rows": w.chunk_rows, "seconds": time.perf_counter() - prog.t0,
+            "label": st.label_info, "warnings": list(st.warnings)}
+
+
+class IngestWarning(UserWarning):
+    """A guess of ingest's that may be wrong (the label column, the header)."""
+
+
+def describe_label(info):
+    """'column 2 ('label', by its header name)' and the like, for summaries."""
+    if info is None:
+        return "none"
+    col = info["column"]
+    if col == "svmlight":
+        return "the first field (svmlight)"
+    if col is None:
+        return "none (--label-col none)"
+    name = f"{info['name']!r}" if info.get("name") else ""
+    how = ", by its header name" if info.get("by_name") else ""
+    return f"column {col}" + (f" ({name}{how})" if name else "")
+
+
+def _label_doubt(values, desc):
+    """A warning when a guessed label column looks like a continuous target."""
+    hint = ("a regression target? (train it with --task regression; another column "
+            "is --label-col)")
+    if values is None:
+        return [f"label {desc}: more than 1,000 distinct values: {hint}"]
+    v = np.asarray(values, np.float64)
+    if len(v) > 10 and np.any(v != np.round(v)):
+        return [f"label {desc}: {len(v):,} distinct values, not all integers: {hint}"]
+    return []
 
 
 class _State:
@@ -389,6 +492,8 @@ class _State:
         self.label_names = []
         self.feature_names = None
         self.source_meta = []
+        self.label_info = None         # the first input's label column and header
+        self.warnings = []
 
     def open_writer(self, d, sparse, has_qid, has_weight, nnz_per_row):
         self.has_qid, self.has_weight = has_qid, has_weight
@@ -424,8 +529,17 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
         if st.feature_names is None:
             st.feature_names = layout.feature_names
         text = layout.label_text
+        st.warnings += layout.warnings
+        if st.label_info is None:
+            lc = layout.label_col
+            st.label_info = {"column": lc, "header": layout.header,
+                             "name": layout.names[lc] if layout.names and lc is not None
+                             else None, "by_name": layout.label_by_name}
     else:
         text = False
+        if st.label_info is None:
+            st.label_info = {"column": "svmlight", "header": None, "name": None,
+                             "by_name": False}
     if st.label_text is None:
         st.label_text = text
     elif st.label_text != text:

@@ -393,6 +393,12 @@ class StoreWriter:
         self._chunk_counts.append(cc)
 
     # -- finishing ----------------------------------------------------------
+    @property
+    def label_values(self):
+        """The distinct finite label values so far, sorted (None beyond
+        MAX_CLASSES of them)."""
+        return None if self._classes is None else sorted(self._classes)
+
     def close(self, attrs=None):
         """Flush, write attributes, rename into place; returns the path."""
         self._drain(final=True)

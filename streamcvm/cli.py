@@ -61,9 +61,10 @@ def _add_ingest(sub):
     g.add_argument("--no-header", dest="header", action="store_const", const=False,
                    help="the first CSV line is data")
     p.set_defaults(header="auto")
-    p.add_argument("--label-col", default="0", metavar="COL",
-                   help="CSV label column: index (negative counts from the end), "
-                        "header name, or 'none' (default: 0)")
+    p.add_argument("--label-col", default="auto", metavar="COL",
+                   help="CSV label column: index (negative counts from the end), header "
+                        "name, 'none', or 'auto' (default: the column a header names "
+                        "label, class, target or y, else column 0)")
     p.add_argument("--qid-col", default=None, metavar="COL", help="CSV query-id column")
     p.add_argument("--weight-col", default=None, metavar="COL", help="CSV sample-weight column")
     p.add_argument("--skip-cols", default=None, metavar="COLS",
@@ -96,8 +97,12 @@ def cmd_ingest(args):
     fmt = args.store_format
     if fmt is None:
         fmt = "hdf5" if args.output.lower().endswith((".h5", ".hdf5")) else "zarr"
+    import warnings
+    from ingest.pipeline import IngestWarning, describe_label
     skip = [_col(c) for c in args.skip_cols.split(",")] if args.skip_cols else None
-    with _runner(args, args.quiet) as runner:     # a cluster parses the text blocks
+    with _runner(args, args.quiet) as runner, \
+            warnings.catch_warnings(record=True, action="always",
+                                    category=IngestWarning) as caught:
         res = ingest(args.sources, args.output, store_format=fmt, sparse=args.sparse,
                      zero_based=args.zero_based, n_features=args.n_features,
                      chunk_rows=args.chunk_rows, input_format=args.input_format,
@@ -108,10 +113,19 @@ def cmd_ingest(args):
                      progress=not args.quiet and sys.stderr.isatty(),
                      n_jobs=args.jobs if runner.client is None else 2 * runner.n_workers(),
                      clevel=args.clevel, executor=runner.client)
+    for w in caught:        # doubtful guesses: one line each, quiet or not
+        if issubclass(w.category, IngestWarning):
+            print(f"streamcvm ingest: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     if not args.quiet:
         kind = "sparse" if res["sparse"] else "dense"
         print(f"wrote {res['path']}: {res['n']:,} rows x {res['d']:,} features ({kind}) "
               f"in {res['seconds']:.1f} s ({res['n'] / max(res['seconds'], 1e-9):,.0f} rows/s)")
+        lab = res["label"]
+        head = "" if lab["header"] is None else \
+            f"; header: {'found, not read as data' if lab['header'] else 'none (the first line is data)'}"
+        print(f"label: {describe_label(lab)}{head}")
     return 0
 
 
@@ -160,7 +174,7 @@ def describe_store(path):
         names = s.label_names
         parts = []
         for k, (c, t) in enumerate(zip(s.classes, totals)):
-            lab = names[int(c)] if names else (f"{c:g}")
+            lab = names[int(c)] if names and 0 <= int(c) < len(names) else f"{c:g}"
             parts.append(f"{lab}: {t:,}")
         shown = parts if len(parts) <= 30 else parts[:30] + [f"... ({len(parts) - 30} more)"]
         lines.append(f"classes    {len(parts)}  (" + ", ".join(shown) + ")")
@@ -233,7 +247,15 @@ def _add_train(sub):
     p.add_argument("--checkpoint-keep", type=_positive_int, default=2, metavar="K",
                    help="snapshots kept (default 2)")
     p.add_argument("--resume", metavar="DIR",
-                   help="continue from the newest snapshot in DIR (and keep writing there)")
+                   help="continue from the newest snapshot in DIR (and keep writing there); "
+                        "DIR must hold one, unless --checkpoint-dir names DIR too (then a "
+                        "run with no snapshot yet starts fresh)")
+    p.add_argument("--max-classes", type=_positive_int, default=100, metavar="K",
+                   help="classification: refuse a target with more classes than this "
+                        "(default 100; many classes usually mean a regression target)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing file or streamcvm output at MODEL (an existing "
+                        "model folder is replaced without it; the input never)")
     _add_cluster_args(p)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_train)
@@ -276,16 +298,20 @@ def _class_weight(text):
 def cmd_train(args):
     import time
 
-    import numpy as np
-    from .estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
-    from .model import save_model
-    from .store import open_store
     task = "one-class" if args.one_class else args.task
     if task != "classification" and args.class_weight is not None:
         raise SystemExit("streamcvm train: error: --class-weight is for classification")
     if task != "regression" and args.mu is not None:
         raise SystemExit("streamcvm train: error: --mu is for regression")
+    _check_train_paths(args)        # before the heavy imports, and before any work
+    import numpy as np
+    from . import checkpoint
+    from .estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
+    from .model import save_model
+    from .store import open_store
     store = open_store(args.store)
+    if task == "classification":
+        _check_classes(store, args)
     method = args.method or ("cvm" if task in ("regression", "ranking") else "bvm")
     C = _num_or_auto(args.C, "C") if args.C is not None else \
         ("auto" if task == "regression" else 1.0)
@@ -308,22 +334,26 @@ def cmd_train(args):
     else:
         est = CVMClassifier(multi_class=args.multi_class,
                             class_weight=_class_weight(args.class_weight), **kw)
-    if args.resume and args.checkpoint_dir and \
-            os.path.abspath(args.resume) != os.path.abspath(args.checkpoint_dir):
-        raise SystemExit("streamcvm train: error: --resume DIR writes its snapshots to DIR; "
-                         "drop --checkpoint-dir or give the same folder")
+    resume = bool(args.resume)
+    if resume and not checkpoint.is_checkpoint_dir(args.resume):   # --checkpoint-dir DIR too
+        resume = False
+        if not args.quiet:
+            print(f"no snapshot in {args.resume} yet: starting a fresh run", file=sys.stderr)
     t = time.perf_counter()
     try:
-        with _runner(args, args.quiet) as runner:
+        import warnings
+        with _runner(args, args.quiet) as runner, warnings.catch_warnings():
+            # --max-classes already judged the number of classes
+            warnings.filterwarnings("ignore", message="streamcvm: the store's y has")
             est.fit(store, checkpoint_dir=args.resume or args.checkpoint_dir,
                     checkpoint_every=args.checkpoint_every,
                     checkpoint_iters=args.checkpoint_iters,
-                    checkpoint_keep=args.checkpoint_keep, resume=bool(args.resume),
+                    checkpoint_keep=args.checkpoint_keep, resume=resume,
                     client=runner.client)
     except ValueError as e:     # parameters the estimator refuses (checked before training)
         raise SystemExit(f"streamcvm train: error: {e}") from None
     dt = time.perf_counter() - t
-    save_model(est, args.output)
+    save_model(est, args.output, overwrite=args.overwrite)
     if not args.quiet:
         nsv = int(np.sum(est.n_support_)) if task != "one-class" else len(est.machine_.coef)
         extra = f", tube half width {est.epsilon_bar_:.4g}" if task == "regression" else ""
@@ -335,6 +365,52 @@ def cmd_train(args):
             print(f"checkpoints: {ck['written']} written in {ck['seconds']:.2f} s "
                   f"({100 * ck['seconds'] / max(dt, 1e-9):.1f}% of the training time)")
     return 0
+
+
+def _check_train_paths(args):
+    """Before any work: the model folder may not replace the store, the
+    checkpoints or another user's data (streamcvm.outputs); snapshots go
+    outside the store; --resume names a folder that holds a snapshot."""
+    from . import checkpoint
+    from .outputs import OutputError, check_output
+    ck = args.resume or args.checkpoint_dir
+    if args.resume and args.checkpoint_dir and \
+            os.path.abspath(args.resume) != os.path.abspath(args.checkpoint_dir):
+        raise SystemExit("streamcvm train: error: --resume DIR writes its snapshots to DIR; "
+                         "drop --checkpoint-dir or give the same folder")
+    if args.resume and not args.checkpoint_dir and not checkpoint.is_checkpoint_dir(args.resume):
+        raise SystemExit(f"streamcvm train: error: --resume {args.resume}: no checkpoint there "
+                         f"(to start a run that snapshots there, pass --checkpoint-dir "
+                         f"{args.resume} instead)")
+    check_output(args.output, what="model folder", own_kind="model",
+                 inputs=[args.store, ck], overwrite=args.overwrite)
+    if ck is not None and "://" not in ck and "://" not in args.store:
+        real, store = os.path.realpath(ck), os.path.realpath(args.store)
+        if real == store or real.startswith(store + os.sep) or store.startswith(real + os.sep):
+            raise OutputError(ck, f"the checkpoint folder may not be, contain or lie inside "
+                                  f"the input store {args.store}")
+        from .outputs import streamcvm_kind
+        kind = streamcvm_kind(ck) if os.path.exists(ck) else None
+        if kind not in (None, "checkpoints"):
+            raise OutputError(ck, f"is a streamcvm {kind}, not a checkpoint folder")
+
+
+def _check_classes(store, args):
+    """Classification needs discrete labels: refuse a target that looks
+    continuous (too many distinct values, non-integers), with a hint."""
+    import numpy as np
+    hint = "; for a continuous target use --task regression"
+    if store.classes is None:
+        raise SystemExit(f"streamcvm train: error: {args.store}: y has more than "
+                         f"1,000 distinct values, not classes{hint}")
+    k = len(store.classes)
+    if not store.label_names and not np.all(store.classes == np.round(store.classes)):
+        raise SystemExit(f"streamcvm train: error: {args.store}: y has {k:,} distinct values, "
+                         f"some not integers: not classes{hint}")
+    if k > args.max_classes:
+        raise SystemExit(f"streamcvm train: error: {args.store}: y has {k:,} classes, more "
+                         f"than --max-classes {args.max_classes}{hint} (or raise "
+                         f"--max-classes)")
 
 
 def _add_cluster_args(p):
@@ -376,13 +452,25 @@ def _add_predict(sub):
     p.add_argument("store", metavar="STORE")
     p.add_argument("model", metavar="MODEL")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
-                   help="text file, one prediction per line; or a store (.zarr, .h5): "
-                        "y = the predictions, X = the decision values")
+                   help="text file, one prediction per line ('-': standard output); or a "
+                        "store (.zarr, .h5): y = the predictions, X = the decision values")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing file or streamcvm output at OUT (a prediction "
+                        "store is replaced without it; the inputs never)")
     _add_cluster_args(p)
     p.set_defaults(func=cmd_predict)
 
 
 STORE_SUFFIXES = (".zarr", ".h5", ".hdf5")
+
+
+def label_codes(classes, labels):
+    """Positions in ``classes`` of each of ``labels`` (all among them),
+    vectorised; ``classes`` need not be sorted (models of older versions)."""
+    import numpy as np
+    classes = np.asarray(classes)
+    order = np.argsort(classes, kind="stable")
+    return order[np.searchsorted(classes[order], np.asarray(labels))]
 
 
 def _predict_to_store(est, store, out, model_path, runner=None):
@@ -398,11 +486,11 @@ def _predict_to_store(est, store, out, model_path, runner=None):
     try:
         for _, pred, dec in _predict_chunks(est, store, runner):
             dec = np.asarray(dec, np.float32).reshape(len(pred), -1)
-            if w is None:
+            if w is None:     # the path was checked before: replace what is there
                 w = StoreWriter(out, dec.shape[1], overwrite=True,
                                 fmt="zarr" if out.endswith(".zarr") else "hdf5")
             y = np.asarray(pred, np.float64) if numeric else \
-                np.searchsorted(classes, pred).astype(np.float64)
+                label_codes(classes, pred).astype(np.float64)
             w.append(dec, y)
             n += len(pred)
         if w is None:
@@ -422,31 +510,59 @@ def _predict_to_store(est, store, out, model_path, runner=None):
 
 def cmd_predict(args):
     from .model import load_model
+    from .outputs import check_output
     from .store import open_store
+    to_store = args.output.endswith(STORE_SUFFIXES)
+    mode = check_output(args.output, what="prediction store" if to_store else "prediction file",
+                        own_kind="predictions" if to_store else None,
+                        inputs=[args.store, args.model], overwrite=args.overwrite,
+                        stream=not to_store)
     est = load_model(args.model)
     store = open_store(args.store)
     with _runner(args) as runner:
-        if args.output.endswith(STORE_SUFFIXES):
+        if to_store:
             n = _predict_to_store(est, store, args.output, args.model, runner)
             print(f"wrote {n:,} predictions (y) and decision values (X) to the store "
                   f"{args.output}")
             return 0
-        n = _predict_text(est, store, args.output, runner)
-    print(f"wrote {n:,} predictions to {args.output}")
+        n = _predict_text(est, store, args.output, runner, mode)
+    print(f"wrote {n:,} predictions to {'standard output' if mode == 'stdout' else args.output}",
+          file=sys.stderr if mode in ("stdout", "special") else sys.stdout)
     return 0
 
 
-def _predict_text(est, store, output, runner):
-    """One prediction per line, written under a temporary name, then renamed."""
-    tmp = output + ".writing"
-    n = 0
+def _predict_text(est, store, output, runner, mode="new"):
+    """One prediction per line: to standard output (mode "stdout"), straight
+    into a special file such as a pipe ("special"), or under a temporary
+    name renamed into place when complete."""
+    import numpy as np
+    from .outputs import publish
+    labels = hasattr(est, "classes_") or type(est).__name__ == "CVMOneClass"
+
+    def write(f):
+        n = 0
+        for _, pred, _ in _predict_chunks(est, store, runner):
+            pred = np.asarray(pred)
+            if labels and pred.dtype.kind == "f" and np.all(pred == np.round(pred)) \
+                    and np.all(np.abs(pred) < 2.0 ** 53):
+                pred = pred.astype(np.int64)        # labels as LIBSVM writes them: 1, -1
+            f.write("\n".join(str(v.item() if hasattr(v, "item") else v) for v in pred))
+            f.write("\n")
+            n += len(pred)
+        f.flush()
+        return n
+    if mode == "stdout":
+        return write(sys.stdout)
+    if mode == "special":
+        with open(output, "w") as f:
+            return write(f)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(output)),
+                       f".{os.path.basename(output)}.writing-{os.getpid()}")
     try:
         with open(tmp, "w") as f:
-            for _, pred, _ in _predict_chunks(est, store, runner):
-                f.write("\n".join(str(v.item() if hasattr(v, "item") else v) for v in pred))
-                f.write("\n")
-                n += len(pred)
-        os.replace(tmp, output)
+            n = write(f)
+            os.fsync(f.fileno())
+        publish(tmp, output)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -471,28 +587,31 @@ def cmd_evaluate(args):
 
 def evaluate_text(store_path, model_path, runner=None):
     """The report ``streamcvm evaluate`` prints (confusion counts stream);
-    the chunks' predictions are computed on ``runner`` (default: threads)."""
+    the chunks' predictions are computed on ``runner`` (default: threads).
+    A model of another task than the store's labels is refused in one line."""
     import numpy as np
     from .model import load_model
     from .store import open_store
     est = load_model(model_path)
     store = open_store(store_path)
-    if hasattr(est, "epsilon_bar_"):
+    kind = type(est).__name__
+    if kind == "CVMRegressor":
+        _check_regression_store(est, store, store_path)
         return _regression_report(est, store, runner)
-    if type(est).__name__ == "CVMRanker":
+    if kind == "CVMRanker":
         return _ranking_report(est, store, runner)
-    one_class = not hasattr(est, "classes_")
+    one_class = kind == "CVMOneClass"
     classes = np.array([-1, 1]) if one_class else est.classes_
-    index = {c.item() if hasattr(c, "item") else c: k for k, c in enumerate(classes)}
+    table = _class_table(est, store, store_path, one_class)     # store label -> class index
     cm = np.zeros((len(classes), len(classes)), np.int64)
     scores, truth = [], []
+    unknown = 0
     for c, pred, dec in _predict_chunks(est, store, runner, "evaluate"):
-        y = store.decode_labels(c.y)
-        if one_class:
-            y = np.where(y == 1, 1, -1)
-        t = np.array([index.get(v.item() if hasattr(v, "item") else v, -1) for v in y])
-        p = np.array([index[v.item() if hasattr(v, "item") else v] for v in pred])
+        t = table[np.searchsorted(store.classes, c.y)]
+        p = np.asarray([0, 1])[(np.asarray(pred) == 1).astype(int)] if one_class else \
+            label_codes(classes, pred)
         ok = t >= 0
+        unknown += int((~ok).sum())
         np.add.at(cm, (t[ok], p[ok]), 1)
         if len(classes) == 2 and dec.ndim == 1:
             scores.append(dec[ok])
@@ -501,9 +620,11 @@ def evaluate_text(store_path, model_path, runner=None):
     acc = np.trace(cm) / max(total, 1)
     recall = np.diag(cm) / np.maximum(cm.sum(axis=1), 1)
     present = cm.sum(axis=1) > 0
-    lines = [f"rows        {total:,}",
-             f"accuracy    {acc:.4f}",
-             f"balanced loss {1 - recall[present].mean():.4f}  (1 - mean per-class recall)"]
+    lines = [f"rows        {total:,}"]
+    if unknown:
+        lines[0] += f"  (and {unknown:,} rows of labels the model does not know, not counted)"
+    lines += [f"accuracy    {acc:.4f}",
+              f"balanced loss {1 - recall[present].mean():.4f}  (1 - mean per-class recall)"]
     if scores:
         from sklearn.metrics import roc_auc_score
         s, t = np.concatenate(scores), np.concatenate(truth)
@@ -516,6 +637,61 @@ def evaluate_text(store_path, model_path, runner=None):
     for n, row in zip(names, cm):
         lines.append(f"{n:>{w}}" + "".join(f"{v:>{w},}" for v in row))
     return "\n".join(lines)
+
+
+def _fail(command, message):
+    raise SystemExit(f"streamcvm {command}: error: {message}")
+
+
+def _class_table(est, store, store_path, one_class):
+    """For each of the store's label values (``store.classes``, sorted), the
+    index of the model class it is, or -1. A store with no classes, or none
+    the model knows, is refused."""
+    import numpy as np
+    if store.classes is None and getattr(store, "attrs", {}).get("label_kind") == "none":
+        _fail("evaluate", f"{store_path}: has no labels to evaluate against")
+    if store.classes is None:
+        _fail("evaluate", f"{store_path}: y has more than 1,000 distinct values (a regression "
+                          f"target), but the model is a {type(est).__name__}")
+    values = store.decode_labels(store.classes) if store.label_names else store.classes
+    if one_class:
+        if store.label_names:
+            _fail("evaluate", f"{store_path}: text labels; a one-class model is evaluated on "
+                              f"labels 1 (normal) and any other number (outlier)")
+        return np.where(np.asarray(values) == 1, 1, 0)
+    classes = est.classes_
+
+    def same(a, b):         # text labels by their text, numbers by value
+        if isinstance(a, str) or isinstance(b, str):
+            return str(a) == str(b)
+        return float(a) == float(b)
+    table = np.full(len(values), -1, np.int64)
+    for k, v in enumerate(values):
+        for j, c in enumerate(classes):
+            if same(v, c):
+                table[k] = j
+                break
+    if (table < 0).all():
+        shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v)
+                          for v in list(values)[:5])
+        _fail("evaluate", f"{store_path}: none of its labels ({shown}"
+                          f"{', ...' if len(values) > 5 else ''}) is a class of the model "
+                          f"({', '.join(str(c) for c in list(classes)[:5])}"
+                          f"{', ...' if len(classes) > 5 else ''})")
+    return table
+
+
+def _check_regression_store(est, store, store_path):
+    """A regressor is refused on a store of class labels: text labels, or
+    integer classes when it was trained on a continuous target."""
+    import numpy as np
+    if store.label_names:
+        _fail("evaluate", f"{store_path}: y holds text class labels, but the model is a "
+                          f"regressor")
+    if getattr(est, "target_type_", None) == "continuous" and store.classes is not None \
+            and np.all(store.classes == np.round(store.classes)):
+        _fail("evaluate", f"{store_path}: y holds {len(store.classes):,} integer classes, but "
+                          f"the model is a regressor trained on a continuous target")
 
 
 def _ranking_report(est, store, runner=None):
@@ -645,11 +821,19 @@ def main(argv=None):
     from ingest.errors import IngestError
     from .model import ModelError
     from .checkpoint import CheckpointError
+    from .outputs import OutputError
     from .store import StoreError
     try:
         return args.func(args)
-    except (IngestError, StoreError, ModelError, CheckpointError, FileExistsError) as e:
+    except (IngestError, StoreError, ModelError, CheckpointError, OutputError,
+            FileExistsError) as e:
         print(f"streamcvm {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:        # no such folder, no permission, disk full ... : one line
+        if isinstance(e, BrokenPipeError):
+            return 141
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"streamcvm {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         # An interrupt inside zarr's sync-over-async wrapper leaves its write

@@ -70,6 +70,24 @@ def _small_in_memory(store, max_chunks=8):
                     chunk_rows=store.chunk_rows)
 
 
+MANY_CLASSES = 100      # a warning beyond this many classes (k (k - 1) / 2 machines)
+
+
+def _check_discrete(store, codes):
+    """A store's y as classes: refuse a target that looks continuous
+    (non-integer values), warn at more than ``MANY_CLASSES`` classes."""
+    if not store.label_names and not np.all(np.asarray(codes) == np.round(codes)):
+        frac = np.asarray(codes)[np.asarray(codes) != np.round(codes)]
+        raise ValueError(f"the store's y has {len(codes):,} distinct values, some not "
+                         f"integers (e.g. {frac[0]:g}): a continuous target; train a "
+                         f"regressor (CVMRegressor, --task regression)")
+    if len(codes) > MANY_CLASSES:
+        import warnings
+        warnings.warn(f"streamcvm: the store's y has {len(codes):,} classes (one-vs-one "
+                      f"trains {len(codes) * (len(codes) - 1) // 2:,} machines); a "
+                      f"regression target?", UserWarning, stacklevel=3)
+
+
 def _resolve_eps(eps):
     if eps == "auto":
         return "auto"      # MEBSolver anneals until eps is small against the margin
@@ -190,13 +208,22 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                              "but the target y is None")
         store, labels = self._prepare(X, y, sample_weight)
         if store.classes is None:
-            raise ValueError("Unknown label type: the store's y has too many distinct "
-                             "values for a classifier (a regression target?)")
+            raise ValueError("Unknown label type: the store's y has more than 1,000 "
+                             "distinct values, a continuous target; train a regressor "
+                             "(CVMRegressor, --task regression)")
         codes = np.asarray(store.classes)       # the values the store's y holds
         if len(codes) < 2:
             raise ValueError(f"need samples of at least 2 classes, got {len(codes)} class")
         if labels is None:   # a store: its own labels (text labels decoded)
-            labels = store.decode_labels(codes) if store.label_names else codes
+            _check_discrete(store, codes)
+            if store.label_names:
+                # classes_ sorted as scikit-learn's (np.unique), whatever order
+                # ingest met the text labels in: classes_[1] is f(x) > 0
+                names = store.decode_labels(codes)
+                order = np.argsort(names, kind="stable")
+                labels, codes = np.asarray(names[order].tolist()), codes[order]
+            else:
+                labels = codes
         self.classes_ = np.asarray(labels)
         classes = codes
         kern = self._kernel(store)
@@ -354,7 +381,8 @@ def _class_weights(class_weight, store, codes, labels):
             raise ValueError(f"class_weight must be None, 'balanced' or a dict, "
                              f"got {class_weight!r}")
         counts = np.asarray(store.class_counts).sum(axis=0).astype(np.float64)
-        return {c: counts.sum() / (len(codes) * counts[k]) for k, c in enumerate(codes)}
+        col = np.searchsorted(store.classes, codes)       # codes may be in label order
+        return {c: counts.sum() / (len(codes) * counts[k]) for k, c in zip(col, codes)}
     if not isinstance(class_weight, dict):
         raise ValueError(f"class_weight must be None, 'balanced' or a dict, got "
                          f"{type(class_weight).__name__}")
@@ -662,6 +690,9 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             raise ValueError(f"{type(self).__name__} requires y to be passed, "
                              "but the target y is None")
         store, _ = self._prepare(X, y, regression=True)
+        cl = store.classes      # None: more than MAX_CLASSES distinct values
+        self.target_type_ = "continuous" if cl is None or not np.all(cl == np.round(cl)) \
+            else "integer"
         self.C_ = AUTO_C_PER_ROW * store.n if isinstance(self.C, str) else float(self.C)
         kern = self._kernel(store)
         self._fit_one(store, kern, lambda **kw: train_regressor(

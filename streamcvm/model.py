@@ -31,8 +31,12 @@ class ModelError(Exception):
     """A path that is not a readable model (one-line message)."""
 
 
-def save_model(est, path):
-    """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass to the folder ``path``."""
+def save_model(est, path, overwrite=False):
+    """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass / CVMRanker to
+    the folder ``path``. An existing model folder there is replaced; any other
+    existing file or streamcvm output only with ``overwrite=True``, and a
+    folder of other files never (:func:`streamcvm.outputs.check_output`)."""
+    from .outputs import check_output, publish
     from .estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
     if isinstance(est, CVMClassifier):
         machines, kind = est.machines_, "CVMClassifier"
@@ -45,6 +49,7 @@ def save_model(est, path):
     else:
         raise TypeError(f"cannot save {type(est).__name__}")
     path = os.path.abspath(os.fspath(path))
+    check_output(path, what="model folder", own_kind="model", overwrite=overwrite)
     tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.writing-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
@@ -77,6 +82,8 @@ def save_model(est, path):
                                                      for c in classes],
             "offset": getattr(est, "offset_", None),
             "C_": getattr(est, "C_", None),      # CVMRegressor: the C used (C="auto")
+            # CVMRegressor: "continuous" or "integer" (evaluate refuses class stores)
+            "target_type": getattr(est, "target_type_", None),
             "machines": recs,
             "files": files,
         }
@@ -84,9 +91,7 @@ def save_model(est, path):
             json.dump(manifest, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
-        if os.path.lexists(path):
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        os.rename(tmp, path)
+        publish(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -144,6 +149,7 @@ def load_model(path):
         est.machine_ = machines[0]
         est.epsilon_bar_ = machines[0].epsilon_bar
         est.C_ = man.get("C_")
+        est.target_type_ = man.get("target_type")
     else:
         est.machine_ = machines[0]
         est.offset_ = man["offset"]

@@ -1,0 +1,145 @@
+"""Where commands write: checked before any work, never over a user's data.
+
+Every command that writes (``ingest``, ``train``, ``predict``; the Python
+``save_model``) asks :func:`check_output` first, before it reads a row:
+
+- an output never is, contains, or lies inside one of the command's inputs,
+  whatever ``--overwrite`` says;
+- an existing path of the command's own kind (a model folder for ``train``,
+  a prediction store for ``predict``) is replaced; any other existing regular
+  file or streamcvm output needs ``overwrite``; a folder of anything else, a
+  symbolic link or a special file (a device, a pipe) is never replaced;
+- a text output may be ``-`` (standard output) or a special file such as
+  ``/dev/stdout`` or a named pipe: it is then written straight into, never
+  renamed over;
+- the folder the output goes in exists and is writable.
+
+A refusal is an :class:`OutputError` with a one-line message.
+"""
+import json
+import os
+import shutil
+import stat
+
+STDOUT = "-"
+
+
+class OutputError(Exception):
+    """An output path a command refuses: ``str(err)`` is ``path: reason``, one line."""
+
+    def __init__(self, path, reason):
+        self.path, self.reason = os.fspath(path), reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+def _real(path):
+    return os.path.realpath(os.path.abspath(os.fspath(path)))
+
+
+def _within(inner, outer):
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def streamcvm_kind(path):
+    """What streamcvm output ``path`` holds: "model", "predictions" (a store
+    written by ``predict``), "store", "checkpoints", or None."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        if os.path.isfile(os.path.join(path, "model.json")):
+            try:
+                with open(os.path.join(path, "model.json")) as f:
+                    if "streamcvm_model_format" in json.load(f):
+                        return "model"
+            except (OSError, ValueError):
+                return None
+            return None
+        from .checkpoint import is_checkpoint_dir
+        if is_checkpoint_dir(path):
+            return "checkpoints"
+    if os.path.isdir(path) or (os.path.isfile(path) and path.lower().endswith((".h5", ".hdf5"))):
+        from .store import DiskStore, StoreError
+        try:
+            s = DiskStore(path)
+        except (StoreError, OSError, ValueError, KeyError):
+            return None
+        kind = "predictions" if s.attrs.get("predictions") else "store"
+        s.close()
+        return kind
+    return None
+
+
+def check_output(path, *, what, own_kind=None, inputs=(), overwrite=False, stream=False):
+    """Check ``path`` as the destination of ``what`` (a noun for messages:
+    "model folder", "prediction file", ...) before any work is done.
+
+    ``own_kind``: the :func:`streamcvm_kind` this command writes, replaced
+    without ``overwrite``. ``inputs``: paths the command reads. ``stream``:
+    the output is text that may go to ``-`` or a special file.
+
+    Returns "stdout", "special" (write into it, no rename), "replace" (an
+    existing path to be replaced when the new output is complete) or "new".
+    """
+    path = os.fspath(path)
+    if stream and path == STDOUT:
+        return "stdout"
+    if "://" in path:
+        return "new"            # an fsspec URL: the store layer checks it
+    out = _real(path)
+    for src in inputs:
+        if src is None or "://" in os.fspath(src):
+            continue
+        s = _real(src)
+        if out == s:
+            raise OutputError(path, f"is the input {src}; write the {what} elsewhere")
+        if _within(s, out):
+            raise OutputError(path, f"contains the input {src}; write the {what} elsewhere")
+        if _within(out, s):
+            raise OutputError(path, f"is inside the input {src}; write the {what} elsewhere")
+    if os.path.lexists(path):
+        if os.path.islink(path):
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None
+            if stream and st is not None and not stat.S_ISDIR(st.st_mode) and (
+                    not stat.S_ISREG(st.st_mode) or _real(path).startswith("/proc/")
+                    or os.path.abspath(path).startswith(("/dev/", "/proc/"))):
+                return "special"    # /dev/stdout and its like: write through the link
+            raise OutputError(path, f"is a symbolic link; give the path it points to "
+                              f"({os.path.realpath(path)})")
+        st = os.stat(path)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            if stream:
+                return "special"
+            raise OutputError(path, f"is not a regular file or folder; the {what} needs one")
+        kind = streamcvm_kind(path)
+        if own_kind is not None and kind == own_kind:
+            return "replace"
+        if stat.S_ISDIR(st.st_mode) and kind is None and os.listdir(path):
+            raise OutputError(path, f"is a folder of other files, not a streamcvm output; "
+                              f"it is never replaced (choose another path)")
+        if not overwrite and not (stat.S_ISDIR(st.st_mode) and not os.listdir(path)):
+            held = f"a streamcvm {kind}" if kind else "a file"
+            raise OutputError(path, f"already exists (pass --overwrite to replace it): "
+                                    f"{held}, not a {what}")
+        return "replace"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise OutputError(path, f"the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(path, f"cannot write in the folder {parent} (permission denied)")
+    return "new"
+
+
+def publish(tmp, path):
+    """Move the finished output ``tmp`` to ``path``, replacing what is there
+    (already checked by :func:`check_output`): the old one is renamed aside
+    first and removed only once the new one is in place."""
+    if os.path.lexists(path):
+        trash = f"{tmp}.old"
+        os.rename(path, trash)
+        os.rename(tmp, path)
+        shutil.rmtree(trash) if os.path.isdir(trash) and not os.path.islink(trash) \
+            else os.remove(trash)
+    else:
+        os.rename(tmp, path)
