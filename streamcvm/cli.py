@@ -250,6 +250,17 @@ def _add_train(sub):
                    help="continue from the newest snapshot in DIR (and keep writing there); "
                         "DIR must hold one, unless --checkpoint-dir names DIR too (then a "
                         "run with no snapshot yet starts fresh)")
+    p.add_argument("--train-size", default="auto", metavar="N",
+                   help="classification: 'auto' (default: a machine of more than 65,536 "
+                        "rows trains on random samples of 16,384, 32,768, ... rows while a "
+                        "held-out validation sample says the last doubling helped), 'all' "
+                        "rows, or at most N rows that way")
+    p.add_argument("--stop", choices=["slack", "validation"], default="slack",
+                   help="what ends the eps annealing: the margin slack (default) or, with "
+                        "held-out rows (--train-size), the validation error")
+    p.add_argument("-j", "--jobs", type=int, default=-1, metavar="N",
+                   help="threads of the exact BVM pass (default -1: every core; 1: one); "
+                        "the model is the same")
     p.add_argument("--max-classes", type=_positive_int, default=100, metavar="K",
                    help="classification: refuse a target with more classes than this "
                         "(default 100; many classes usually mean a regression target)")
@@ -269,6 +280,16 @@ def _num_or_auto(v, what):
     except ValueError:
         raise SystemExit(f"streamcvm train: error: --{what} must be 'auto' or a number, "
                          f"got {v!r}") from None
+
+
+def _train_size(text):
+    if text in ("auto", "all"):
+        return text
+    try:
+        return int(float(text))
+    except ValueError:
+        raise SystemExit(f"streamcvm train: error: --train-size must be 'auto', 'all' or a "
+                         f"number of rows, got {text!r}") from None
 
 
 def _class_weight(text):
@@ -303,6 +324,9 @@ def cmd_train(args):
         raise SystemExit("streamcvm train: error: --class-weight is for classification")
     if task != "regression" and args.mu is not None:
         raise SystemExit("streamcvm train: error: --mu is for regression")
+    if task != "classification" and (args.train_size != "auto" or args.stop != "slack"):
+        raise SystemExit("streamcvm train: error: --train-size and --stop are for "
+                         "classification")
     _check_train_paths(args)        # before the heavy imports, and before any work
     import numpy as np
     from . import checkpoint
@@ -333,7 +357,9 @@ def cmd_train(args):
         est = CVMRanker(**kw)
     else:
         est = CVMClassifier(multi_class=args.multi_class,
-                            class_weight=_class_weight(args.class_weight), **kw)
+                            class_weight=_class_weight(args.class_weight),
+                            train_size=_train_size(args.train_size), stop=args.stop,
+                            n_jobs=args.jobs, **kw)
     resume = bool(args.resume)
     if resume and not checkpoint.is_checkpoint_dir(args.resume):   # --checkpoint-dir DIR too
         resume = False

@@ -140,6 +140,14 @@ class CoreSet:
                 self.K[k, :k + 1] = krow
                 self.K[:k + 1, k] = krow
 
+    def clear(self):
+        """Empty the core set (its buffers are kept)."""
+        self.n = 0
+        self._slot = {}
+        self.alpha[:] = 0.0
+        if self.sparse:
+            self._ip[0] = 0
+
     def add_many(self, ids, X, y, alpha, kernel, ic, q):
         """Append dense rows with their weights at once (e.g. bvm_exact's
         result; ``ic``, ``q``: scalars, the same for all); one by one when a

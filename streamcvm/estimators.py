@@ -107,6 +107,12 @@ class _CVMBase(BaseEstimator):
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if not isinstance(self.C, numbers.Real) or self.C <= 0:
             raise ValueError(f"C must be positive, got {self.C!r}")
+        ts = getattr(self, "train_size", "all")
+        if not (ts in ("auto", "all") or (isinstance(ts, numbers.Integral) and ts >= 1000)):
+            raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
+                             f"least 1,000, got {ts!r}")
+        if getattr(self, "stop", "slack") not in ("slack", "validation"):
+            raise ValueError(f"stop must be 'slack' or 'validation', got {self.stop!r}")
 
     def _prepare(self, X, y=None, sample_weight=None, regression=False):
         """A store for the training data, and the labels sklearn validated
@@ -156,6 +162,21 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     full_pass : finish with passes over all rows until none violates
     multi_class : "ovo" (one-vs-one, as LIBSVM; default) or "ovr" (one-vs-rest:
         one machine per class, trained on every row)
+    train_size : "auto" (default), "all" or a number of rows. "auto": a
+        binary machine of more than 65,536 rows trains by progressive
+        subsampling: stages on 16,384, 32,768, ... random rows, each
+        converged, while the last doubling still fixed significantly more
+        rows of a held-out validation sample than it broke (never trained
+        on; see streamcvm.problems.progressive). Time and the model's size
+        then follow what the data's noise allows, not n. "all": every row
+        (the L2-SVM of the whole store; full_pass implies it). A number:
+        "auto" with the sample capped at that many rows.
+    n_jobs : threads of the exact BVM pass (-1, the default: every core; 1:
+        one). The model does not depend on it.
+    stop : "slack" (default) or "validation": what ends the eps annealing,
+        the margin slack (eps="auto") or, with held-out rows (progressive
+        fits), a validation error that has not improved on its best by more
+        than its standard error for two levels.
     class_weight : None, "balanced" (n / (k n_c), as scikit-learn) or a dict
         {label: weight}: class c's rows get C * weight_c (generalized-cvm
         sec. IV-A). Weighted rows, like ``sample_weight`` and kernels without
@@ -168,7 +189,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
                  multi_class="ovo", decision_function_shape="ovr", class_weight=None,
-                 random_state=0, verbose=False):
+                 train_size="auto", stop="slack", n_jobs=-1, random_state=0, verbose=False):
         self.method = method
         self.C = C
         self.kernel = kernel
@@ -182,6 +203,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.multi_class = multi_class
         self.decision_function_shape = decision_function_shape
         self.class_weight = class_weight
+        self.train_size = train_size
+        self.stop = stop
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
 
@@ -253,7 +277,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                                   resume=cur if k == k_resume else None,
                                   class_weight=None if cw is None else (cw[pair[0]], cw[pair[1]]),
                                   sample_weight=weighted, runner=runner,
-                                  pass_progress=bar.passes)
+                                  pass_progress=bar.passes, train_size=self.train_size,
+                                  stop=self.stop, n_jobs=self.n_jobs)
                 machines.append(m)
                 _machine_done(ck, m, len(subs))
         self._set_machines(machines)
@@ -408,7 +433,7 @@ def _checkpointing(est, store, kern, checkpoint_dir, resume, every, every_iter, 
         return None, [], None
     from .checkpoint import Checkpointer
     from .problems.machine import machine_from
-    skip = ("verbose", "decision_function_shape")      # do not change the model
+    skip = ("verbose", "decision_function_shape", "n_jobs")      # do not change the model
     params = {k: v for k, v in est.get_params().items() if k not in skip}
     # numpy scalars as Python numbers, so a snapshot compares equal to its run
     params = json.loads(json.dumps(params, default=lambda v: v.item() if hasattr(v, "item")
@@ -498,8 +523,9 @@ class _Progress:
     def update(self, solver):
         if self.bar is not None:
             eps = solver.level_eps if solver.level_eps is not None else solver.eps
+            note = getattr(solver, "note", None)
             self.bar.set_postfix_str(
-                f"eps {eps:.1e}  core {solver.core.n:,}  "
+                (f"{note}  " if note else "") + f"eps {eps:.1e}  core {solver.core_size:,}  "
                 f"radius {np.sqrt(max(solver.radius2 - solver.ce2, 0)):.5f}  "
                 f"iter {solver.n_iter:,}")
 

@@ -116,8 +116,8 @@ def check_output(path, *, what, own_kind=None, inputs=(), overwrite=False, strea
         if own_kind is not None and kind == own_kind:
             return "replace"
         if stat.S_ISDIR(st.st_mode) and kind is None and os.listdir(path):
-            raise OutputError(path, f"is a folder of other files, not a streamcvm output; "
-                              f"it is never replaced (choose another path)")
+            raise OutputError(path, "is a folder of other files, not a streamcvm output; "
+                                    "it is never replaced (choose another path)")
         if not overwrite and not (stat.S_ISDIR(st.st_mode) and not os.listdir(path)):
             held = f"a streamcvm {kind}" if kind else "a file"
             raise OutputError(path, f"already exists (pass --overwrite to replace it): "

@@ -181,10 +181,10 @@ def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     levels = np.array(eps_levels(1e-4))
 
     def run(steps, average):
-        a, h = np.zeros(n), np.zeros((len(levels), 8))
+        a, h = np.zeros(n), np.zeros((len(levels), meb.EXACT_HIST))
         last = bvm_exact(np.ascontiguousarray(X.T), e, e, ef, e, e, ef, sq_norms(X), y,
                          k.gamma, b, 1.0, levels, 0.0, steps, a, h, average,
-                         np.zeros(meb.EXACT_STATE), np.zeros(n), -1)
+                         np.zeros(meb.EXACT_STATE), np.zeros(n), -1, 1, -1, False)
         return a, h[last]
 
     T = 60

@@ -54,7 +54,7 @@ def main(argv=None):
     from datasets import load, protocol_gamma
     from streamcvm.kernels import Kernel, sq_norms
     from streamcvm.solvers import meb
-    from streamcvm.solvers.meb import EXACT_STATE, bvm_exact
+    from streamcvm.solvers.meb import EXACT_HIST, EXACT_STATE, bvm_exact
 
     Xtr, ytr, Xte, yte = load(a.dataset)
     if len(np.unique(ytr)) != 2:
@@ -95,10 +95,10 @@ def main(argv=None):
         out = {}
         for average in (False, True):
             alpha = np.zeros(X.shape[0])
-            hist = np.zeros((len(levels), 8))
+            hist = np.zeros((len(levels), EXACT_HIST))
             t = time.perf_counter()
             bvm_exact(*args, sq, y, gamma, b, invC, levels, 0.0, ms, alpha, hist, average,
-                      np.zeros(EXACT_STATE), np.zeros(X.shape[0]), -1)
+                      np.zeros(EXACT_STATE), np.zeros(X.shape[0]), -1, 1, -1, False)
             t = time.perf_counter() - t
             out[average] = decision(alpha)
         f, bias = out[False]

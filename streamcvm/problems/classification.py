@@ -17,6 +17,7 @@ import numpy as np
 from .driver import kernel_bound, row_stats, run_solver
 from .machine import Machine
 from .points import RowPoints
+from .progressive import plan, train_progressive
 
 
 def class_points(store, kernel, classes, C, class_weight=None, sample_weight=False,
@@ -49,13 +50,20 @@ def class_points(store, kernel, classes, C, class_weight=None, sample_weight=Fal
 def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
                   eps=1e-3, sample_size=59, max_core=None, seed=0, full_pass=False,
                   callback=None, checkpointer=None, n_machines=1, resume=None,
-                  class_weight=None, sample_weight=False, runner=None, pass_progress=None):
+                  class_weight=None, sample_weight=False, runner=None, pass_progress=None,
+                  train_size="all", stop="slack", make_pool=None, validation=None,
+                  n_jobs=None):
     """Train one machine on ``store``.
 
     ``classes=(neg, pos)``: a two-class L2-SVM on the rows of those labels.
     ``classes=None``: a one-class L2-SVM (SVDD) on every row.
-    ``class_weight``/``sample_weight``: see :func:`class_points`; the other
-    arguments (``runner``: where O(n) passes run) are
+    ``class_weight``/``sample_weight``: see :func:`class_points`.
+    ``train_size``: "all" rows, or "auto" / a number of rows for a two-class
+    machine trained by progressive subsampling on a held-out validation
+    set (:mod:`.progressive`; not with ``full_pass``). ``stop``: "slack" or
+    "validation", what ends the eps annealing (:meth:`MEBSolver.set_validation`;
+    "validation" needs held-out rows: a progressive fit, or ``validation``).
+    The other arguments (``runner``: where O(n) passes run) are
     :func:`~streamcvm.problems.driver.run_solver`'s.
     """
     one_class = classes is None
@@ -63,13 +71,36 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
                       or not kernel.constant_diagonal):
         raise ValueError("the one-class machine needs one C and a kernel with constant "
                          f"k(x, x) (rbf, laplacian, npoly), not {kernel.name!r} or weights")
+    kw = dict(C=C, method=method, eps=eps, sample_size=sample_size, max_core=max_core,
+              seed=seed, callback=callback, checkpointer=checkpointer, n_machines=n_machines,
+              class_weight=class_weight, sample_weight=sample_weight, stop=stop,
+              n_jobs=n_jobs)
+    sizes = None if one_class or full_pass else plan(store, classes, train_size)
+    if sizes is not None:
+        def stage(sub, val, stage_pool, stage_resume, warm):
+            def shown(solver):      # the progress bar says which stage runs
+                solver.note = f"{sub.n:,} sampled rows"
+                callback(solver)
+            return _fit(sub, kernel, (-1.0, 1.0), make_pool=stage_pool, validation=val,
+                        resume=stage_resume, warm=warm,
+                        **dict(kw, callback=None if callback is None else shown))
+        m = train_progressive(store, kernel, classes, sizes, seed=seed, runner=runner,
+                              weighted=sample_weight, resume=resume, train=stage)
+        m.classes = tuple(_side(c) for c in classes)
+        return m
+    return _fit(store, kernel, classes, full_pass=full_pass, resume=resume, runner=runner,
+                pass_progress=pass_progress, make_pool=make_pool, validation=validation,
+                **kw)[0]
+
+
+def _fit(store, kernel, classes, *, C, method, class_weight, sample_weight, runner=None,
+         **solver_kw):
+    """One machine on every row of ``store``: (Machine, the solver)."""
+    one_class = classes is None
     points = class_points(store, kernel, classes, C, class_weight, sample_weight, runner)
     solver = run_solver(store, kernel, points, classes=classes,
                         target="ones" if one_class else "binary", b=0.0 if one_class else 1.0,
-                        C=C, method=method, eps=eps, sample_size=sample_size,
-                        max_core=max_core, seed=seed, full_pass=full_pass, callback=callback,
-                        checkpointer=checkpointer, n_machines=n_machines, resume=resume,
-                        runner=runner, pass_progress=pass_progress)
+                        C=C, method=method, runner=runner, **solver_kw)
     slots, alpha = solver.support()
     cs = solver.core
     rows = cs.rows()[slots]
@@ -99,7 +130,7 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
         # less its extra coordinate ce^2 (bvm paper sec. 3.3)
         R2t = solver.r2 - solver.ce2 if method == "bvm" else 1.0 + 1.0 / C - m.c2 - a2 / C
         m.radius2 = float((1.0 + solver.certified_eps) ** 2 * R2t - a2 / C - 1.0 / C)
-    return m
+    return m, solver
 
 
 def _side(c):

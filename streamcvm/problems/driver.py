@@ -101,10 +101,20 @@ def kernel_bound(kernel, stats):
     return float(kernel.diag(np.zeros((2, 1), np.float32), sq).max()) * (1.0 + 1e-4)
 
 
+# Exact or sampled BVM (run_solver): wholly pooled problems of at most this many
+# rows run the exact pass from the start; larger ones switch to it once the
+# core set holds m / SWITCH_RATIO vectors (a sampled step then costs ~59 |S|
+# kernel values at ~3.4 ns, an exact one m rows at ~6 ns / threads: measured on
+# the 22-feature mixture, tools/bench_scale_accuracy.py)
+EXACT_ALWAYS_ROWS = 16384
+SWITCH_RATIO = 100
+
+
 def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.0,
                method="bvm", eps=1e-3, sample_size=59, max_core=None, seed=0,
                full_pass=False, callback=None, checkpointer=None, n_machines=1, resume=None,
-               make_pool=None, dim=None, sparse=None, runner=None, pass_progress=None):
+               make_pool=None, dim=None, sparse=None, runner=None, pass_progress=None,
+               validation=None, stop="slack", warm=None, n_jobs=None):
     """Train one machine's MEB on ``store`` and return the solver.
 
     ``points``: the problem's points (:mod:`streamcvm.problems.points`);
@@ -122,7 +132,19 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     the store's rows, or the problem's own point source (or a factory of
     point chunks). ``runner``: where full passes run their chunk tasks
     (:class:`streamcvm.parallel.Runner`; default: the active dask client,
-    else threads); ``pass_progress(done, total, pass number)``: after each task."""
+    else threads); ``pass_progress(done, total, pass number)``: after each task.
+    ``warm``: the solver of a smaller problem over the first rows of this one
+    (a progressive fit's previous stage); an exact BVM run continues from its
+    center. ``stop="validation"``: the annealing ends by the error of the
+    held-out ``validation = (X, y)`` (y as the machine sees it), recorded at
+    every eps level (:meth:`MEBSolver.set_validation`), rather than by the
+    margin slack. ``n_jobs``: threads of the exact pass (None: all).
+
+    Exact or sampled, by cost: a wholly pooled plain BVM problem of at most
+    ``EXACT_ALWAYS_ROWS`` rows runs :meth:`MEBSolver.fit_exact` from the start;
+    a larger one starts sampled and hands over to the exact pass, warm, once
+    a sampled step (``sample_size`` x |S| kernel values) costs more than an
+    exact one (a column over the m rows): |S| >= m / ``SWITCH_RATIO``."""
     rng = np.random.default_rng(seed)
     cur = None if resume is None else resume.get("current")
     state = None if cur is None else cur["pool"]
@@ -134,23 +156,39 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
         pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size)
     solver = MEBSolver(kernel, store.d if dim is None else dim,
                        store.sparse if sparse is None else sparse, C=C, b=b, method=method,
-                       eps=eps, sample_size=sample_size, max_core=max_core, points=points)
+                       eps=eps, sample_size=sample_size, max_core=max_core, points=points,
+                       n_jobs=n_jobs)
+    if stop == "validation":
+        if validation is None:
+            raise ValueError("stop='validation' needs held-out rows")
+        solver.set_validation(validation[0], validation[1], rule=True)
     try:
         if cur is not None:
             solver.restore(cur["solver"], resume["arrays"])
         hook = None if checkpointer is None else checkpointer.solver_hook(pool, n_machines)
         rows = pool.all_rows(classes, target)       # a small store, wholly pooled
-        if rows is not None and solver.exact_ok(rows[1]):
-            solver.fit_exact(*rows, checkpoint=hook)
-            if callback is not None:
-                callback(solver)
+        exact = rows is not None and solver.exact_ok(rows[1])
+        m = 0 if rows is None else len(rows[0])
+        if warm is not None and cur is None and exact and warm.core.n:
+            solver = warm       # (a resumed run restores its own state instead)
+            if stop == "validation":
+                solver.set_validation(validation[0], validation[1], rule=True)
+        if exact and solver is warm:
+            solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
+        elif exact and (solver._exact is not None or m <= EXACT_ALWAYS_ROWS):
+            solver.fit_exact(*rows, checkpoint=hook, callback=callback)  # fresh, or resumed
         else:
             passes = full_pass if callable(full_pass) or hasattr(full_pass, "points") else \
                 RowSource(store, classes, target, points.weighted) if full_pass else None
+            switch = (lambda s: s.core.n * SWITCH_RATIO >= m) if exact else None
             solver.fit(pool, classes=classes, target=target, callback=callback,
                        full_pass=passes, checkpoint=hook,
                        resume=None if cur is None else tuple(cur["position"]),
-                       runner=runner, pass_progress=pass_progress)
+                       runner=runner, pass_progress=pass_progress, switch=switch)
+            if solver.switched:
+                solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
+        if callback is not None:
+            callback(solver)
     finally:
         pool.close()
     return solver

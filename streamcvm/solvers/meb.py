@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+from numba import njit, prange
 
 from ..coreset import CoreSet
 from ..kernels import RBF, exp_nonpos, sq_norms
@@ -42,7 +42,40 @@ from .smo import center_sq_norm, gradient, smo_simplex
 PATIENCE = {"cvm": 7, "bvm": 10, "fvm": 7}
 DENSE_MAX_D = 2048
 MARGIN_TOL = 0.3  # eps="auto" stops at the first level whose margin slack is at most this
-EXACT_MAX_CELLS = 2_000_000  # sub-problems storing at most this many values (dense cells or nnz) run bvm_exact
+EXACT_MAX_CELLS = 64_000_000  # rows x features (or nnz) the exact pass may hold (256 MB float32)
+
+
+class _Threads:
+    """How many tasks :func:`bvm_exact`'s passes run as, piece by piece of
+    the run: the faster of one and ``most`` by the seconds per pass measured
+    on recent pieces (each count retried every ``RETRY`` pieces), so a
+    machine busy with other work falls back to one thread rather than wait
+    at every step for a descheduled one. The model is the same either way:
+    each row's arithmetic does not depend on the count."""
+
+    RETRY = 16
+    MIN_ROWS = 8192         # fewer rows: one thread (a pass is too short to share)
+
+    def __init__(self, most, n_rows):
+        self.most = most if n_rows >= self.MIN_ROWS else 1
+        self.cost = {}
+        self.pieces = 0
+
+    def pick(self):
+        self.pieces += 1
+        if self.most == 1:
+            return 1
+        for k in (self.most, 1):
+            if k not in self.cost:
+                return k
+        best = min(self.cost, key=self.cost.get)
+        if self.pieces % self.RETRY == 0:
+            return self.most if best == 1 else 1
+        return best
+
+    def took(self, tasks, seconds_per_pass):
+        old = self.cost.get(tasks)
+        self.cost[tasks] = seconds_per_pass if old is None else 0.5 * (old + seconds_per_pass)
 
 
 def eps_levels(eps, start=0.1):
@@ -69,11 +102,13 @@ class MEBSolver:
     points : which MEB points the rows stand for, with their signs, 1/C_i and
         linear terms (:mod:`streamcvm.problems.points`); default: the rows,
         one C, the plain MEB. Only the plain MEB runs BVM.
+    n_jobs : threads of the exact BVM pass (None or -1: all numba's); the
+        model does not depend on it
     """
 
     def __init__(self, kernel, d, sparse, *, C=1.0, b=1.0, method="cvm", eps=1e-3,
                  sample_size=59, patience=None, max_core=None, init_size=20,
-                 smo_max_iter=100000, points=None):
+                 smo_max_iter=100000, points=None, n_jobs=None):
         if method not in PATIENCE:
             raise ValueError(f"unknown method {method!r}: cvm, bvm or fvm")
         if points is None:
@@ -134,6 +169,61 @@ class MEBSolver:
         self._last = None                           # the last BVM step, to halve
         self.cert_eps = None                        # eps certified for the result
         self._exact = None                          # fit_exact's state while it runs
+        self.n_jobs = n_jobs                        # threads of the exact pass (None: all)
+        # held-out rows (set_validation): their error is recorded per level;
+        # with val_rule it also ends the annealing
+        self.val = None
+        self.val_rule = False
+        self._val_best, self._val_stale = 2.0, 0.0
+        self.switched = False                       # fit() handed over to fit_exact
+        self.note = None                            # what the progress display adds
+
+    def set_validation(self, X, y, rule=False):
+        """Held-out rows ``X`` with labels ``y`` (+-1, as the machine sees
+        them), never trained on. Every eps level records their error rate
+        (``validation_error`` in the history); with ``rule`` the annealing
+        stops once it has not improved on its best by more than that best's
+        standard error for two levels, instead of by the margin slack."""
+        self.val = (X, np.asarray(y, np.float64))
+        self.val_rule = bool(rule)
+        self._val_best, self._val_stale = 2.0, 0.0
+
+    def validation_error(self):
+        """The error rate of the current center on the held-out rows."""
+        Xv, yv = self.val
+        cs = self.core
+        n = cs.n
+        ay = cs.alpha[:n] * cs.y[:n]
+        sq = sq_norms(Xv)
+        from ..problems.machine import block_rows_for
+        step = block_rows_for(n)
+        wrong = 0
+        for a in range(0, Xv.shape[0], step):
+            e = min(a + step, Xv.shape[0])
+            f = self.kernel.block(Xv[a:e], cs.rows(), sq[a:e], cs.sq[:n], BT=cs.rows_t()) @ ay
+            wrong += int(np.sum(yv[a:e] * (f + self.b * ay.sum()) <= 0))
+        return wrong / max(len(yv), 1)
+
+    def _stop_level(self, eps):
+        """Whether the annealing ends after the level at ``eps``: by the
+        validation rule when it is on, else (eps="auto") by the margin slack."""
+        if self.val_rule and self.val is not None:
+            return self._val_stale >= 2
+        return self.auto_eps and self.margin_slack(eps) <= self.margin_tol
+
+    def n_tasks(self):
+        """Threads for the passes over every row: ``n_jobs`` (None or -1:
+        all of numba's), at most numba's."""
+        import numba
+        most = numba.get_num_threads()
+        return most if self.n_jobs in (None, -1) else max(1, min(int(self.n_jobs), most))
+
+    @property
+    def core_size(self):
+        """Core vectors so far (while :meth:`fit_exact` runs, its count)."""
+        if self._exact is not None:
+            return int(self._exact["state"][2])
+        return self.core.n
 
     @property
     def certified_eps(self):
@@ -403,11 +493,21 @@ class MEBSolver:
         return True
 
     def record(self, eps):
-        self.history.append({"iteration": self.n_iter, "core_size": self.core.n,
-                             "radius": float(np.sqrt(max(self.radius2, 0.0))),
-                             "eps": eps, "elapsed": time.perf_counter() - self.t0,
-                             "c2": float(self.c2), "ce2": float(self.ce2),
-                             "margin_slack": float(self.margin_slack(eps))})
+        rec = {"iteration": self.n_iter, "core_size": self.core.n,
+               "radius": float(np.sqrt(max(self.radius2, 0.0))),
+               "eps": eps, "elapsed": time.perf_counter() - self.t0,
+               "c2": float(self.c2), "ce2": float(self.ce2),
+               "margin_slack": float(self.margin_slack(eps))}
+        if self.val is not None:
+            err = self.validation_error()
+            rec["validation_error"] = err
+            nv = len(self.val[1])
+            best = self._val_best
+            if best > 1.0 or err < best - np.sqrt(best * (1.0 - best) / nv):
+                self._val_best, self._val_stale = err, 0.0
+            else:
+                self._val_best, self._val_stale = min(best, err), self._val_stale + 1.0
+        self.history.append(rec)
 
     # -- checkpoints ------------------------------------------------------------
     def state(self):
@@ -419,8 +519,9 @@ class MEBSolver:
             levels = eps_levels(self.eps_floor if self.auto_eps else self.eps)
             return ({"exact": True, "elapsed": time.perf_counter() - self.t0,
                      "n_iter": int(st[1]), "core_size": int(st[2]),
-                     "level_eps": levels[min(int(st[0]), len(levels) - 1)]},
-                    {"ex_" + k: v for k, v in self._exact.items()})
+                     "level_eps": levels[min(int(st[0]), len(levels) - 1)],
+                     "history": self.history, "warm": self._exact.get("warm", False)},
+                    {"ex_" + k: v for k, v in self._exact.items() if k != "warm"})
         arrays = {"core_" + k: v for k, v in self.core.arrays().items()}
         if self.Ka is not None:
             arrays["Ka"] = self.Ka
@@ -432,7 +533,8 @@ class MEBSolver:
         meta = {"c2": float(self.c2), "ce2": float(self.ce2), "r2": float(self.r2),
                 "n_iter": int(self.n_iter), "eps": float(self.eps),
                 "level_eps": self.level_eps, "cert_eps": self.cert_eps, "last": last,
-                "history": self.history, "elapsed": time.perf_counter() - self.t0}
+                "history": self.history, "elapsed": time.perf_counter() - self.t0,
+                "val": [self._val_best, self._val_stale]}
         return meta, arrays
 
     def restore(self, meta, arrays):
@@ -440,6 +542,8 @@ class MEBSolver:
         if meta.get("exact"):
             self._exact = {k[3:]: np.array(v) for k, v in arrays.items() if k.startswith("ex_")}
             self._exact["elapsed"] = meta["elapsed"]
+            self._exact["warm"] = meta.get("warm", False)
+            self.history = meta.get("history", [])
             return self
         core = {k[5:]: v for k, v in arrays.items() if k.startswith("core_")}
         if "ic" not in core:    # a snapshot from before per-point terms: the plain MEB
@@ -452,12 +556,13 @@ class MEBSolver:
             setattr(self, k, meta[k])
         self._last = None if meta["last"] is None else tuple(meta["last"])
         self.history = meta["history"]
+        self._val_best, self._val_stale = meta.get("val", [2.0, 0.0])
         self.t0 = time.perf_counter() - meta["elapsed"]
         return self
 
     # -- the driver -----------------------------------------------------------
     def fit(self, pool, classes=None, full_pass=None, callback=None, target="raw",
-            checkpoint=None, resume=None, runner=None, pass_progress=None):
+            checkpoint=None, resume=None, runner=None, pass_progress=None, switch=None):
         """Anneal eps down to the target, sampling violators from ``pool``
         (a ChunkPool). ``full_pass``: a point source or a factory of
         (ids, X, y) chunks (:meth:`confirm`); if given, passes over all
@@ -469,7 +574,9 @@ class MEBSolver:
         there (:meth:`state`, the pool's) continues with ``resume=position``
         after :meth:`restore`. ``runner``, ``pass_progress``: where the full
         passes' chunk tasks run, and their progress (:meth:`confirm`).
-        Returns self."""
+        ``switch(solver)``: checked after every step; when it says True the
+        fit returns at once with ``switched`` set (the caller continues with
+        :meth:`fit_exact` ``warm=True``). Returns self."""
         auto = self.auto_eps
         weighted = self.points.weighted
         if resume is None:
@@ -496,6 +603,9 @@ class MEBSolver:
                     shown = time.perf_counter()
                 if self.search(*drawn[:3], eps, w=drawn[3] if weighted else None):
                     calm = 0
+                    if switch is not None and switch(self):
+                        self.switched = True
+                        return self
                 else:
                     calm += 1
                     if self.max_core is not None and self.core.n >= self.max_core:
@@ -503,7 +613,7 @@ class MEBSolver:
             self.record(eps)
             if callback is not None:
                 callback(self)
-            if auto and self.margin_slack(eps) <= self.margin_tol:
+            if self._stop_level(eps):
                 self.eps = eps
                 break
         self.half_last_step()
@@ -513,15 +623,26 @@ class MEBSolver:
                                                     progress=pass_progress)
         return self
 
-    def fit_exact(self, ids, X, y, checkpoint=None):
+    def fit_exact(self, ids, X, y, checkpoint=None, warm=False, callback=None):
         """BVM on every row of a small in-memory problem (:func:`bvm_exact`):
         ``ids``, dense ``X`` and labels ``y`` of all its rows. Same schedule,
-        same stopping rule; no sampling, so no violator is missed.
+        same stopping rule; no sampling, so no violator is missed. The
+        held-out rows of :meth:`set_validation` ride along: their margins are
+        kept each step, so every level records its validation error.
+        ``warm``: continue from this solver's current center (a sampled
+        :meth:`fit` that stopped because the exact pass became cheaper; its
+        core vectors are among ``ids``).
         ``checkpoint(solver, position)``: as in :meth:`fit`; the compiled loop
         then runs in pieces of about 0.1 s, and a state :meth:`restore` d from
-        such a snapshot continues where it was. Returns self."""
+        such a snapshot continues where it was. ``callback(solver)``: after
+        each piece of about 0.1 s (progress). Returns self."""
         resumed = self._exact
-        self.t0 = time.perf_counter() - (resumed["elapsed"] if resumed else 0.0)
+        n_cand = len(ids)
+        if self.val is not None:            # validation rows after the candidates
+            Xv, yv = self.val
+            X = sp.vstack([sp.csr_matrix(X), sp.csr_matrix(Xv)]).tocsr() if sp.issparse(X) \
+                else np.concatenate([np.asarray(X, np.float32), np.asarray(Xv, np.float32)])
+            y = np.concatenate([np.asarray(y, np.float64), np.asarray(yv, np.float64)])
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float32)
             X.sum_duplicates()
@@ -535,41 +656,60 @@ class MEBSolver:
             ip = ind = cp = ri = np.zeros(0, np.int64)
             dat = cv = np.zeros(0, np.float32)
         levels = np.array(eps_levels(self.eps_floor if self.auto_eps else self.eps))
-        n = len(ids)
+        n = X.shape[0]
+        sq, yv = sq_norms(X), np.asarray(y, np.float64)
         if resumed:
             st, Ka, alpha, hist = (resumed[k] for k in ("state", "Ka", "alpha", "hist"))
+            self.t0 = time.perf_counter() - resumed["elapsed"]
+        elif warm:
+            st, Ka, alpha, hist = self._warm_state(np.asarray(ids), X, sq, yv, levels)
         else:
+            self.t0 = time.perf_counter()
             st, Ka, alpha = np.zeros(EXACT_STATE), np.zeros(n), np.zeros(n)
-            hist = np.zeros((len(levels), 8))
-        self._exact = {"state": st, "Ka": Ka, "alpha": alpha, "hist": hist}
-        max_steps = 200 * n + 10000
+            hist = np.full((len(levels), EXACT_HIST), np.nan)
+        self._exact = {"state": st, "Ka": Ka, "alpha": alpha, "hist": hist,
+                       "warm": bool(warm or (resumed and resumed.get("warm")))}
+        max_steps = 200 * n_cand + 10000       # (a warm start's sampled steps count too)
         per_call = max(16, int(2e7 // max(n, 1)))       # ~5 ns a row a step: ~0.1 s
-        sq, yv = sq_norms(X), np.asarray(y, np.float64)
+        threads = _Threads(self.n_tasks(), n)
         while True:
             if checkpoint is not None:
                 checkpoint(self, (int(st[0]), 0))
-            stop = int(st[1]) + per_call if checkpoint is not None else -1
+            t, passes0 = time.perf_counter(), st[15]
+            tasks = threads.pick()
             last = bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, yv, self.kernel.gamma, self.b,
                              1.0 / self.C, levels, self.margin_tol if self.auto_eps else 0.0,
-                             max_steps, alpha, hist, True, st, Ka, stop)
+                             max_steps, alpha, hist, True, st, Ka, int(st[1]) + per_call,
+                             tasks, n_cand, self.val_rule)
             if last >= 0:
                 break
+            threads.took(tasks, (time.perf_counter() - t) / max(st[15] - passes0, 1.0))
+            if callback is not None:
+                self.n_iter, self.level_eps = int(st[1]), float(levels[int(st[0])])
+                callback(self)
         self._exact = None
+        alpha = alpha[:n_cand]
         keep = np.flatnonzero(alpha > 0)
         Xk = X[keep]
         if sp.issparse(Xk) and not self.core.sparse:
             Xk = Xk.toarray()   # the core set keeps sparse rows dense up to DENSE_MAX_D
-        self.core.add_many(np.asarray(ids)[keep], Xk, np.asarray(y, np.float64)[keep],
-                           alpha[keep], self.kernel, 1.0 / self.C, self.kt)
+        self.core.clear()
+        self.core.add_many(np.asarray(ids)[keep], Xk, yv[keep], alpha[keep], self.kernel,
+                           1.0 / self.C, self.kt)
         self.eps = self.level_eps = float(levels[last])
         self.n_iter = int(hist[last, 1])
-        for e, it, c2, ce2, core, *_ in hist[:last + 1]:
+        for e, it, c2, ce2, core, _, _, _, verr in hist[:last + 1]:
+            if np.isnan(e):
+                continue        # a level the sampled run before a warm start recorded
             self.c2, self.ce2 = float(c2), float(ce2)
-            self.history.append({"iteration": int(it), "core_size": int(core),
-                                 "radius": float(np.sqrt(self.r2)), "eps": float(e),
-                                 "elapsed": time.perf_counter() - self.t0, "c2": float(c2),
-                                 "ce2": float(ce2), "margin_slack": float(self.margin_slack(e)),
-                                 "exact": True})
+            rec = {"iteration": int(it), "core_size": int(core),
+                   "radius": float(np.sqrt(self.r2)), "eps": float(e),
+                   "elapsed": time.perf_counter() - self.t0, "c2": float(c2),
+                   "ce2": float(ce2), "margin_slack": float(self.margin_slack(e)),
+                   "exact": True}
+            if self.val is not None:
+                rec["validation_error"] = float(verr)
+            self.history.append(rec)
         self.cert_eps = float(hist[last, 5])
         self.c2, self.ce2 = float(hist[last, 6]), float(hist[last, 7])
         self.history[-1]["certified_eps"] = self.cert_eps
@@ -580,11 +720,51 @@ class MEBSolver:
             self.history[-1]["stopped"] = "max_steps"
         return self
 
+    def _warm_state(self, ids, X, sq, y, levels):
+        """:func:`bvm_exact`'s state continuing from this solver's sampled
+        run: its weights placed on the rows ``ids`` (the candidates, first in
+        ``X``), ``(K~a)`` of every row (one kernel block against the core),
+        the level it was on and its last step (for the final averaging)."""
+        cs = self.core
+        nc = cs.n
+        n = X.shape[0]
+        order = np.argsort(ids, kind="stable")
+        pos = order[np.searchsorted(ids, cs.ids[:nc], sorter=order)]
+        alpha = np.zeros(n)
+        alpha[pos] = cs.alpha[:nc]
+        ay = cs.alpha[:nc] * cs.y[:nc]
+        Ka = np.empty(n)
+        rows, rsq, rt = cs.rows(), cs.sq[:nc], cs.rows_t()
+        from ..problems.machine import block_rows_for
+        step = block_rows_for(nc)
+        for a in range(0, n, step):
+            e = min(a + step, n)
+            Ka[a:e] = y[a:e] * (self.kernel.block(X[a:e], rows, sq[a:e], rsq, BT=rt) @ ay
+                                + self.b * ay.sum())
+        Ka[pos] += cs.alpha[:nc] * cs.ic[:nc]
+        kt = self.kt
+        cand = Ka[:len(ids)]
+        best = int(np.argmin(cand))
+        st = np.zeros(EXACT_STATE)
+        li = int(np.flatnonzero(levels <= self.level_eps * (1 + 1e-9))[0])
+        st[0], st[1], st[2] = li, max(self.n_iter, 1), nc
+        st[3], st[4], st[5] = self.c2, self.ce2, 1.0
+        st[6], st[7] = best, self.c2 - 2.0 * cand[best] + kt + self.ce2
+        if self._last is not None:
+            slot, beta, c2p, ce2p, d2 = self._last
+            st[8], st[9], st[10], st[11], st[12] = c2p, ce2p, d2, pos[slot], beta
+        else:       # no step to halve: the averaging step is then the identity
+            st[8], st[9], st[10], st[11], st[12] = self.c2, self.ce2, st[7], pos[0], 1.0
+        st[13], st[14] = self._val_best, self._val_stale
+        hist = np.full((len(levels), EXACT_HIST), np.nan)
+        return st, Ka, alpha, hist
+
     def exact_ok(self, X):
         """Whether :meth:`fit_exact` applies to the rows ``X`` (dense or CSR):
-        BVM, the RBF kernel, no core cap, and a problem small enough (stored
-        values, rows x features or nnz, at most EXACT_MAX_CELLS) that a kernel
-        column over all rows per step beats sampled searches."""
+        BVM, the RBF kernel, no core cap, and rows that fit the exact pass's
+        memory (stored values, rows x features or nnz, at most
+        EXACT_MAX_CELLS). Whether it is cheaper than sampling is
+        :func:`~streamcvm.problems.driver.run_solver`'s call."""
         cells = X.nnz if sp.issparse(X) else X.shape[0] * X.shape[1]
         return (self.method == "bvm" and self.plain and self.kernel.code == RBF
                 and self.max_core is None and cells <= EXACT_MAX_CELLS)
@@ -763,151 +943,359 @@ def half_step_eps(D2, d2, r2):
 
 
 EXACT_BLOCK = 1024  # rows per pass block of bvm_exact: its buffers stay in L1/L2
-EXACT_STATE = 13    # length of bvm_exact's resumable state vector
+EXACT_STATE = 16    # length of bvm_exact's resumable state vector
+EXACT_HIST = 9      # columns of bvm_exact's per-level record
+EXACT_BATCH = 16    # steps per pass over the rows, taken on the candidates
+EXACT_CANDIDATES = 128  # furthest rows of each class a pass keeps as the batch's candidates
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(hv, hi, v, i):
+    """Keep in ``(hv, hi)`` the ``len(hv)`` smallest (value, index) pairs
+    offered: a max-heap on (value, index) with its root at 0, which ``(v,
+    i)`` replaces when smaller."""
+    if v > hv[0] or (v == hv[0] and i > hi[0]):
+        return
+    hv[0] = v
+    hi[0] = i
+    L = len(hv)
+    p = 0
+    while True:
+        c = 2 * p + 1
+        if c >= L:
+            break
+        if c + 1 < L and (hv[c + 1] > hv[c] or (hv[c + 1] == hv[c] and hi[c + 1] > hi[c])):
+            c += 1
+        if hv[c] > hv[p] or (hv[c] == hv[p] and hi[c] > hi[p]):
+            tv, ti = hv[c], hi[c]
+            hv[c], hi[c] = hv[p], hi[p]
+            hv[p], hi[p] = tv, ti
+            p = c
+        else:
+            break
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
+                Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
+    """Task ``t`` of one :func:`bvm_exact` pass over its contiguous row
+    blocks: apply the batch of ``ncol`` steps (rows ``bestk``, ``XB``),
+    ``(K~a) <- P (K~a) + sum_j coef_j k~(., best_j)``, reading each row once
+    for all of them, and keep the ``len(hv[t])`` smallest ``(K~a)`` among the
+    first ``n_cand`` rows of each class (the furthest rows: the next batch's
+    candidates) in ``hv[t, class], hi[t, class]``. Each row's arithmetic is
+    the same whatever the number of tasks."""
+    n = len(Ka)
+    T, B = gbuf.shape
+    nblocks = (n + B - 1) // B
+    d = XT.shape[0]
+    zero = np.float32(0.0)
+    two = np.float32(2.0)
+    lo = t * nblocks // T
+    up = (t + 1) * nblocks // T
+    hvt = hv[t]
+    hit = hi[t]
+    for blk in range(lo, up):
+        s0 = blk * B
+        m = min(B, n - s0)
+        if ncol > 0:
+            ab = acc[t, :m]
+            ab[:] = 0.0
+            for j in range(ncol):
+                # slices, not offset indices: loops over them vectorise
+                if sparse:
+                    gb = g[j, s0:s0 + m]
+                else:
+                    gb = gbuf[t, :m]
+                    xj = XB[j, 0]
+                    xr = XT[0, s0:s0 + m]
+                    for l in range(m):
+                        gb[l] = xr[l] * xj
+                    for k in range(1, d):
+                        xj = XB[j, k]
+                        xr = XT[k, s0:s0 + m]
+                        for l in range(m):
+                            gb[l] += xr[l] * xj
+                sqb = sq32[s0:s0 + m]
+                ar = arg[t, :m]
+                cb = col[t, :m]
+                sk = skb[j]
+                for l in range(m):   # float32, as the kernel blocks
+                    ar[l] = -gam * max(sqb[l] + sk - two * gb[l], zero)
+                exp_nonpos(ar, cb, kbuf[t, :m])
+                cj = coef[j] * ybk[j]
+                for l in range(m):
+                    ab[l] += cj * (cb[l] + b)
+            yy = y[s0:s0 + m]
+            kb = Ka[s0:s0 + m]
+            for l in range(m):
+                kb[l] = P * kb[l] + yy[l] * ab[l]
+            for j in range(ncol):
+                if s0 <= bestk[j] < s0 + m:
+                    kb[bestk[j] - s0] += coef[j] * invC
+        kb = Ka[s0:s0 + m]
+        yy = y[s0:s0 + m]
+        for l in range(min(m, n_cand - s0)):
+            v = kb[l]
+            c = 1 if yy[l] > 0 else 0       # a heap per class: a step moves a class as one
+            if v < hvt[c, 0] or (v == hvt[c, 0] and s0 + l < hit[c, 0]):
+                _heap_push(hvt[c], hit[c], v, s0 + l)
+
+
+# The pass as tasks, serial and on numba's threads: two functions (not one
+# compiled twice, whose on-disk caches would share a name)
+@njit(cache=True, nogil=True)
+def _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
+                Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
+    for t in range(len(hv)):
+        _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC,
+                    y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
+                    Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
+    for t in prange(len(hv)):
+        _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC,
+                    y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
+
+
+@njit(cache=True, nogil=True)
+def _merge_candidates(hv, hi, cv, ci):
+    """Per class, the ``L = hv.shape[2]`` smallest (value, index) pairs of all
+    tasks' heaps into ``cv, ci`` (ascending within a class, the classes one
+    after the other); returns how many there are (finite values), the
+    smallest of all first."""
+    T, _, L = hv.shape
+    k = 0
+    for c in range(2):
+        v = hv[:, c, :].copy().ravel()
+        i = hi[:, c, :].copy().ravel()
+        order = np.argsort(i, kind="mergesort")
+        order = order[np.argsort(v[order], kind="mergesort")]
+        taken = 0
+        for o in order:
+            if taken == L or not np.isfinite(v[o]):
+                break
+            cv[k] = v[o]
+            ci[k] = i[o]
+            k += 1
+            taken += 1
+    if k > 0:       # the furthest of all (smallest (value, index)) to the front
+        j = 0
+        for c in range(1, k):
+            if cv[c] < cv[j] or (cv[c] == cv[j] and ci[c] < ci[j]):
+                j = c
+        cv[0], cv[j] = cv[j], cv[0]
+        ci[0], ci[j] = ci[j], ci[0]
+    return k
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
-              max_steps, alpha, hist, average, state, Ka, stop_at):
+              max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule):
     """BVM over every row of a small problem, in one compiled loop.
 
-    Algorithm 2/3 of the bvm paper with the *furthest* point each step (the
-    O(1/eps) variant of sec. 3.2) in the smaller-ball space (sec. 3.3):
-    ``(K~a)`` is kept for every row (one RBF kernel column per step), so the
-    search is exact and a level ends when no row violates. Dense rows come
-    as ``XT``, the rows transposed (d x n, float32), so the column's dot
-    products run along contiguous memory. Sparse rows come twice, CSR
-    ``ip, ind, dat`` and CSC ``cp, ri, cv`` (with ``XT`` of shape (d, 0)): the
-    column's dot products are scattered from the matrix columns of the chosen
-    row's nonzeros, costing the nnz of those columns rather than of the
-    matrix. The column pass also finds the next furthest row.
-    ``levels``: the eps schedule; with ``margin_tol > 0`` it stops at the first
-    level whose margin slack is at most ``margin_tol`` (``eps="auto"``).
+    Algorithm 2/3 of the bvm paper in the smaller-ball space (sec. 3.3),
+    stepping on the furthest rows: ``(K~a)`` is kept for every row, so the
+    search is exact and a level ends when no row violates. Each pass over
+    the rows applies a batch of up to ``EXACT_BATCH`` steps at once (their
+    kernel columns computed from one read of each row: the pass is bound by
+    memory traffic once the rows outgrow the caches) and keeps the
+    ``EXACT_CANDIDATES`` furthest rows of each class (a step moves a whole
+    class in or out by its bias term: the next violator is mostly of the
+    other class): the batch's first step is the furthest row of all, the
+    next ones the furthest candidate, whose distances are updated after
+    every step, while it still violates (the
+    O(1/eps) furthest-point variant of sec. 3.2, but for the rows the steps
+    of one batch may push out, which the next pass sees). Dense rows come as
+    ``XT``, the rows transposed (d x n, float32), so the dot products run
+    along contiguous memory. Sparse rows come twice, CSR ``ip, ind, dat`` and
+    CSC ``cp, ri, cv`` (with ``XT`` of shape (d, 0)): a step's dot products
+    are scattered from the matrix columns of the chosen row's nonzeros,
+    costing the nnz of those columns rather than of the matrix.
+
+    Rows from ``n_cand`` on are held-out validation rows: their ``(K~a)`` is
+    kept (it is ``y f(x)``, so it tells right from wrong) but they are never
+    stepped on. ``hist[l, 8]`` is their error rate at the end of level ``l``.
+    ``levels``: the eps schedule. It stops at the first level whose margin
+    slack is at most ``margin_tol`` (``margin_tol > 0``, ``eps="auto"``), or,
+    with ``val_rule``, once the validation error has not improved on its best
+    by more than that best's standard error for two levels.
     ``alpha`` (zeros, length n) receives the weights; ``hist[l] = (eps,
-    steps, c2, ce2, core, certified eps, c2 out, ce2 out)`` per level. With
-    ``average`` the result is the mean of the last two centers
+    steps, c2, ce2, core, certified eps, c2 out, ce2 out, validation error)``
+    per level. With ``average`` the result is the mean of the last two centers
     (:func:`half_last_step`): its certified eps, ``||c||^2`` and ``ce^2`` are
     ``hist[last, 5:8]``. Returns the index of the last level solved.
 
     Resumable: ``state`` (float64, ``EXACT_STATE`` long, zeros to start) and
     ``Ka`` (float64, n, zeros) carry the run; with ``stop_at >= 0`` it
-    returns -1 before taking step number ``stop_at``, with everything needed
-    to continue in ``state``, ``Ka``, ``alpha`` (scaled weights until the
-    end) and ``hist``; calling it again with them continues exactly where it
-    was. ``stop_at = -1``: run to the end. (All arguments are always passed,
-    so numba compiles one specialisation.)"""
+    returns -1 at the first pass boundary at or after step ``stop_at``, with
+    everything needed to continue in ``state``, ``Ka``, ``alpha`` (scaled
+    weights until the end) and ``hist``; calling it again with them
+    continues exactly where it was (the candidates are chosen again from
+    ``Ka``). A run warm-started from another solver's center passes that
+    state (:meth:`MEBSolver.fit_exact`). ``stop_at = -1``: run to the end.
+    ``n_tasks > 1``: each pass runs as that many tasks on numba's threads,
+    with the same result as one. (All arguments are always passed, so numba
+    compiles one specialisation.)"""
     d = XT.shape[0]
     sparse = XT.shape[1] == 0
     n = len(ip) - 1 if sparse else XT.shape[1]
+    nc = n if n_cand < 0 else min(n_cand, n)
     kt = 1.0 + b + invC
     r2 = kt
-    B = min(n, EXACT_BLOCK)
-    g = np.empty(n if sparse else B, np.float32)
-    arg = np.empty(B, np.float32)
-    col = np.empty(B, np.float32)
-    kbuf = np.empty(B, np.int32)
+    B = max(min(n, EXACT_BLOCK), 1)
+    T = max(n_tasks, 1)
+    KB = EXACT_BATCH
+    L = max(1, min(EXACT_CANDIDATES, nc))
+    g = np.zeros((KB, n) if sparse else (0, 0), np.float32)  # sparse: scattered dot products
+    gbuf = np.empty((T, B), np.float32)            # per task scratch
+    arg = np.empty((T, B), np.float32)
+    col = np.empty((T, B), np.float32)
+    acc = np.empty((T, B))
+    kbuf = np.empty((T, B), np.int32)
+    hv = np.empty((T, 2, L))
+    hi = np.empty((T, 2, L), np.int64)
+    cand_v = np.empty(2 * L)
+    cand_i = np.zeros(2 * L, np.int64)
+    XB = np.zeros((KB, d), np.float32)             # the batch's rows
+    skb = np.zeros(KB, np.float32)
+    ybk = np.zeros(KB)
+    coef = np.zeros(KB)
+    bestk = np.zeros(KB, np.int64)
+    betas = np.zeros(KB)
+    ws = np.zeros(KB)
+    parallel = T > 1
     sq32 = sq.astype(np.float32)
     gam = np.float32(gamma)
     zero = np.float32(0.0)
     two = np.float32(2.0)
-    xb = np.zeros(d, np.float32)  # the chosen row (dense rows)
     li0 = int(state[0])
     steps = int(state[1])
     ncore = int(state[2])
     if steps == 0:          # a fresh start: the first step takes row 0
         c2, ce2, scale, best, bd = 0.0, r2, 1.0, 0, 0.0
         last_c2, last_ce2, last_bd, last_z, last_beta = 0.0, 0.0, 0.0, 0, 1.0
+        val_best, val_stale = 2.0, 0.0
+        ncand = 0
     else:
         c2, ce2, scale, best, bd = state[3], state[4], state[5], int(state[6]), state[7]
         last_c2, last_ce2, last_bd = state[8], state[9], state[10]
         last_z, last_beta = int(state[11]), state[12]
+        val_best, val_stale = state[13], state[14]
+        ncand = -1          # choose the candidates again from Ka
+    n_val = n - nc
     last = len(levels) - 1
     for li in range(li0, len(levels)):
         eps = levels[li]
         thr = (1.0 + eps) ** 2 * r2
         while steps < max_steps:
+            if ncand < 0:       # a selection pass: no step, only the furthest rows
+                hv[:] = np.inf
+                hi[:] = n
+                if parallel:
+                    _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, 0,
+                                    1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+                else:
+                    _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, 0,
+                                1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+                ncand = _merge_candidates(hv, hi, cand_v, cand_i)
+                best = cand_i[0]
+                bd = c2 - 2.0 * cand_v[0] + kt + ce2
             if steps > 0 and bd <= thr:
                 break   # no row violates at this level
-            if steps == stop_at:  # pause: everything to continue goes to state
+            if stop_at >= 0 and steps >= stop_at:   # pause: what continues goes to state
                 state[0], state[1], state[2] = li, steps, ncore
                 state[3], state[4], state[5], state[6], state[7] = c2, ce2, scale, best, bd
                 state[8], state[9], state[10] = last_c2, last_ce2, last_bd
                 state[11], state[12] = last_z, last_beta
+                state[13], state[14] = val_best, val_stale
                 return -1
-            # the new center's ||c||^2 and ce^2 do not depend on the new column
-            last_c2, last_ce2, last_bd, last_z = c2, ce2, bd, best
-            if steps > 0:
-                beta = np.sqrt(r2 / bd)
-                c2 = beta * c2 + (1.0 - beta) * kt + (beta * beta - beta) * (bd - ce2)
-                ce2 *= beta * beta
-            else:
-                beta = 0.0
-                c2 = kt
-            w = 1.0 - beta
-            last_beta = beta
-            if sparse:
-                g[:] = 0.0
-                for p in range(ip[best], ip[best + 1]):
-                    v = dat[p]
-                    j = ind[p]
-                    for q in range(cp[j], cp[j + 1]):
-                        g[ri[q]] += cv[q] * v
-            else:
-                for j in range(d):
-                    xb[j] = XT[j, best]
-            sk = sq32[best]
-            yb = y[best]
-            nb = 0
-            nd = -np.inf
-            for s0 in range(0, n, B):
-                # slices, not offset indices: loops over them vectorise
-                m = min(B, n - s0)
-                if sparse:
-                    gb = g[s0:s0 + m]
+            # a batch: the furthest row, then the furthest candidates while they violate
+            nk = 0
+            z = best
+            dz = bd
+            while True:
+                last_c2, last_ce2, last_bd, last_z = c2, ce2, dz, z
+                if steps > 0:
+                    beta = np.sqrt(r2 / dz)
+                    c2 = beta * c2 + (1.0 - beta) * kt + (beta * beta - beta) * (dz - ce2)
+                    ce2 *= beta * beta
                 else:
-                    gb = g[:m]
-                    xj = xb[0]
-                    xr = XT[0, s0:s0 + m]
-                    for l in range(m):
-                        gb[l] = xr[l] * xj
-                    for j in range(1, d):
-                        xj = xb[j]
-                        xr = XT[j, s0:s0 + m]
-                        for l in range(m):
-                            gb[l] += xr[l] * xj
-                sqb = sq32[s0:s0 + m]
-                ab = arg[:m]
-                for l in range(m):   # float32, as the kernel blocks
-                    ab[l] = -gam * max(sqb[l] + sk - two * gb[l], zero)
-                exp_nonpos(ab, col, kbuf)
-                yy = y[s0:s0 + m]
-                kb = Ka[s0:s0 + m]
-                for l in range(m):
-                    kb[l] = beta * kb[l] + w * (yy[l] * yb * (col[l] + b))
-                if s0 <= best < s0 + m:
-                    kb[best - s0] += w * invC
-                # furthest row: d^2 = c2 + kt + ce2 - 2 (K~a), so the smallest
-                # (K~a); a vectorised min first, the index only when it improves
-                mk = _min(kb)
-                dl = c2 - 2.0 * mk + kt + ce2
-                if dl > nd:
-                    for l in range(m):
-                        if kb[l] == mk:
-                            nb = s0 + l
-                            break
-                    nd = dl
-            # alpha = scale * (stored weights): one multiply per step, not n
-            scale *= beta if steps > 0 else 1.0
-            if scale < 1e-200:
-                for l in range(n):
-                    alpha[l] *= scale
-                scale = 1.0
-            if alpha[best] == 0.0:
-                ncore += 1
-            alpha[best] += w / scale
-            steps += 1
-            best = nb
-            bd = nd
+                    beta = 0.0
+                    c2 = kt
+                w = 1.0 - beta
+                last_beta = beta
+                bestk[nk] = z
+                betas[nk] = beta
+                ws[nk] = w
+                ybk[nk] = y[z]
+                skb[nk] = sq32[z]
+                if sparse:      # this step's dot products with every row
+                    gz = g[nk]
+                    gz[:] = 0.0
+                    for p in range(ip[z], ip[z + 1]):
+                        v = dat[p]
+                        k = ind[p]
+                        for q in range(cp[k], cp[k + 1]):
+                            gz[ri[q]] += cv[q] * v
+                else:
+                    for k in range(d):
+                        XB[nk, k] = XT[k, z]
+                # alpha = scale * (stored weights): one multiply per step, not n
+                scale *= beta if steps > 0 else 1.0
+                if scale < 1e-200:
+                    for l in range(n):
+                        alpha[l] *= scale
+                    scale = 1.0
+                if alpha[z] == 0.0:
+                    ncore += 1
+                alpha[z] += w / scale
+                steps += 1
+                nk += 1
+                if nk == KB or ncand <= 0 or steps >= max_steps:
+                    break
+                # the candidates' (K~a) after this step; the next: the furthest
+                # of them, if it still violates
+                j = 0
+                for c in range(ncand):
+                    i = cand_i[c]
+                    if sparse:
+                        dot = g[nk - 1, i]
+                    else:
+                        dot = zero
+                        for k in range(d):
+                            dot += XT[k, i] * XB[nk - 1, k]
+                    a_ = -gam * max(sq32[i] + skb[nk - 1] - two * dot, zero)
+                    kv = np.exp(np.float64(a_))
+                    cand_v[c] = beta * cand_v[c] + w * (y[i] * ybk[nk - 1] * (kv + b))
+                    if i == z:
+                        cand_v[c] += w * invC
+                    if cand_v[c] < cand_v[j]:
+                        j = c
+                z = cand_i[j]
+                dz = c2 - 2.0 * cand_v[j] + kt + ce2
+                if dz <= thr:
+                    break
+            # the pass: every row gets the batch's columns; the furthest rows
+            # become the next candidates
+            P = 1.0
+            for j in range(nk - 1, -1, -1):
+                coef[j] = ws[j] * P
+                P *= betas[j]
+            hv[:] = np.inf
+            hi[:] = n
+            if parallel:
+                _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
+                                b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+            else:
+                _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
+                            b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+            ncand = _merge_candidates(hv, hi, cand_v, cand_i)
+            best = cand_i[0]
+            bd = c2 - 2.0 * cand_v[0] + kt + ce2
+            state[15] += 1.0        # passes (what a pass costs is what threads change)
         hist[li, 0] = eps
         hist[li, 1] = steps
         hist[li, 2] = c2
@@ -916,7 +1304,26 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
         hist[li, 5] = eps
         hist[li, 6] = c2
         hist[li, 7] = ce2
-        if margin_tol > 0 and eps * (2.0 + eps) * r2 / (2.0 * max(c2, 1e-300)) <= margin_tol:
+        verr = np.nan
+        if n_val > 0:       # (K~a) = y f(x) on a held-out row: wrong when not positive
+            wrong = 0
+            for l in range(nc, n):
+                if Ka[l] <= 0.0:
+                    wrong += 1
+            verr = wrong / n_val
+        hist[li, 8] = verr
+        if val_rule and n_val > 0:
+            if verr < val_best - np.sqrt(val_best * (1.0 - val_best) / n_val) or val_best > 1.0:
+                val_best = verr
+                val_stale = 0.0
+            else:
+                val_stale += 1.0
+                if verr < val_best:
+                    val_best = verr
+            if val_stale >= 2.0:
+                last = li
+                break
+        elif margin_tol > 0 and eps * (2.0 + eps) * r2 / (2.0 * max(c2, 1e-300)) <= margin_tol:
             last = li
             break
     for l in range(n):

@@ -1,0 +1,114 @@
+"""Progressive subsampling (train_size): the sample, the stages, the stop
+rule, held-out rows never trained on, and resume inside a stage."""
+import numpy as np
+import pytest
+
+import streamcvm
+from streamcvm import CVMClassifier, checkpoint
+from streamcvm.problems import progressive as pg
+from streamcvm.solvers import meb
+
+
+def _noisy(n=24000, seed=0, chunk_rows=3000):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4)).astype(np.float32)
+    f = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2]
+    y = np.where(f + 0.6 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    return streamcvm.as_store(X, y, chunk_rows=chunk_rows)
+
+
+def test_row_keys_are_uniform_and_the_sample_ignores_the_chunking():
+    k = pg.row_keys(np.arange(200000), seed=3)
+    assert 0 <= k.min() and k.max() < 1
+    assert abs(k.mean() - 0.5) < 0.005 and abs(np.mean(k < 0.1) - 0.1) < 0.005
+    assert not np.array_equal(k, pg.row_keys(np.arange(200000), seed=4))
+    a, b = _noisy(chunk_rows=1000), _noisy(chunk_rows=7000)
+    (va, Xa, ya, _), (ta, Ta, _, _) = pg.draw_sample(a, (-1.0, 1.0), 1000, 5000, seed=0)
+    (vb, _, _, _), (tb, _, _, _) = pg.draw_sample(b, (-1.0, 1.0), 1000, 5000, seed=0)
+    np.testing.assert_array_equal(va, vb)
+    np.testing.assert_array_equal(ta, tb)
+    assert not set(va.tolist()) & set(ta.tolist())          # held out: disjoint
+    assert abs(len(va) - 1000) < 150 and abs(len(ta) - 5000) < 300
+    np.testing.assert_array_equal(Xa, a.X[va])
+    # the training sample is in key order: its prefixes are random subsets
+    keys = pg.row_keys(ta, 0)
+    assert np.all(np.diff(keys) >= 0)
+
+
+def test_plan_and_stages():
+    s = _noisy()
+    assert pg.plan(s, (-1.0, 1.0), "all") is None
+    assert pg.plan(s, (-1.0, 1.0), "auto") is None            # 24,000 <= MIN_ROWS
+    n_val, n_train = pg.plan(s, (-1.0, 1.0), 16000)
+    assert n_val == 2400 and n_train == 16000
+    assert pg.stage_sizes(16000) == [4000, 8000, 16000]
+    assert pg.stage_sizes(190000) == [16384, 32768, 65536, 190000]
+    assert pg.stage_sizes(300000)[-2:] == [131072, 300000]
+    # one standard error of the paired difference
+    assert pg.keep_going(60, 20) and not pg.keep_going(50, 42)
+
+
+def test_progressive_fit_holds_out_its_validation_rows_and_records_the_stages():
+    store = _noisy()
+    clf = CVMClassifier(train_size=16000).fit(store)
+    m = clf.machines_[0]
+    stages = [h for h in m.history if "stage_validation_error" in h]
+    assert [h["stage_rows"] for h in stages] == [4000, 8000, 16000][:len(stages)]
+    for h in stages[1:]:
+        assert h["fixed"] + h["broken"] > 0
+    last = stages[-1]
+    # it stopped at the last stage, or because the last doubling did not help
+    assert len(stages) == 3 or not pg.keep_going(last["fixed"], last["broken"])
+    (vid, Xv, yv, _), (tid, _, _, _) = pg.draw_sample(store, (-1.0, 1.0), 2400, 16000, 0)
+    assert not set(m.sv_ids.tolist()) & set(vid.tolist())   # never trained on
+    assert set(m.sv_ids.tolist()) <= set(tid[:last["stage_rows"]].tolist())
+    err = np.mean(clf.predict(Xv) != yv)
+    assert err == pytest.approx(last["stage_validation_error"], abs=1e-12)
+    full = CVMClassifier(train_size="all").fit(store)
+    test = _noisy(n=20000, seed=7)
+    acc_p = np.mean(clf.predict(test.X) == test.y)
+    acc_f = np.mean(full.predict(test.X) == test.y)
+    assert acc_p > 0.8 and acc_p > acc_f - 0.01
+
+
+def test_stop_by_validation_records_every_level():
+    store = _noisy()
+    clf = CVMClassifier(train_size=16000, stop="validation").fit(store)
+    assert all("validation_error" in h for h in clf.history_)
+    with pytest.raises(ValueError, match="stop must be"):
+        CVMClassifier(stop="never").fit(store)
+
+
+def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch):
+    store = _noisy()
+    ref = CVMClassifier(train_size=16000).fit(store)
+    orig = meb.bvm_exact
+    calls = {"n": 0}
+
+    def killing(*a):      # the first piece of the second stage (8,000 rows)
+        calls["n"] += 1
+        if a[22] >= 8000:
+            raise KeyboardInterrupt
+        return orig(*a)
+    monkeypatch.setattr(meb, "bvm_exact", killing)
+    with pytest.raises(KeyboardInterrupt):
+        CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path,
+                                            checkpoint_every=0.0)
+    monkeypatch.setattr(meb, "bvm_exact", orig)
+    man = checkpoint.latest(tmp_path)[0]
+    stage = man["current"]["pool"]["progressive"]["stage"]
+    assert stage >= 1, "the kill should land after the first stage"
+    seen = []
+
+    def counting(*a):
+        seen.append(a[22])
+        return orig(*a)
+    monkeypatch.setattr(meb, "bvm_exact", counting)
+    res = CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path, resume=True)
+    assert seen and min(seen) >= 8000        # it continued: the first stage was not redone
+    a, b = ref.machines_[0], res.machines_[0]
+    np.testing.assert_array_equal(a.sv_ids, b.sv_ids)
+    np.testing.assert_array_equal(a.coef, b.coef)
+    verdicts = [[{k: v for k, v in h.items() if k != "elapsed"} for h in m.history
+                 if "stage_validation_error" in h] for m in (a, b)]
+    assert verdicts[0] == verdicts[1]
