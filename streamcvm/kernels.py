@@ -18,6 +18,8 @@ A block ``K[i, j] = k(A_i, B_j)`` is computed from the Gram matrix ``A B'``
 transformed elementwise in numba; the L1 distances of the Laplacian kernel
 are numba loops (dense and CSR).
 """
+import threading
+
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
@@ -172,6 +174,77 @@ def exp_nonpos(a, out, kbuf):
         kbuf[i] = (kbuf[i] + 127) << 23  # round(x log2 e) + bias, as an exponent field
     for i in range(n):
         out[i] = out[i] * kf[i] if a[i] >= EXP_MIN else _ZERO
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _weighted_rows(G, WT, out):
+    """out[i, c] = sum_j G[i, j] WT[c, j], the products and sums in float64."""
+    m, n = G.shape
+    for i in range(m):
+        for c in range(WT.shape[0]):
+            s = 0.0
+            for j in range(n):
+                s += np.float64(G[i, j]) * WT[c, j]
+            out[i, c] = s
+    return out
+
+
+def weighted_sum(G, w):
+    """``G @ w`` for a kernel block ``G`` (float32 or float64) and weights
+    ``w`` (a vector, or a matrix with a column per machine), summed in
+    float64. numpy would first copy a float32 ``G`` to float64, which costs
+    more than computing the block (3-17 ns a value against ~0.5 here); each
+    row's sum does not depend on the rows it came with."""
+    w = np.asarray(w, np.float64)
+    WT = np.ascontiguousarray(w.reshape(len(w), -1).T)
+    out = _weighted_rows(np.ascontiguousarray(G), WT, np.empty((G.shape[0], WT.shape[0])))
+    return out[:, 0] if w.ndim == 1 else out
+
+
+def block_rows_for(n_cols, values=1 << 22):
+    """Rows per kernel block against ``n_cols`` columns: about ``values``
+    kernel values (16 MB of float32), between 16 and 4096 rows."""
+    return int(min(4096, max(16, values // max(n_cols, 1))))
+
+
+def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1):
+    """``sum_j w_j k(X_i, B_j)`` for every row ``X_i`` (``w``: a vector, or a
+    matrix with a column per machine), from kernel blocks of
+    :func:`block_rows_for` rows, so memory stays at a few blocks however many
+    rows. ``n_jobs`` threads (one BLAS thread each) take whole blocks: a
+    row's value does not depend on ``n_jobs``. Not for code that already runs
+    on every core (chunk tasks): the default is one thread."""
+    n = X.shape[0]
+    sq = sq_norms(X) if sq is None else sq
+    sqb = sq_norms(B) if sqb is None else sqb
+    w = np.asarray(w, np.float64)
+    out = np.empty((n,) + w.shape[1:])
+    step = block_rows_for(B.shape[0])
+    starts = range(0, n, step)
+    local = threading.local()       # a scratch block per thread
+
+    def one(a):
+        buf = getattr(local, "buf", None)
+        if buf is None:
+            buf = local.buf = np.empty(step * B.shape[0], np.float32)
+        e = min(a + step, n)
+        out[a:e] = weighted_sum(kernel.block(X[a:e], B, sq[a:e], sqb, BT=BT, out=buf), w)
+
+    jobs = max(1, min(int(n_jobs), len(starts)))
+    if jobs == 1:
+        for a in starts:
+            one(a)
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+    from threadpoolctl import threadpool_limits
+    ex = ThreadPoolExecutor(jobs)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            for _ in ex.map(one, starts):
+                pass
+    finally:        # on an interrupt: the blocks not started are dropped
+        ex.shutdown(wait=True, cancel_futures=True)
+    return out
 
 
 def _scratch(out, m, n):

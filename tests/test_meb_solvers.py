@@ -142,7 +142,7 @@ def test_bvm_exact_blocks_and_sparse_rows(layout):
     CSR rows: every row inside the certified ball, ||c||^2 exact, and the
     sparse and dense runs reach the same ball."""
     import scipy.sparse as sp
-    from streamcvm.solvers.meb import EXACT_BLOCK
+    from streamcvm.solvers.exact import EXACT_BLOCK
     rng = np.random.default_rng(3)
     n = 2 * EXACT_BLOCK + 300
     X = rng.standard_normal((n, 6)).astype(np.float32)
@@ -174,7 +174,7 @@ def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     """With ``average`` (the default) bvm_exact returns (a_T + a_{T-1}) / 2,
     its ||c||^2 is that mean's, and every row lies within the certified eps."""
     from streamcvm.kernels import sq_norms
-    from streamcvm.solvers.meb import bvm_exact
+    from streamcvm.solvers.exact import bvm_exact
     X, y, k, b, Q, kt, _ = two_class
     n = len(y)
     e, ef = np.zeros(0, np.int64), np.zeros(0, np.float32)

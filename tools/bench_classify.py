@@ -152,8 +152,9 @@ def child_run(spec):
     else:
         from streamcvm import CVMClassifier, open_store
         eps = spec["eps"]
+        extra = spec.get("params") or {}
         make = lambda: CVMClassifier(method=method, C=spec["C"], gamma=spec["gamma"],
-                                     eps=eps, random_state=0)
+                                     eps=eps, random_state=0, **extra)
         t = time.perf_counter()       # warm-up: numba compile / cache load, imports
         Xw, yw = _tiny(Xte, yte)
         make().fit(Xw, yw).predict(Xw)
@@ -302,6 +303,19 @@ def table(rows, with_store):
     return "\n".join(lines)
 
 
+def parse_param(text):
+    """"key=value" -> (key, value), the value an int or float when it reads as one."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--params: expected KEY=VALUE, got {text!r}")
+    for kind in (int, float):
+        try:
+            return key, kind(value)
+        except ValueError:
+            pass
+    return key, value
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -321,6 +335,9 @@ def main(argv=None):
                     help="also train streamcvm from a Zarr store on disk")
     ap.add_argument("--quick", action="store_true",
                     help=f"{QUICK_TRAIN:,} training / {QUICK_TEST:,} test rows (seed 0)")
+    ap.add_argument("--params", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="more CVMClassifier parameters, e.g. stop=validation "
+                         "train_size=all (numbers are read as numbers)")
     ap.add_argument("--raw-dir", help="raw data directory (default $STREAMCVM_DATA or "
                                       "../shared/data/raw)")
     a = ap.parse_args(argv)
@@ -341,7 +358,9 @@ def main(argv=None):
     for line in header:
         log(line)
     svc_cache = load_json(a.svc_cache, {})
-    base = {"quick": a.quick, "raw_dir": a.raw_dir, "C": a.C, "eps": eps}
+    params = dict(parse_param(p) for p in a.params)
+    base = {"quick": a.quick, "raw_dir": a.raw_dir, "C": a.C, "eps": eps, "params": params}
+    tag = "".join(f" {k}={v}" for k, v in params.items())
     infos, rows = {}, []
     for ds in a.datasets:
         log(f"{ds}: preparing data ...")
@@ -375,7 +394,7 @@ def main(argv=None):
                 ref = None
         for m in methods:
             for from_store in ([False, True] if a.store else [False]):
-                name = m + (" (store)" if from_store else "")
+                name = m + tag + (" (store)" if from_store else "")
                 log(f"  {name} ...")
                 r = run_child(dict(spec, method=m, store=info["store"] if from_store else None),
                               a.timeout)
@@ -388,7 +407,7 @@ def main(argv=None):
                         r["predict_speedup"] = ref["predict_s"] / r["predict_s"]
                         r["acc_diff_pp"] = (r["accuracy"] - ref["accuracy"]) * 100
                     mem = rows[-1] if from_store else None
-                    if mem is not None and mem.get("method") == m and "error" not in mem:
+                    if mem is not None and mem.get("method") == m + tag and "error" not in mem:
                         r["store_ratio"] = r["train_s"] / mem["train_s"]
                 rows.append(r)
     print("\n".join(header) + "\n")

@@ -24,34 +24,21 @@ class Machine:
     regression: bool = False      # f(x) is a regression estimate (classes None)
     epsilon_bar: float = None     # regression: the tube width the L2-SVR found (cvr eq. 10)
 
-    def decision(self, kernel, X, sq=None, block_rows=None):
-        """f(x) (binary) or R^2 - d^2(x) (one-class), for rows X; kernel
-        blocks of ``block_rows`` rows (default: ~4M kernel values, 16 MB)
-        keep memory at block_rows x n_SV."""
-        if block_rows is None:
-            block_rows = block_rows_for(len(self.coef))
-        from ..kernels import sq_norms
+    def decision(self, kernel, X, sq=None, n_jobs=1):
+        """f(x) (binary) or R^2 - d^2(x) (one-class), for rows X, in kernel
+        blocks of bounded memory (:func:`~streamcvm.kernels.kernel_sums`, on
+        ``n_jobs`` threads)."""
+        from ..kernels import kernel_sums, sq_norms
         sq = sq_norms(X) if sq is None else sq
         if self.sv_sq is None:
             self.sv_sq = sq_norms(self.sv)
-        sqs = self.sv_sq
-        s = np.empty(X.shape[0])
         # CSR rows against dense support rows: from the nonzeros (kernels._csr_gram)
         svT = np.ascontiguousarray(self.sv.T, np.float32) \
             if sp.issparse(X) and not sp.issparse(self.sv) else None
-        for a in range(0, X.shape[0], block_rows):
-            b = min(a + block_rows, X.shape[0])
-            s[a:b] = kernel.block(X[a:b], self.sv, sq[a:b], sqs, BT=svT) @ self.coef
+        s = kernel_sums(kernel, X, self.sv, self.coef, sq, self.sv_sq, BT=svT, n_jobs=n_jobs)
         if self.classes is None and not self.regression:
             return self.radius2 - (self.c2 - 2.0 * s + kernel.diag(X, sq))
         return s + self.intercept
-
-
-def block_rows_for(n_cols, values=1 << 22):
-    """Rows per kernel block against ``n_cols`` columns: about ``values``
-    kernel values (16 MB of float32, twice that as the float64 product's
-    operand), between 16 and 4096 rows."""
-    return int(min(4096, max(16, values // max(n_cols, 1))))
 
 
 def machine_arrays(m):

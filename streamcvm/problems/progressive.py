@@ -208,7 +208,7 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
             return StagePool(pool, snap)
         machine, solver = train(sub, (Xv, yv), make_pool, resume, solver)
         resume = None
-        ok = (machine.decision(kernel, Xv) > 0) == (yv > 0)
+        ok = (machine.decision(kernel, Xv, n_jobs=solver.n_tasks()) > 0) == (yv > 0)
         rec = {"stage_rows": int(m), "validation_rows": int(len(yv)),
                "stage_validation_error": float(1.0 - ok.mean())}
         go = k + 1 < len(stages)

@@ -33,10 +33,10 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
 
 from ..coreset import CoreSet
-from ..kernels import RBF, exp_nonpos, sq_norms
+from ..kernels import RBF, kernel_sums, sq_norms, weighted_sum
+from .exact import EXACT_HIST, EXACT_STATE, bvm_exact, half_last_step, half_step_eps
 from .smo import center_sq_norm, gradient, smo_simplex
 
 PATIENCE = {"cvm": 7, "bvm": 10, "fvm": 7}
@@ -169,6 +169,7 @@ class MEBSolver:
         self._last = None                           # the last BVM step, to halve
         self.cert_eps = None                        # eps certified for the result
         self._exact = None                          # fit_exact's state while it runs
+        self._exact_Ka = None                       # (ids, (K~a)) where fit_exact ended
         self.n_jobs = n_jobs                        # threads of the exact pass (None: all)
         # held-out rows (set_validation): their error is recorded per level;
         # with val_rule it also ends the annealing
@@ -194,14 +195,9 @@ class MEBSolver:
         cs = self.core
         n = cs.n
         ay = cs.alpha[:n] * cs.y[:n]
-        sq = sq_norms(Xv)
-        from ..problems.machine import block_rows_for
-        step = block_rows_for(n)
-        wrong = 0
-        for a in range(0, Xv.shape[0], step):
-            e = min(a + step, Xv.shape[0])
-            f = self.kernel.block(Xv[a:e], cs.rows(), sq[a:e], cs.sq[:n], BT=cs.rows_t()) @ ay
-            wrong += int(np.sum(yv[a:e] * (f + self.b * ay.sum()) <= 0))
+        f = kernel_sums(self.kernel, Xv, cs.rows(), ay, sqb=cs.sq[:n], BT=cs.rows_t(),
+                        n_jobs=self.n_tasks())
+        wrong = int(np.sum(yv * (f + self.b * ay.sum()) <= 0))
         return wrong / max(len(yv), 1)
 
     def _stop_level(self, eps):
@@ -261,7 +257,7 @@ class MEBSolver:
         Kc = self.kernel.block(X, cs.rows(), sq, cs.sq[:n], BT=cs.rows_t(), out=self._buf)
         ay = cs.alpha[:n] * cs.y[:n]
         pid, ridx, s, q, _ = P
-        Ka = s * (Kc @ ay + self.b * ay.sum())[ridx]
+        Ka = s * (weighted_sum(Kc, ay) + self.b * ay.sum())[ridx]
         if check_core:
             for k, i in enumerate(pid):
                 slot = cs.slot_of(i)
@@ -578,6 +574,7 @@ class MEBSolver:
         fit returns at once with ``switched`` set (the caller continues with
         :meth:`fit_exact` ``warm=True``). Returns self."""
         auto = self.auto_eps
+        self._exact_Ka = None       # sampled steps move the center
         weighted = self.points.weighted
         if resume is None:
             self.init(*pool.draw(self.init_size, classes=classes, target=target,
@@ -688,6 +685,7 @@ class MEBSolver:
                 self.n_iter, self.level_eps = int(st[1]), float(levels[int(st[0])])
                 callback(self)
         self._exact = None
+        self._exact_Ka = (np.array(ids), self._averaged_Ka(X, sq, yv, st, Ka, hist[last, 1])[:n_cand])
         alpha = alpha[:n_cand]
         keep = np.flatnonzero(alpha > 0)
         Xk = X[keep]
@@ -720,6 +718,21 @@ class MEBSolver:
             self.history[-1]["stopped"] = "max_steps"
         return self
 
+    def _averaged_Ka(self, X, sq, y, st, Ka, steps):
+        """:func:`bvm_exact` keeps ``(K~a)`` of its last center ``c_T``; it
+        returns the mean of the last two (:func:`half_last_step`). ``(K~a)``
+        of that mean, from one kernel column (the last step's row ``z``):
+        ``Ka_{T-1} = (Ka_T - (1 - beta) col_z) / beta``, then the step at
+        ``beta'``. Kept for a warm start on a superset of these rows."""
+        if steps <= 1:
+            return Ka.copy()
+        z, beta = int(st[11]), float(st[12])
+        bp = half_last_step(beta, st[8], st[9], st[10], self.kt)[0]
+        k = self.kernel.block(X, X[z:z + 1], sq, sq[z:z + 1])[:, 0]
+        col = y * y[z] * (k + self.b)
+        col[z] += 1.0 / self.C
+        return bp * (Ka - (1.0 - beta) * col) / beta + (1.0 - bp) * col
+
     def _warm_state(self, ids, X, sq, y, levels):
         """:func:`bvm_exact`'s state continuing from this solver's sampled
         run: its weights placed on the rows ``ids`` (the candidates, first in
@@ -733,15 +746,18 @@ class MEBSolver:
         alpha = np.zeros(n)
         alpha[pos] = cs.alpha[:nc]
         ay = cs.alpha[:nc] * cs.y[:nc]
+        # rows where the last exact run ended keep its (K~a) (the first rows
+        # of a progressive fit's next stage): only the others need kernel values
+        prev, r = self._exact_Ka, 0
+        if prev is not None and len(prev[0]) <= len(ids) \
+                and np.array_equal(prev[0], ids[:len(prev[0])]):
+            r = len(prev[0])
         Ka = np.empty(n)
-        rows, rsq, rt = cs.rows(), cs.sq[:nc], cs.rows_t()
-        from ..problems.machine import block_rows_for
-        step = block_rows_for(nc)
-        for a in range(0, n, step):
-            e = min(a + step, n)
-            Ka[a:e] = y[a:e] * (self.kernel.block(X[a:e], rows, sq[a:e], rsq, BT=rt) @ ay
-                                + self.b * ay.sum())
-        Ka[pos] += cs.alpha[:nc] * cs.ic[:nc]
+        Ka[:r] = prev[1] if r else 0.0
+        Ka[r:] = y[r:] * (kernel_sums(self.kernel, X[r:], cs.rows(), ay, sq[r:], cs.sq[:nc],
+                                      BT=cs.rows_t(), n_jobs=self.n_tasks()) + self.b * ay.sum())
+        new = pos >= r
+        Ka[pos[new]] += cs.alpha[:nc][new] * cs.ic[:nc][new]
         kt = self.kt
         cand = Ka[:len(ids)]
         best = int(np.argmin(cand))
@@ -888,458 +904,3 @@ class MEBSolver:
         a /= a.sum()
         keep = np.flatnonzero(a > 0)
         return keep, a[keep]
-
-
-@njit(cache=True, nogil=True)
-def _min(v):
-    """Smallest value of a non-empty float array. Eight running minima: one
-    would chain every compare on the last (5x slower here); min is exact in
-    any order."""
-    n = len(v)
-    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = v[0]
-    k = n - n % 8
-    for i in range(0, k, 8):
-        a0 = min(a0, v[i])
-        a1 = min(a1, v[i + 1])
-        a2 = min(a2, v[i + 2])
-        a3 = min(a3, v[i + 3])
-        a4 = min(a4, v[i + 4])
-        a5 = min(a5, v[i + 5])
-        a6 = min(a6, v[i + 6])
-        a7 = min(a7, v[i + 7])
-    m = min(min(min(a0, a1), min(a2, a3)), min(min(a4, a5), min(a6, a7)))
-    for i in range(k, n):
-        m = min(m, v[i])
-    return m
-
-
-@njit(cache=True, nogil=True)
-def half_last_step(beta, c2, ce2, d2, kt):
-    """The mean of the last two BVM centers, ``(c_T + c_{T-1}) / 2``, is the
-    last step ``c_{T-1} -> beta c_{T-1} + (1 - beta) phi_z`` taken at half its
-    length, ``beta' = (1 + beta) / 2``. Given that step's beta and the state
-    before it (``c2 = ||c_{T-1}||^2``, ``ce2``, and ``d2``, the squared distance
-    of ``z`` then), returns ``(beta', ||c~||^2, ce~^2)``.
-
-    Why: near the end of an eps level furthest-point steps alternate between
-    two states (measured on ijcnn1, ``tools/bvm_path.py``): every step moves
-    all decision values by about ``1 - beta ~ eps``, up then down, and the test
-    accuracy swings by a point from one step to the next. Their mean does not
-    swing, and it stays inside the ball of :func:`half_step_eps`."""
-    bp = 0.5 * (1.0 + beta)
-    p = 0.5 * (c2 + kt + ce2 - d2)            # (K~a)_z before the step
-    c2n = bp * bp * c2 + 2.0 * bp * (1.0 - bp) * p + (1.0 - bp) ** 2 * kt
-    return bp, c2n, bp * bp * ce2
-
-
-@njit(cache=True, nogil=True)
-def half_step_eps(D2, d2, r2):
-    """Certified eps of the mean of the last two centers: every point is
-    within ``sqrt(D2)`` of ``c_T`` (``D2 = (1 + eps)^2 r^2`` at the end of a
-    level) and within ``sqrt(d2)`` (the furthest distance before the last
-    step) of ``c_{T-1}``, so by the triangle inequality within
-    ``(sqrt(D2) + sqrt(d2)) / 2`` of their mean: returns that over ``r``, - 1."""
-    return 0.5 * (np.sqrt(D2) + np.sqrt(d2)) / np.sqrt(r2) - 1.0
-
-
-EXACT_BLOCK = 1024  # rows per pass block of bvm_exact: its buffers stay in L1/L2
-EXACT_STATE = 16    # length of bvm_exact's resumable state vector
-EXACT_HIST = 9      # columns of bvm_exact's per-level record
-EXACT_BATCH = 16    # steps per pass over the rows, taken on the candidates
-EXACT_CANDIDATES = 128  # furthest rows of each class a pass keeps as the batch's candidates
-
-
-@njit(cache=True, nogil=True)
-def _heap_push(hv, hi, v, i):
-    """Keep in ``(hv, hi)`` the ``len(hv)`` smallest (value, index) pairs
-    offered: a max-heap on (value, index) with its root at 0, which ``(v,
-    i)`` replaces when smaller."""
-    if v > hv[0] or (v == hv[0] and i > hi[0]):
-        return
-    hv[0] = v
-    hi[0] = i
-    L = len(hv)
-    p = 0
-    while True:
-        c = 2 * p + 1
-        if c >= L:
-            break
-        if c + 1 < L and (hv[c + 1] > hv[c] or (hv[c + 1] == hv[c] and hi[c + 1] > hi[c])):
-            c += 1
-        if hv[c] > hv[p] or (hv[c] == hv[p] and hi[c] > hi[p]):
-            tv, ti = hv[c], hi[c]
-            hv[c], hi[c] = hv[p], hi[p]
-            hv[p], hi[p] = tv, ti
-            p = c
-        else:
-            break
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
-                Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
-    """Task ``t`` of one :func:`bvm_exact` pass over its contiguous row
-    blocks: apply the batch of ``ncol`` steps (rows ``bestk``, ``XB``),
-    ``(K~a) <- P (K~a) + sum_j coef_j k~(., best_j)``, reading each row once
-    for all of them, and keep the ``len(hv[t])`` smallest ``(K~a)`` among the
-    first ``n_cand`` rows of each class (the furthest rows: the next batch's
-    candidates) in ``hv[t, class], hi[t, class]``. Each row's arithmetic is
-    the same whatever the number of tasks."""
-    n = len(Ka)
-    T, B = gbuf.shape
-    nblocks = (n + B - 1) // B
-    d = XT.shape[0]
-    zero = np.float32(0.0)
-    two = np.float32(2.0)
-    lo = t * nblocks // T
-    up = (t + 1) * nblocks // T
-    hvt = hv[t]
-    hit = hi[t]
-    for blk in range(lo, up):
-        s0 = blk * B
-        m = min(B, n - s0)
-        if ncol > 0:
-            ab = acc[t, :m]
-            ab[:] = 0.0
-            for j in range(ncol):
-                # slices, not offset indices: loops over them vectorise
-                if sparse:
-                    gb = g[j, s0:s0 + m]
-                else:
-                    gb = gbuf[t, :m]
-                    xj = XB[j, 0]
-                    xr = XT[0, s0:s0 + m]
-                    for l in range(m):
-                        gb[l] = xr[l] * xj
-                    for k in range(1, d):
-                        xj = XB[j, k]
-                        xr = XT[k, s0:s0 + m]
-                        for l in range(m):
-                            gb[l] += xr[l] * xj
-                sqb = sq32[s0:s0 + m]
-                ar = arg[t, :m]
-                cb = col[t, :m]
-                sk = skb[j]
-                for l in range(m):   # float32, as the kernel blocks
-                    ar[l] = -gam * max(sqb[l] + sk - two * gb[l], zero)
-                exp_nonpos(ar, cb, kbuf[t, :m])
-                cj = coef[j] * ybk[j]
-                for l in range(m):
-                    ab[l] += cj * (cb[l] + b)
-            yy = y[s0:s0 + m]
-            kb = Ka[s0:s0 + m]
-            for l in range(m):
-                kb[l] = P * kb[l] + yy[l] * ab[l]
-            for j in range(ncol):
-                if s0 <= bestk[j] < s0 + m:
-                    kb[bestk[j] - s0] += coef[j] * invC
-        kb = Ka[s0:s0 + m]
-        yy = y[s0:s0 + m]
-        for l in range(min(m, n_cand - s0)):
-            v = kb[l]
-            c = 1 if yy[l] > 0 else 0       # a heap per class: a step moves a class as one
-            if v < hvt[c, 0] or (v == hvt[c, 0] and s0 + l < hit[c, 0]):
-                _heap_push(hvt[c], hit[c], v, s0 + l)
-
-
-# The pass as tasks, serial and on numba's threads: two functions (not one
-# compiled twice, whose on-disk caches would share a name)
-@njit(cache=True, nogil=True)
-def _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
-                Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
-    for t in range(len(hv)):
-        _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC,
-                    y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
-                    Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
-    for t in prange(len(hv)):
-        _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC,
-                    y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
-
-
-@njit(cache=True, nogil=True)
-def _merge_candidates(hv, hi, cv, ci):
-    """Per class, the ``L = hv.shape[2]`` smallest (value, index) pairs of all
-    tasks' heaps into ``cv, ci`` (ascending within a class, the classes one
-    after the other); returns how many there are (finite values), the
-    smallest of all first."""
-    T, _, L = hv.shape
-    k = 0
-    for c in range(2):
-        v = hv[:, c, :].copy().ravel()
-        i = hi[:, c, :].copy().ravel()
-        order = np.argsort(i, kind="mergesort")
-        order = order[np.argsort(v[order], kind="mergesort")]
-        taken = 0
-        for o in order:
-            if taken == L or not np.isfinite(v[o]):
-                break
-            cv[k] = v[o]
-            ci[k] = i[o]
-            k += 1
-            taken += 1
-    if k > 0:       # the furthest of all (smallest (value, index)) to the front
-        j = 0
-        for c in range(1, k):
-            if cv[c] < cv[j] or (cv[c] == cv[j] and ci[c] < ci[j]):
-                j = c
-        cv[0], cv[j] = cv[j], cv[0]
-        ci[0], ci[j] = ci[j], ci[0]
-    return k
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
-              max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule):
-    """BVM over every row of a small problem, in one compiled loop.
-
-    Algorithm 2/3 of the bvm paper in the smaller-ball space (sec. 3.3),
-    stepping on the furthest rows: ``(K~a)`` is kept for every row, so the
-    search is exact and a level ends when no row violates. Each pass over
-    the rows applies a batch of up to ``EXACT_BATCH`` steps at once (their
-    kernel columns computed from one read of each row: the pass is bound by
-    memory traffic once the rows outgrow the caches) and keeps the
-    ``EXACT_CANDIDATES`` furthest rows of each class (a step moves a whole
-    class in or out by its bias term: the next violator is mostly of the
-    other class): the batch's first step is the furthest row of all, the
-    next ones the furthest candidate, whose distances are updated after
-    every step, while it still violates (the
-    O(1/eps) furthest-point variant of sec. 3.2, but for the rows the steps
-    of one batch may push out, which the next pass sees). Dense rows come as
-    ``XT``, the rows transposed (d x n, float32), so the dot products run
-    along contiguous memory. Sparse rows come twice, CSR ``ip, ind, dat`` and
-    CSC ``cp, ri, cv`` (with ``XT`` of shape (d, 0)): a step's dot products
-    are scattered from the matrix columns of the chosen row's nonzeros,
-    costing the nnz of those columns rather than of the matrix.
-
-    Rows from ``n_cand`` on are held-out validation rows: their ``(K~a)`` is
-    kept (it is ``y f(x)``, so it tells right from wrong) but they are never
-    stepped on. ``hist[l, 8]`` is their error rate at the end of level ``l``.
-    ``levels``: the eps schedule. It stops at the first level whose margin
-    slack is at most ``margin_tol`` (``margin_tol > 0``, ``eps="auto"``), or,
-    with ``val_rule``, once the validation error has not improved on its best
-    by more than that best's standard error for two levels.
-    ``alpha`` (zeros, length n) receives the weights; ``hist[l] = (eps,
-    steps, c2, ce2, core, certified eps, c2 out, ce2 out, validation error)``
-    per level. With ``average`` the result is the mean of the last two centers
-    (:func:`half_last_step`): its certified eps, ``||c||^2`` and ``ce^2`` are
-    ``hist[last, 5:8]``. Returns the index of the last level solved.
-
-    Resumable: ``state`` (float64, ``EXACT_STATE`` long, zeros to start) and
-    ``Ka`` (float64, n, zeros) carry the run; with ``stop_at >= 0`` it
-    returns -1 at the first pass boundary at or after step ``stop_at``, with
-    everything needed to continue in ``state``, ``Ka``, ``alpha`` (scaled
-    weights until the end) and ``hist``; calling it again with them
-    continues exactly where it was (the candidates are chosen again from
-    ``Ka``). A run warm-started from another solver's center passes that
-    state (:meth:`MEBSolver.fit_exact`). ``stop_at = -1``: run to the end.
-    ``n_tasks > 1``: each pass runs as that many tasks on numba's threads,
-    with the same result as one. (All arguments are always passed, so numba
-    compiles one specialisation.)"""
-    d = XT.shape[0]
-    sparse = XT.shape[1] == 0
-    n = len(ip) - 1 if sparse else XT.shape[1]
-    nc = n if n_cand < 0 else min(n_cand, n)
-    kt = 1.0 + b + invC
-    r2 = kt
-    B = max(min(n, EXACT_BLOCK), 1)
-    T = max(n_tasks, 1)
-    KB = EXACT_BATCH
-    L = max(1, min(EXACT_CANDIDATES, nc))
-    g = np.zeros((KB, n) if sparse else (0, 0), np.float32)  # sparse: scattered dot products
-    gbuf = np.empty((T, B), np.float32)            # per task scratch
-    arg = np.empty((T, B), np.float32)
-    col = np.empty((T, B), np.float32)
-    acc = np.empty((T, B))
-    kbuf = np.empty((T, B), np.int32)
-    hv = np.empty((T, 2, L))
-    hi = np.empty((T, 2, L), np.int64)
-    cand_v = np.empty(2 * L)
-    cand_i = np.zeros(2 * L, np.int64)
-    XB = np.zeros((KB, d), np.float32)             # the batch's rows
-    skb = np.zeros(KB, np.float32)
-    ybk = np.zeros(KB)
-    coef = np.zeros(KB)
-    bestk = np.zeros(KB, np.int64)
-    betas = np.zeros(KB)
-    ws = np.zeros(KB)
-    parallel = T > 1
-    sq32 = sq.astype(np.float32)
-    gam = np.float32(gamma)
-    zero = np.float32(0.0)
-    two = np.float32(2.0)
-    li0 = int(state[0])
-    steps = int(state[1])
-    ncore = int(state[2])
-    if steps == 0:          # a fresh start: the first step takes row 0
-        c2, ce2, scale, best, bd = 0.0, r2, 1.0, 0, 0.0
-        last_c2, last_ce2, last_bd, last_z, last_beta = 0.0, 0.0, 0.0, 0, 1.0
-        val_best, val_stale = 2.0, 0.0
-        ncand = 0
-    else:
-        c2, ce2, scale, best, bd = state[3], state[4], state[5], int(state[6]), state[7]
-        last_c2, last_ce2, last_bd = state[8], state[9], state[10]
-        last_z, last_beta = int(state[11]), state[12]
-        val_best, val_stale = state[13], state[14]
-        ncand = -1          # choose the candidates again from Ka
-    n_val = n - nc
-    last = len(levels) - 1
-    for li in range(li0, len(levels)):
-        eps = levels[li]
-        thr = (1.0 + eps) ** 2 * r2
-        while steps < max_steps:
-            if ncand < 0:       # a selection pass: no step, only the furthest rows
-                hv[:] = np.inf
-                hi[:] = n
-                if parallel:
-                    _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, 0,
-                                    1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-                else:
-                    _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, 0,
-                                1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-                ncand = _merge_candidates(hv, hi, cand_v, cand_i)
-                best = cand_i[0]
-                bd = c2 - 2.0 * cand_v[0] + kt + ce2
-            if steps > 0 and bd <= thr:
-                break   # no row violates at this level
-            if stop_at >= 0 and steps >= stop_at:   # pause: what continues goes to state
-                state[0], state[1], state[2] = li, steps, ncore
-                state[3], state[4], state[5], state[6], state[7] = c2, ce2, scale, best, bd
-                state[8], state[9], state[10] = last_c2, last_ce2, last_bd
-                state[11], state[12] = last_z, last_beta
-                state[13], state[14] = val_best, val_stale
-                return -1
-            # a batch: the furthest row, then the furthest candidates while they violate
-            nk = 0
-            z = best
-            dz = bd
-            while True:
-                last_c2, last_ce2, last_bd, last_z = c2, ce2, dz, z
-                if steps > 0:
-                    beta = np.sqrt(r2 / dz)
-                    c2 = beta * c2 + (1.0 - beta) * kt + (beta * beta - beta) * (dz - ce2)
-                    ce2 *= beta * beta
-                else:
-                    beta = 0.0
-                    c2 = kt
-                w = 1.0 - beta
-                last_beta = beta
-                bestk[nk] = z
-                betas[nk] = beta
-                ws[nk] = w
-                ybk[nk] = y[z]
-                skb[nk] = sq32[z]
-                if sparse:      # this step's dot products with every row
-                    gz = g[nk]
-                    gz[:] = 0.0
-                    for p in range(ip[z], ip[z + 1]):
-                        v = dat[p]
-                        k = ind[p]
-                        for q in range(cp[k], cp[k + 1]):
-                            gz[ri[q]] += cv[q] * v
-                else:
-                    for k in range(d):
-                        XB[nk, k] = XT[k, z]
-                # alpha = scale * (stored weights): one multiply per step, not n
-                scale *= beta if steps > 0 else 1.0
-                if scale < 1e-200:
-                    for l in range(n):
-                        alpha[l] *= scale
-                    scale = 1.0
-                if alpha[z] == 0.0:
-                    ncore += 1
-                alpha[z] += w / scale
-                steps += 1
-                nk += 1
-                if nk == KB or ncand <= 0 or steps >= max_steps:
-                    break
-                # the candidates' (K~a) after this step; the next: the furthest
-                # of them, if it still violates
-                j = 0
-                for c in range(ncand):
-                    i = cand_i[c]
-                    if sparse:
-                        dot = g[nk - 1, i]
-                    else:
-                        dot = zero
-                        for k in range(d):
-                            dot += XT[k, i] * XB[nk - 1, k]
-                    a_ = -gam * max(sq32[i] + skb[nk - 1] - two * dot, zero)
-                    kv = np.exp(np.float64(a_))
-                    cand_v[c] = beta * cand_v[c] + w * (y[i] * ybk[nk - 1] * (kv + b))
-                    if i == z:
-                        cand_v[c] += w * invC
-                    if cand_v[c] < cand_v[j]:
-                        j = c
-                z = cand_i[j]
-                dz = c2 - 2.0 * cand_v[j] + kt + ce2
-                if dz <= thr:
-                    break
-            # the pass: every row gets the batch's columns; the furthest rows
-            # become the next candidates
-            P = 1.0
-            for j in range(nk - 1, -1, -1):
-                coef[j] = ws[j] * P
-                P *= betas[j]
-            hv[:] = np.inf
-            hi[:] = n
-            if parallel:
-                _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
-                                b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-            else:
-                _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
-                            b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-            ncand = _merge_candidates(hv, hi, cand_v, cand_i)
-            best = cand_i[0]
-            bd = c2 - 2.0 * cand_v[0] + kt + ce2
-            state[15] += 1.0        # passes (what a pass costs is what threads change)
-        hist[li, 0] = eps
-        hist[li, 1] = steps
-        hist[li, 2] = c2
-        hist[li, 3] = ce2
-        hist[li, 4] = ncore
-        hist[li, 5] = eps
-        hist[li, 6] = c2
-        hist[li, 7] = ce2
-        verr = np.nan
-        if n_val > 0:       # (K~a) = y f(x) on a held-out row: wrong when not positive
-            wrong = 0
-            for l in range(nc, n):
-                if Ka[l] <= 0.0:
-                    wrong += 1
-            verr = wrong / n_val
-        hist[li, 8] = verr
-        if val_rule and n_val > 0:
-            if verr < val_best - np.sqrt(val_best * (1.0 - val_best) / n_val) or val_best > 1.0:
-                val_best = verr
-                val_stale = 0.0
-            else:
-                val_stale += 1.0
-                if verr < val_best:
-                    val_best = verr
-            if val_stale >= 2.0:
-                last = li
-                break
-        elif margin_tol > 0 and eps * (2.0 + eps) * r2 / (2.0 * max(c2, 1e-300)) <= margin_tol:
-            last = li
-            break
-    for l in range(n):
-        alpha[l] *= scale
-    if average and steps > 1:
-        # alpha before the last step, then that step at half its length
-        w = 1.0 - last_beta
-        alpha[last_z] -= w
-        for l in range(n):
-            alpha[l] /= last_beta
-        alpha[last_z] = max(alpha[last_z], 0.0)
-        bp, c2, ce2 = half_last_step(last_beta, last_c2, last_ce2, last_bd, kt)
-        for l in range(n):
-            alpha[l] *= bp
-        alpha[last_z] += 1.0 - bp
-        hist[last, 5] = half_step_eps(bd, last_bd, r2)   # bd: furthest row from c_T
-        hist[last, 6] = c2
-        hist[last, 7] = ce2
-    return last

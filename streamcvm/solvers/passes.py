@@ -24,7 +24,7 @@ A point source (:class:`streamcvm.problems.driver.RowSource`,
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels import sq_norms
+from ..kernels import sq_norms, weighted_sum
 
 # Rows a chunk task returns at most, and rows the driver keeps per pass (the
 # furthest of all chunks'; dense rows: at most PASS_BYTES of them). An ad-hoc
@@ -68,7 +68,7 @@ class Center:
         rows ``X``; a point that is a core vector gets its a_l / C_l term."""
         pid, ridx, s, q, _ = P
         Kc = self.kernel.block(X, self.rows, sq, self.sq, BT=self.rows_t)
-        Ka = s * (Kc @ self.ay + self.b * self.ay_sum)[ridx]
+        Ka = s * (weighted_sum(Kc, self.ay) + self.b * self.ay_sum)[ridx]
         if len(self.ids):
             at = np.minimum(np.searchsorted(self.ids, pid), len(self.ids) - 1)
             hit = self.ids[at] == pid
