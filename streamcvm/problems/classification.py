@@ -19,6 +19,8 @@ from .machine import Machine
 from .points import RowPoints
 from .progressive import plan, train_progressive
 
+PROBE_CORE = 2048   # train_size="auto": core vectors of the sampled fit on every row before going progressive
+
 
 def class_points(store, kernel, classes, C, class_weight=None, sample_weight=False,
                  runner=None):
@@ -76,13 +78,24 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
               class_weight=class_weight, sample_weight=sample_weight, stop=stop,
               n_jobs=n_jobs)
     sizes = None if one_class or full_pass else plan(store, classes, train_size)
+    if sizes is not None and train_size == "auto" and resume is None:
+        # every row, sampled, while that is cheap: a core set that stays below
+        # PROBE_CORE vectors (clean data) costs at most ~59 PROBE_CORE^2 / 2 kernel
+        # values; one that reaches it grows with the rows, so the fit goes
+        # progressive (not checkpointed: it is short and deterministic)
+        cap = PROBE_CORE if max_core is None else min(max_core, PROBE_CORE)
+        m, solver = _fit(store, kernel, classes, resume=None, runner=runner,
+                         make_pool=make_pool, **dict(kw, max_core=cap, checkpointer=None,
+                                                     stop="slack"))
+        if solver.core.n < cap:
+            return m
     if sizes is not None:
         def stage(sub, val, stage_pool, stage_resume, warm):
             def shown(solver):      # the progress bar says which stage runs
                 solver.note = f"{sub.n:,} sampled rows"
                 callback(solver)
             return _fit(sub, kernel, (-1.0, 1.0), make_pool=stage_pool, validation=val,
-                        resume=stage_resume, warm=warm,
+                        resume=stage_resume, warm=warm, exact_rows=0,
                         **dict(kw, callback=None if callback is None else shown))
         m = train_progressive(store, kernel, classes, sizes, seed=seed, runner=runner,
                               weighted=sample_weight, resume=resume, train=stage)

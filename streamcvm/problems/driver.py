@@ -4,7 +4,7 @@ and the one pass of row statistics that some problems' eta needs."""
 import numpy as np
 
 from ..sampling import ChunkPool, relabel
-from ..solvers import MEBSolver
+from ..solvers import MEBSolver, eps_levels
 
 
 class RowSource:
@@ -114,7 +114,8 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
                method="bvm", eps=1e-3, sample_size=59, max_core=None, seed=0,
                full_pass=False, callback=None, checkpointer=None, n_machines=1, resume=None,
                make_pool=None, dim=None, sparse=None, runner=None, pass_progress=None,
-               validation=None, stop="slack", warm=None, n_jobs=None):
+               validation=None, stop="slack", warm=None, n_jobs=None,
+               exact_rows=EXACT_ALWAYS_ROWS):
     """Train one machine's MEB on ``store`` and return the solver.
 
     ``points``: the problem's points (:mod:`streamcvm.problems.points`);
@@ -141,10 +142,13 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     margin slack. ``n_jobs``: threads of the exact pass (None: all).
 
     Exact or sampled, by cost: a wholly pooled plain BVM problem of at most
-    ``EXACT_ALWAYS_ROWS`` rows runs :meth:`MEBSolver.fit_exact` from the start;
-    a larger one starts sampled and hands over to the exact pass, warm, once
-    a sampled step (``sample_size`` x |S| kernel values) costs more than an
-    exact one (a column over the m rows): |S| >= m / ``SWITCH_RATIO``."""
+    ``exact_rows`` rows (default ``EXACT_ALWAYS_ROWS``) runs
+    :meth:`MEBSolver.fit_exact` from the start; a larger one starts sampled
+    and hands over to the exact pass, warm, once a sampled step
+    (``sample_size`` x |S| kernel values) costs more than an exact one (a
+    column over the m rows): |S| >= m / ``SWITCH_RATIO``. A ``warm`` start
+    goes on the same way: exact if its core set is already that large,
+    else sampled from the level it ended on."""
     rng = np.random.default_rng(seed)
     cur = None if resume is None else resume.get("current")
     state = None if cur is None else cur["pool"]
@@ -169,22 +173,25 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
         rows = pool.all_rows(classes, target)       # a small store, wholly pooled
         exact = rows is not None and solver.exact_ok(rows[1])
         m = 0 if rows is None else len(rows[0])
-        if warm is not None and cur is None and exact and warm.core.n:
+        position = None if cur is None else tuple(cur["position"])
+        if warm is not None and cur is None and rows is not None and warm.core.n:
             solver = warm       # (a resumed run restores its own state instead)
             if stop == "validation":
                 solver.set_validation(validation[0], validation[1], rule=True)
-        if exact and solver is warm:
+            # the sampled path continues at the level the last problem ended on
+            position = (eps_levels(solver.eps_floor if solver.auto_eps else solver.eps)
+                        .index(solver.level_eps), 0)
+        cheaper_exact = (lambda s: s.core.n * SWITCH_RATIO >= m) if exact else None
+        if solver is warm and exact and cheaper_exact(solver):
             solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
-        elif exact and (solver._exact is not None or m <= EXACT_ALWAYS_ROWS):
+        elif solver is not warm and exact and (solver._exact is not None or m <= exact_rows):
             solver.fit_exact(*rows, checkpoint=hook, callback=callback)  # fresh, or resumed
         else:
             passes = full_pass if callable(full_pass) or hasattr(full_pass, "points") else \
                 RowSource(store, classes, target, points.weighted) if full_pass else None
-            switch = (lambda s: s.core.n * SWITCH_RATIO >= m) if exact else None
             solver.fit(pool, classes=classes, target=target, callback=callback,
-                       full_pass=passes, checkpoint=hook,
-                       resume=None if cur is None else tuple(cur["position"]),
-                       runner=runner, pass_progress=pass_progress, switch=switch)
+                       full_pass=passes, checkpoint=hook, resume=position,
+                       runner=runner, pass_progress=pass_progress, switch=cheaper_exact)
             if solver.switched:
                 solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
         if callback is not None:

@@ -69,6 +69,29 @@ EXACT_STATE = 16    # length of bvm_exact's resumable state vector
 EXACT_HIST = 9      # columns of bvm_exact's per-level record
 EXACT_BATCH = 16    # steps per pass over the rows, taken on the candidates
 EXACT_CANDIDATES = 128  # furthest rows of each class a pass keeps as the batch's candidates
+EXACT_MIN_CANDIDATES = 16  # ... at least (rows / 32 between the two)
+
+
+@njit(cache=True, nogil=True)
+def _above(hv, hi, a, b):
+    """Entry ``a`` comes after entry ``b`` in (value, index) order."""
+    return hv[a] > hv[b] or (hv[a] == hv[b] and hi[a] > hi[b])
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(hv, hi, p, L):
+    """Restore the max-heap ``hv[:L], hi[:L]`` below ``p``."""
+    while True:
+        c = 2 * p + 1
+        if c >= L:
+            break
+        if c + 1 < L and _above(hv, hi, c + 1, c):
+            c += 1
+        if not _above(hv, hi, c, p):
+            break
+        hv[c], hv[p] = hv[p], hv[c]
+        hi[c], hi[p] = hi[p], hi[c]
+        p = c
 
 
 @njit(cache=True, nogil=True)
@@ -80,21 +103,7 @@ def _heap_push(hv, hi, v, i):
         return
     hv[0] = v
     hi[0] = i
-    L = len(hv)
-    p = 0
-    while True:
-        c = 2 * p + 1
-        if c >= L:
-            break
-        if c + 1 < L and (hv[c + 1] > hv[c] or (hv[c + 1] == hv[c] and hi[c + 1] > hi[c])):
-            c += 1
-        if hv[c] > hv[p] or (hv[c] == hv[p] and hi[c] > hi[p]):
-            tv, ti = hv[c], hi[c]
-            hv[c], hi[c] = hv[p], hi[p]
-            hv[p], hi[p] = tv, ti
-            p = c
-        else:
-            break
+    _sift_down(hv, hi, 0, len(hv))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -183,26 +192,31 @@ def _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P
 
 
 @njit(cache=True, nogil=True)
-def _merge_candidates(hv, hi, cv, ci):
+def _merge_candidates(hv, hi, cv, ci, sv, si):
     """Per class, the ``L = hv.shape[2]`` smallest (value, index) pairs of all
     tasks' heaps into ``cv, ci`` (ascending within a class, the classes one
     after the other); returns how many there are (finite values), the
-    smallest of all first."""
+    smallest of all first. ``sv, si``: scratch of length L (no allocation:
+    this runs once per pass)."""
     T, _, L = hv.shape
     k = 0
     for c in range(2):
-        v = hv[:, c, :].copy().ravel()
-        i = hi[:, c, :].copy().ravel()
-        order = np.argsort(i, kind="mergesort")
-        order = order[np.argsort(v[order], kind="mergesort")]
-        taken = 0
-        for o in order:
-            if taken == L or not np.isfinite(v[o]):
+        sv[:] = np.inf
+        si[:] = np.iinfo(np.int64).max
+        for t in range(T):
+            for j in range(L):
+                if np.isfinite(hv[t, c, j]):
+                    _heap_push(sv, si, hv[t, c, j], hi[t, c, j])
+        for end in range(L - 1, 0, -1):     # heap sort: ascending
+            sv[0], sv[end] = sv[end], sv[0]
+            si[0], si[end] = si[end], si[0]
+            _sift_down(sv, si, 0, end)
+        for j in range(L):
+            if not np.isfinite(sv[j]):
                 break
-            cv[k] = v[o]
-            ci[k] = i[o]
+            cv[k] = sv[j]
+            ci[k] = si[j]
             k += 1
-            taken += 1
     if k > 0:       # the furthest of all (smallest (value, index)) to the front
         j = 0
         for c in range(1, k):
@@ -270,7 +284,9 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     B = max(min(n, EXACT_BLOCK), 1)
     T = max(n_tasks, 1)
     KB = EXACT_BATCH
-    L = max(1, min(EXACT_CANDIDATES, nc))
+    # candidates per class: fewer on small problems, where keeping and sorting
+    # them would cost more than the pass itself
+    L = max(1, min(EXACT_CANDIDATES, nc, max(EXACT_MIN_CANDIDATES, nc // 32)))
     g = np.zeros((KB, n) if sparse else (0, 0), np.float32)  # sparse: scattered dot products
     gbuf = np.empty((T, B), np.float32)            # per task scratch
     arg = np.empty((T, B), np.float32)
@@ -281,6 +297,8 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     hi = np.empty((T, 2, L), np.int64)
     cand_v = np.empty(2 * L)
     cand_i = np.zeros(2 * L, np.int64)
+    msv = np.empty(L)
+    msi = np.empty(L, np.int64)
     XB = np.zeros((KB, d), np.float32)             # the batch's rows
     skb = np.zeros(KB, np.float32)
     ybk = np.zeros(KB)
@@ -322,7 +340,7 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
                 else:
                     _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, 0,
                                 1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-                ncand = _merge_candidates(hv, hi, cand_v, cand_i)
+                ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
                 best = cand_i[0]
                 bd = c2 - 2.0 * cand_v[0] + kt + ce2
             if steps > 0 and bd <= thr:
@@ -414,7 +432,7 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
             else:
                 _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
                             b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-            ncand = _merge_candidates(hv, hi, cand_v, cand_i)
+            ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
             best = cand_i[0]
             bd = c2 - 2.0 * cand_v[0] + kt + ce2
             state[15] += 1.0        # passes (what a pass costs is what threads change)

@@ -685,9 +685,14 @@ class MEBSolver:
                 self.n_iter, self.level_eps = int(st[1]), float(levels[int(st[0])])
                 callback(self)
         self._exact = None
-        self._exact_Ka = (np.array(ids), self._averaged_Ka(X, sq, yv, st, Ka, hist[last, 1])[:n_cand])
+        Ka = self._averaged_Ka(X, sq, yv, st, Ka, hist[last, 1])[:n_cand]
+        self._exact_Ka = (np.array(ids), Ka)
         alpha = alpha[:n_cand]
         keep = np.flatnonzero(alpha > 0)
+        # the sampled path may go on from here (a progressive fit's next stage):
+        # (K~a) of the core vectors, and no step of its own to halve
+        self.Ka = Ka[keep].copy() if self.method in ("bvm", "fvm") else None
+        self._last = None
         Xk = X[keep]
         if sp.issparse(Xk) and not self.core.sparse:
             Xk = Xk.toarray()   # the core set keeps sparse rows dense up to DENSE_MAX_D
