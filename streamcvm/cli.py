@@ -252,8 +252,9 @@ def _add_train(sub):
                         "run with no snapshot yet starts fresh)")
     p.add_argument("--train-size", default="auto", metavar="N",
                    help="classification: 'auto' (default: a machine of more than 65,536 "
-                        "rows trains on random samples of 16,384, 32,768, ... rows while a "
-                        "held-out validation sample says the last doubling helped), 'all' "
+                        "rows trains on every row while its core set stays under 2,048 "
+                        "vectors, else on random samples of 16,384, 32,768, ... rows while "
+                        "a held-out validation sample says the last doubling helped), 'all' "
                         "rows, or at most N rows that way")
     p.add_argument("--stop", choices=["slack", "validation"], default="slack",
                    help="what ends the eps annealing: the margin slack (default) or, with "

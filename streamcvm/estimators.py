@@ -163,7 +163,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     multi_class : "ovo" (one-vs-one, as LIBSVM; default) or "ovr" (one-vs-rest:
         one machine per class, trained on every row)
     train_size : "auto" (default), "all" or a number of rows. "auto": a
-        binary machine of more than 65,536 rows trains by progressive
+        binary machine of more than 65,536 rows first trains on every row,
+        sampled, and keeps that model if its core set stays under 2,048
+        vectors (clean data); else it trains by progressive
         subsampling: stages on 16,384, 32,768, ... random rows, each
         converged, while the last doubling still fixed significantly more
         rows of a held-out validation sample than it broke (never trained

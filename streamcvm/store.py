@@ -238,7 +238,10 @@ class DiskStore(BaseStore):
         """Per-chunk class counts ``[n_chunks, len(classes)]`` (None if no classes)."""
         if self._classes is None or not self._has("class_counts"):
             return None
-        return np.asarray(self._arr("class_counts")[...])
+        if getattr(self, "_counts", None) is None:      # read once, not once per machine
+            self._counts = np.asarray(self._arr("class_counts")[...])
+            self._counts.flags.writeable = False
+        return self._counts
 
     def _read(self, a, b):
         y = np.asarray(self._y[a:b])
@@ -330,12 +333,15 @@ class ArrayStore(BaseStore):
     def class_counts(self):
         if self._classes is None:
             return None
-        out = np.zeros((self.n_chunks, len(self._classes)), np.int64)
-        for i in range(self.n_chunks):
-            a, b = self.chunk_bounds(i)
-            out[i] = np.bincount(np.searchsorted(self._classes, self.y[a:b]),
-                                 minlength=len(self._classes))
-        return out
+        if getattr(self, "_counts", None) is None:      # one count, not one per machine
+            out = np.zeros((self.n_chunks, len(self._classes)), np.int64)
+            for i in range(self.n_chunks):
+                a, b = self.chunk_bounds(i)
+                out[i] = np.bincount(np.searchsorted(self._classes, self.y[a:b]),
+                                     minlength=len(self._classes))
+            self._counts = out
+            out.flags.writeable = False
+        return self._counts
 
     def _read(self, a, b):
         if self.sparse:

@@ -112,3 +112,22 @@ def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch)
     verdicts = [[{k: v for k, v in h.items() if k != "elapsed"} for h in m.history
                  if "stage_validation_error" in h] for m in (a, b)]
     assert verdicts[0] == verdicts[1]
+
+
+def test_auto_keeps_the_plain_fit_while_its_core_set_stays_small(monkeypatch):
+    """train_size="auto": the sampled fit on every row is the model when its
+    core set stays under PROBE_CORE (clean data); noisy data, whose core set
+    reaches it, trains progressively."""
+    from streamcvm.problems.classification import PROBE_CORE
+    monkeypatch.setattr(pg, "MIN_ROWS", 10000)
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((24000, 4)).astype(np.float32)
+    clean = streamcvm.as_store(X, np.where(X[:, 0] > 0, 1.0, -1.0), chunk_rows=3000)
+    plain = CVMClassifier().fit(clean)
+    assert plain.core_set_size_ < PROBE_CORE
+    assert not any("stage_rows" in h for h in plain.history_)
+    assert np.mean(plain.predict(X) == clean.y) > 0.99
+    noisy = CVMClassifier().fit(_noisy())
+    stages = [h["stage_rows"] for h in noisy.history_ if "stage_validation_error" in h]
+    assert len(stages) >= 2 and stages[0] < 24000 / 2       # stages on subsamples
+    assert noisy.core_set_size_ >= PROBE_CORE / 2

@@ -78,7 +78,7 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
               class_weight=class_weight, sample_weight=sample_weight, stop=stop,
               n_jobs=n_jobs)
     sizes = None if one_class or full_pass else plan(store, classes, train_size)
-    if sizes is not None and train_size == "auto" and resume is None:
+    if sizes is not None and train_size == "auto" and stop == "slack" and resume is None:
         # every row, sampled, while that is cheap: a core set that stays below
         # PROBE_CORE vectors (clean data) costs at most ~59 PROBE_CORE^2 / 2 kernel
         # values; one that reaches it grows with the rows, so the fit goes

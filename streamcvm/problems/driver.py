@@ -164,7 +164,9 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
                        n_jobs=n_jobs)
     if stop == "validation":
         if validation is None:
-            raise ValueError("stop='validation' needs held-out rows")
+            raise ValueError("stop='validation' needs held-out rows: a progressive fit "
+                             "(train_size='auto' on more than 65,536 rows per machine, or "
+                             "train_size=N below the rows)")
         solver.set_validation(validation[0], validation[1], rule=True)
     try:
         if cur is not None:

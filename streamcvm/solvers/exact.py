@@ -70,6 +70,7 @@ EXACT_HIST = 9      # columns of bvm_exact's per-level record
 EXACT_BATCH = 16    # steps per pass over the rows, taken on the candidates
 EXACT_CANDIDATES = 128  # furthest rows of each class a pass keeps as the batch's candidates
 EXACT_MIN_CANDIDATES = 16  # ... at least (rows / 32 between the two)
+EXACT_SMALL_CELLS = 1 << 20  # rows x features (or nnz) up to which a pass takes one step
 
 
 @njit(cache=True, nogil=True)
@@ -283,10 +284,16 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     r2 = kt
     B = max(min(n, EXACT_BLOCK), 1)
     T = max(n_tasks, 1)
-    KB = EXACT_BATCH
-    # candidates per class: fewer on small problems, where keeping and sorting
-    # them would cost more than the pass itself
-    L = max(1, min(EXACT_CANDIDATES, nc, max(EXACT_MIN_CANDIDATES, nc // 32)))
+    # a problem that fits in cache takes one step per pass, on the furthest row:
+    # batching saves memory traffic, and there is none to save (measured: 8 ns
+    # a row and step at 16K x 22 features one at a time, 15 batched; 26 and 10
+    # at 200K)
+    cells = len(dat) if sparse else n * d
+    KB = 1 if cells <= EXACT_SMALL_CELLS else EXACT_BATCH
+    # candidates per class (fewer on small problems, where keeping and sorting
+    # them would cost more than the pass itself)
+    L = 1 if KB == 1 else max(1, min(EXACT_CANDIDATES, nc,
+                                     max(EXACT_MIN_CANDIDATES, nc // 32)))
     g = np.zeros((KB, n) if sparse else (0, 0), np.float32)  # sparse: scattered dot products
     gbuf = np.empty((T, B), np.float32)            # per task scratch
     arg = np.empty((T, B), np.float32)
