@@ -167,7 +167,22 @@ def _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P,
                     kb[bestk[j] - s0] += coef[j] * invC
         kb = Ka[s0:s0 + m]
         yy = y[s0:s0 + m]
-        for l in range(min(m, n_cand - s0)):
+        lim = min(m, n_cand - s0)
+        if hvt.shape[1] == 1:
+            # one candidate (one step per pass): the furthest row of all, from a
+            # vectorised minimum; the first row holding it, as the heap would
+            if lim > 0:
+                mk = _min(kb[:lim])
+                if mk < hvt[0, 0]:
+                    for l in range(lim):
+                        if kb[l] == mk:
+                            hvt[0, 0] = mk
+                            hit[0, 0] = s0 + l
+                            break
+            continue
+        if lim <= 0 or _min(kb[:lim]) > max(hvt[0, 0], hvt[1, 0]):
+            continue        # no row of this block beats either heap's worst
+        for l in range(lim):
             v = kb[l]
             c = 1 if yy[l] > 0 else 0       # a heap per class: a step moves a class as one
             if v < hvt[c, 0] or (v == hvt[c, 0] and s0 + l < hit[c, 0]):
@@ -199,9 +214,9 @@ def _merge_candidates(hv, hi, cv, ci, sv, si):
     after the other); returns how many there are (finite values), the
     smallest of all first. ``sv, si``: scratch of length L (no allocation:
     this runs once per pass)."""
-    T, _, L = hv.shape
+    T, nclass, L = hv.shape
     k = 0
-    for c in range(2):
+    for c in range(nclass):
         sv[:] = np.inf
         si[:] = np.iinfo(np.int64).max
         for t in range(T):
@@ -300,8 +315,9 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     col = np.empty((T, B), np.float32)
     acc = np.empty((T, B))
     kbuf = np.empty((T, B), np.int32)
-    hv = np.empty((T, 2, L))
-    hi = np.empty((T, 2, L), np.int64)
+    H = 1 if KB == 1 else 2     # one step per pass: one candidate, the furthest of all
+    hv = np.empty((T, H, L))
+    hi = np.empty((T, H, L), np.int64)
     cand_v = np.empty(2 * L)
     cand_i = np.zeros(2 * L, np.int64)
     msv = np.empty(L)
