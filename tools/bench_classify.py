@@ -153,16 +153,17 @@ def child_run(spec):
         from streamcvm import CVMClassifier, open_store
         eps = spec["eps"]
         extra = spec.get("params") or {}
-        make = lambda: CVMClassifier(method=method, C=spec["C"], gamma=spec["gamma"],
-                                     eps=eps, random_state=0, **extra)
+        make = lambda **kw: CVMClassifier(method=method, C=spec["C"], gamma=spec["gamma"],
+                                          eps=eps, random_state=0, **kw)
         t = time.perf_counter()       # warm-up: numba compile / cache load, imports
         Xw, yw = _tiny(Xte, yte)
+        # (without --params: stop="validation" needs more rows than the warm-up has)
         make().fit(Xw, yw).predict(Xw)
         if from_store:
             st = open_store(spec["store"])
             st.chunk(0)
         out["warmup_s"] = time.perf_counter() - t
-        clf = make()
+        clf = make(**extra)
     out["rss_before_fit"] = peak_rss_bytes()
     t = time.perf_counter()
     clf.fit(open_store(spec["store"]) if from_store else Xtr, None if from_store else ytr)
