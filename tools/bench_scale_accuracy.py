@@ -254,14 +254,9 @@ def child_reference(spec):
 
 
 def child_main(spec):
-    import traceback
-    from tools.bench_classify import RESULT_TAG
-    try:
-        out = child_store(spec) if spec["job"] == "store" else child_reference(spec)
-    except Exception as e:  # noqa: BLE001 - reported as an error row
-        traceback.print_exc()
-        out = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
-    print(RESULT_TAG + json.dumps(out), flush=True)
+    from tools.bench_classify import child_report
+    job = child_store if spec["job"] == "store" else child_reference
+    child_report(dict(spec, kind="run"), None, lambda _: job(spec))
 
 
 # ---------------------------------------------------------------------------
