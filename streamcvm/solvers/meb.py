@@ -186,6 +186,7 @@ class MEBSolver:
         stops once it has not improved on its best by more than that best's
         standard error for two levels, instead of by the margin slack."""
         self.val = (X, np.asarray(y, np.float64))
+        self._val_sq = sq_norms(X)          # once, not at every level
         self.val_rule = bool(rule)
         self._val_best, self._val_stale = 2.0, 0.0
 
@@ -195,8 +196,8 @@ class MEBSolver:
         cs = self.core
         n = cs.n
         ay = cs.alpha[:n] * cs.y[:n]
-        f = kernel_sums(self.kernel, Xv, cs.rows(), ay, sqb=cs.sq[:n], BT=cs.rows_t(),
-                        n_jobs=self.n_tasks())
+        f = kernel_sums(self.kernel, Xv, cs.rows(), ay, self._val_sq, cs.sq[:n],
+                        BT=cs.rows_t(), n_jobs=self.n_tasks())
         wrong = int(np.sum(yv * (f + self.b * ay.sum()) <= 0))
         return wrong / max(len(yv), 1)
 
