@@ -15,6 +15,7 @@ Usage::
     python tools/bench_classify.py --quick --datasets ijcnn1 usps --methods bvm
     python tools/bench_classify.py --json /tmp/streamcvm-bench/classify.json
     python tools/bench_classify.py --datasets kddcup99 --store --eps 1e-3 --no-svc
+    python tools/bench_classify.py --methods bvm --no-svc --repeat 5 --baseline becdcf6
 
 Each (dataset, method) measurement runs in its own fresh Python process
 (this script with a hidden ``--child``), one after the other, never
@@ -29,7 +30,16 @@ What each figure is:
 - train s: wall seconds (``time.perf_counter``) of ``fit`` alone. For
   streamcvm, the child first fits a tiny problem of the same data (200 test
   rows of two classes, same parameters) and predicts on it, so numba's
-  compile / cache load is not counted; that is "warm-up s".
+  compile / cache load is not counted; that is "warm-up s". With
+  ``--repeat N`` the fit runs N times in the child and train s is the
+  fastest (all N in the JSON as ``train_all_s``): on a shared machine the
+  minimum is the figure least moved by other load.
+- vs base: with ``--baseline REV``, each streamcvm method also runs with the
+  library of git revision REV (a detached worktree under
+  ``/tmp/streamcvm-bench/baseline-<sha>``, this script and the same data),
+  in the same run, right after the current code; the ratio is train s now /
+  train s at REV. This, not "train vs SVC" across runs, is the figure to
+  judge a change's speed by: SVC's own time moves 2-3x with the machine's load.
 - predict s: wall seconds of ``predict`` on the whole test set.
 - accuracy: test accuracy in percent.
 - #SV: distinct training rows that are support vectors (SVC: ``n_support_``
@@ -142,6 +152,9 @@ def child_run(spec):
     import numpy as np
     method, from_store = spec["method"], bool(spec.get("store"))
     Xtr, ytr, Xte, yte = _data(spec, train=not from_store)
+    lib = spec.get("lib")
+    if lib:         # --baseline: the library of another revision (tools/ stays this one's)
+        sys.path.insert(0, lib)
     out = {"n_test": int(len(yte))}
     if method == "svc":
         import sklearn
@@ -165,9 +178,15 @@ def child_run(spec):
         out["warmup_s"] = time.perf_counter() - t
         clf = make(**extra)
     out["rss_before_fit"] = peak_rss_bytes()
-    t = time.perf_counter()
-    clf.fit(open_store(spec["store"]) if from_store else Xtr, None if from_store else ytr)
-    out["train_s"] = time.perf_counter() - t
+    times = []
+    for _ in range(max(1, int(spec.get("repeat", 1))) if method != "svc" else 1):
+        t = time.perf_counter()
+        clf.fit(open_store(spec["store"]) if from_store else Xtr, None if from_store else ytr)
+        times.append(time.perf_counter() - t)
+    out["train_s"], out["train_all_s"] = min(times), times
+    if method != "svc":
+        import streamcvm
+        out["library"] = os.path.dirname(os.path.dirname(os.path.abspath(streamcvm.__file__)))
     t = time.perf_counter()
     pred = clf.predict(Xte)
     out["predict_s"] = time.perf_counter() - t
@@ -252,6 +271,23 @@ def git_commit():
         return "unknown"
 
 
+def baseline_worktree(rev):
+    """A detached git worktree of ``rev`` (made once, reused): its path."""
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--short",
+                        f"{rev}^{{commit}}"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"--baseline: {rev!r} is not a commit of {ROOT}")
+    sha = r.stdout.strip()
+    path = os.path.join("/tmp/streamcvm-bench", f"baseline-{sha}")
+    if not os.path.isdir(os.path.join(path, "streamcvm")):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        r = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "--force", path,
+                            sha], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"--baseline: git worktree add failed: {r.stderr.strip()}")
+    return sha, path
+
+
 def svc_key(ds, info, C):
     return (f"{ds}|n={info['n_train']}/{info['n_test']}|C={C:.10g}|gamma={info['gamma']:.10g}"
             f"|sklearn={importlib.metadata.version('scikit-learn')}")
@@ -277,10 +313,11 @@ def fmt(v, spec, none="-"):
     return none if v is None else format(v, spec)
 
 
-def table(rows, with_store):
+def table(rows, with_store, with_base=False):
     head = ["dataset", "method", "train s", "predict s", "accuracy %", "#SV", "peak RSS MB",
             "train vs SVC", "predict speed-up", "d acc pp", "warm-up s", "core", "eps"]
     head += ["store/mem"] if with_store else []
+    head += ["vs base"] if with_base else []
     head += ["notes"]
     lines = ["| " + " | ".join(head) + " |",
              "|" + "|".join("---" if i < 2 or h == "notes" else "---:"
@@ -299,6 +336,7 @@ def table(rows, with_store):
                      fmt(r.get("warmup_s"), ".2f"), fmt(r.get("core_set_size"), ","),
                      fmt(r.get("eps_reached"), ".2g")]
             cells += [fmt(r.get("store_ratio"), ".2f")] if with_store else []
+            cells += [fmt(r.get("base_ratio"), ".2f")] if with_base else []
             cells += [r.get("note", "")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
@@ -339,6 +377,12 @@ def main(argv=None):
     ap.add_argument("--params", nargs="+", default=[], metavar="KEY=VALUE",
                     help="more CVMClassifier parameters, e.g. stop=validation "
                          "train_size=all (numbers are read as numbers)")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="fit each streamcvm method N times in its process; train s is "
+                         "the fastest")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also run each streamcvm method with the library of git "
+                         "revision REV, in the same run (column 'vs base')")
     ap.add_argument("--raw-dir", help="raw data directory (default $STREAMCVM_DATA or "
                                       "../shared/data/raw)")
     a = ap.parse_args(argv)
@@ -360,7 +404,14 @@ def main(argv=None):
         log(line)
     svc_cache = load_json(a.svc_cache, {})
     params = dict(parse_param(p) for p in a.params)
-    base = {"quick": a.quick, "raw_dir": a.raw_dir, "C": a.C, "eps": eps, "params": params}
+    base = {"quick": a.quick, "raw_dir": a.raw_dir, "C": a.C, "eps": eps, "params": params,
+            "repeat": a.repeat}
+    libs = [("", None)]
+    if a.baseline:
+        sha, path = baseline_worktree(a.baseline)
+        libs.append((f" @{sha}", path))
+        header.append(f"baseline: {a.baseline} = {sha} ({path})")
+        log(header[-1])
     tag = "".join(f" {k}={v}" for k, v in params.items())
     infos, rows = {}, []
     for ds in a.datasets:
@@ -394,30 +445,39 @@ def main(argv=None):
             if "error" in ref:
                 ref = None
         for m in methods:
+            mem = {}                    # the in-memory row of each library
             for from_store in ([False, True] if a.store else [False]):
-                name = m + tag + (" (store)" if from_store else "")
-                log(f"  {name} ...")
-                r = run_child(dict(spec, method=m, store=info["store"] if from_store else None),
-                              a.timeout)
-                r.update(dataset=ds, method=name)
-                if "error" not in r:
+                now_row = None
+                for at, lib in libs:
+                    name = m + tag + (" (store)" if from_store else "") + at
+                    log(f"  {name} ...")
+                    r = run_child(dict(spec, method=m, lib=lib,
+                                       store=info["store"] if from_store else None), a.timeout)
+                    r.update(dataset=ds, method=name)
+                    rows.append(r)
+                    if "error" in r:
+                        continue
                     log(f"    train {r['train_s']:.2f} s, accuracy {r['accuracy']:.4f}, "
                         f"peak RSS {r['peak_rss'] / 1e6:,.0f} MB")
                     if ref is not None:
                         r["train_ratio"] = r["train_s"] / ref["train_s"]
                         r["predict_speedup"] = ref["predict_s"] / r["predict_s"]
                         r["acc_diff_pp"] = (r["accuracy"] - ref["accuracy"]) * 100
-                    mem = rows[-1] if from_store else None
-                    if mem is not None and mem.get("method") == m + tag and "error" not in mem:
-                        r["store_ratio"] = r["train_s"] / mem["train_s"]
-                rows.append(r)
+                    if not from_store:
+                        mem[lib] = r
+                    elif lib in mem:
+                        r["store_ratio"] = r["train_s"] / mem[lib]["train_s"]
+                    if lib is None:
+                        now_row = r
+                    elif now_row is not None:
+                        now_row["base_ratio"] = now_row["train_s"] / r["train_s"]
     print("\n".join(header) + "\n")
     for ds, info in infos.items():
         if "error" not in info:
             print(f"- {ds}: {info['n_train']:,} train / {info['n_test']:,} test, d={info['d']}"
                   f"{' sparse' if info['sparse'] else ''}, gamma={info['gamma']:.6g}")
     print()
-    print(table(rows, a.store))
+    print(table(rows, a.store, bool(a.baseline)))
     if a.json:
         save_json(a.json, {"command": command, "commit": commit, "date": now,
                            "python": platform.python_version(), "cpus": os.cpu_count(),

@@ -95,7 +95,7 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
                 solver.note = f"{sub.n:,} sampled rows"
                 callback(solver)
             return _fit(sub, kernel, (-1.0, 1.0), make_pool=stage_pool, validation=val,
-                        resume=stage_resume, warm=warm, exact_rows=0,
+                        resume=stage_resume, warm=warm, exact_start=False,
                         **dict(kw, callback=None if callback is None else shown))
         m = train_progressive(store, kernel, classes, sizes, seed=seed, runner=runner,
                               weighted=sample_weight, resume=resume, train=stage)

@@ -101,13 +101,29 @@ def kernel_bound(kernel, stats):
     return float(kernel.diag(np.zeros((2, 1), np.float32), sq).max()) * (1.0 + 1e-4)
 
 
-# Exact or sampled BVM (run_solver): wholly pooled problems of at most this many
-# rows run the exact pass from the start; larger ones switch to it once the
-# core set holds m / SWITCH_RATIO vectors (a sampled step then costs ~59 |S|
-# kernel values at ~3.4 ns, an exact one m rows at ~6 ns / threads: measured on
-# the 22-feature mixture, tools/bench_scale_accuracy.py)
+# Exact or sampled BVM (run_solver): wholly pooled problems of at most
+# EXACT_ALWAYS_ROWS rows, or of at most EXACT_START_ROWS rows holding at most
+# EXACT_START_CELLS values (rows x features, or nnz), run the exact pass from
+# the start: a sampled step has a fixed cost of ~0.4 ms (drawing, Python),
+# the price of an exact step over ~80,000 rows of 22 features (shuttle, w8a:
+# 1.6-1.8x faster than sampling first, ijcnn1 and a9a no slower;
+# tools/bench_classify.py). Larger ones switch to it once the core set holds
+# m / SWITCH_RATIO vectors (a sampled step then costs ~59 |S| kernel values at
+# ~3.4 ns, an exact one m rows at ~6 ns / threads: measured on the 22-feature
+# mixture, tools/bench_scale_accuracy.py)
 EXACT_ALWAYS_ROWS = 16384
+EXACT_START_ROWS = 65536
+EXACT_START_CELLS = 2_000_000
 SWITCH_RATIO = 100
+
+
+def exact_from_start(X):
+    """Whether the exact BVM pass should run from the start on the rows
+    ``X`` (dense or CSR) rather than after a sampled start (see
+    EXACT_START_ROWS)."""
+    m = X.shape[0]
+    cells = X.nnz if hasattr(X, "nnz") else m * X.shape[1]
+    return m <= EXACT_ALWAYS_ROWS or (m <= EXACT_START_ROWS and cells <= EXACT_START_CELLS)
 
 
 def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.0,
@@ -115,7 +131,7 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
                full_pass=False, callback=None, checkpointer=None, n_machines=1, resume=None,
                make_pool=None, dim=None, sparse=None, runner=None, pass_progress=None,
                validation=None, stop="slack", warm=None, n_jobs=None,
-               exact_rows=EXACT_ALWAYS_ROWS):
+               exact_start=True):
     """Train one machine's MEB on ``store`` and return the solver.
 
     ``points``: the problem's points (:mod:`streamcvm.problems.points`);
@@ -141,9 +157,9 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     every eps level (:meth:`MEBSolver.set_validation`), rather than by the
     margin slack. ``n_jobs``: threads of the exact pass (None: all).
 
-    Exact or sampled, by cost: a wholly pooled plain BVM problem of at most
-    ``exact_rows`` rows (default ``EXACT_ALWAYS_ROWS``) runs
-    :meth:`MEBSolver.fit_exact` from the start; a larger one starts sampled
+    Exact or sampled, by cost: a small wholly pooled plain BVM problem
+    (:func:`exact_from_start`) runs :meth:`MEBSolver.fit_exact` from the
+    start, unless ``exact_start`` is False; a larger one starts sampled
     and hands over to the exact pass, warm, once a sampled step
     (``sample_size`` x |S| kernel values) costs more than an exact one (a
     column over the m rows): |S| >= m / ``SWITCH_RATIO``. A ``warm`` start
@@ -186,7 +202,8 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
         cheaper_exact = (lambda s: s.core.n * SWITCH_RATIO >= m) if exact else None
         if solver is warm and exact and cheaper_exact(solver):
             solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
-        elif solver is not warm and exact and (solver._exact is not None or m <= exact_rows):
+        elif solver is not warm and exact and (solver._exact is not None
+                                                   or exact_start and exact_from_start(rows[1])):
             solver.fit_exact(*rows, checkpoint=hook, callback=callback)  # fresh, or resumed
         else:
             passes = full_pass if callable(full_pass) or hasattr(full_pass, "points") else \
