@@ -217,9 +217,10 @@ def _add_train(sub):
                         "regression), fvm; weights, regression and linear/poly kernels "
                         "need cvm or fvm")
     p.add_argument("-c", "--C", default=None,
-                   help="regularisation (default 1; regression: 'auto' = 0.5 x rows)")
-    p.add_argument("--mu", type=float, default=None,
-                   help="regression: mean slack, sets the tube width (default 0.02)")
+                   help="regularisation (default 1; regression: 'auto' = 5 x rows)")
+    p.add_argument("--mu", default=None,
+                   help="regression: the mean slack outside the tube, in the target's units; "
+                        "'auto' (default): chosen with gamma on held-out rows")
     p.add_argument("--class-weight", default=None, metavar="W",
                    help="'balanced' or LABEL:WEIGHT,... (C of a class's rows times WEIGHT; "
                         "write --class-weight=-1:2,1:1 when a label is negative)")
@@ -351,7 +352,8 @@ def cmd_train(args):
     if task == "one-class":
         est = CVMOneClass(**kw)
     elif task == "regression":
-        est = CVMRegressor(mu=0.02 if args.mu is None else args.mu, **kw)
+        est = CVMRegressor(mu="auto" if args.mu is None else _num_or_auto(args.mu, "mu"),
+                           **kw)
     elif task == "ranking":
         if kw["eps"] == "auto":
             kw["eps"] = 1e-4        # CVMRanker's default: "auto" is slow on pairs
@@ -383,7 +385,8 @@ def cmd_train(args):
     save_model(est, args.output, overwrite=args.overwrite)
     if not args.quiet:
         nsv = int(np.sum(est.n_support_)) if task != "one-class" else len(est.machine_.coef)
-        extra = f", tube half width {est.epsilon_bar_:.4g}" if task == "regression" else ""
+        extra = f", mu {est.mu_:.4g}, tube half width {est.epsilon_bar_:.4g}" \
+            if task == "regression" else ""
         print(f"trained {type(est).__name__} ({method}) on {store.n:,} rows in {dt:.1f} s: "
               f"{est.core_set_size_:,} core vectors, {nsv:,} support vectors, "
               f"gamma {est.gamma_:.4g}{extra} -> {args.output}")

@@ -7,6 +7,8 @@ validate and translate parameters; training is
 """
 import json
 import numbers
+import sys
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,11 +20,15 @@ from .kernels import Kernel, estimate_beta
 from .parallel import Runner
 from .problems import one_blas_thread, pairs, train_machine
 from .problems.ranking import train_ranker
-from .problems.regression import train_regressor
+from .problems.regression import fit_warnings, prepare_fit, train_regressor
 from .store import BaseStore, DiskStore, as_store
 
 METHODS = ("bvm", "cvm", "fvm")
-AUTO_C_PER_ROW = 0.5    # CVMRegressor(C="auto"): C = 0.5 x training rows
+AUTO_C_PER_ROW = 5.0    # CVMRegressor(C="auto"): C = 5 x training rows
+
+
+def _log(message):
+    print(f"streamcvm: {message}", file=sys.stderr, flush=True)
 
 
 def _resolve_gamma(gamma, store):
@@ -656,29 +662,41 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     """Kernel L2-SVR trained as a center-constrained MEB: Core Vector
     Regression (cvr paper, eqs. 6-10), by CVM (default) or Frank-Wolfe.
 
-    The tube's half width is not a parameter: ``mu`` (the mean squared-slack
-    weight, like nu-SVR's nu: smaller mu, narrower tube and more support
-    vectors) sets it, and ``epsilon_bar_`` reports the width found. The bias
-    is penalised, as in the paper: centre the targets (or standardise them)
-    for the best fits.
+    The tube's half width is not a parameter: ``mu``, the mean slack outside
+    the tube in the target's units (at the optimum the slacks sum to mu m,
+    whatever C), sets it, and ``epsilon_bar_`` reports the width found:
+    larger mu, narrower tube and more support vectors; a mu above the
+    residuals' size gives a negative width, i.e. a kernel ridge regression
+    regularised by mu / (C / m). The bias is penalised, as in the paper, so
+    the fit is centred on the targets' mean (added back in ``intercept_``).
 
     Parameters
     ----------
     method : "cvm" or "fvm" (BVM solves only the plain MEB)
-    C : regularisation, or "auto": ``AUTO_C_PER_ROW`` (0.5) times the number
+    C : regularisation, or "auto": ``AUTO_C_PER_ROW`` (5) times the number
         of training rows. In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
         2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
         grow with m to keep a fit as tight (``C_`` holds the value used).
-    mu : positive, see above
+    mu : positive, or "auto" (default): chosen with gamma="auto" by the RMSE
+        on 2,000 held-out rows of fits on 2,000 others, among 0.03, 0.1 and
+        0.3 times the targets' standard deviation (``selection_`` lists the
+        trials; docs/solvers.md, "Regression defaults"). ``mu_`` holds the
+        value used.
+    gamma : "auto" (default: 1 / or 2 / the mean squared distance between
+        rows, whichever validates better; with a given mu too) or a number
     max_core : cap on core points (default 20,000: a 1.6 GB kernel cache).
         ``eps="auto"`` asks for a tolerance that shrinks as the rows grow
         (one row's weight in the loss is C/(mu m)), so without a cap the core
         set, and RAM, would grow with m; a fit that reaches the cap warns.
-    kernel, gamma, coef0, degree, eps, sample_size, full_pass,
+    kernel, coef0, degree, eps, sample_size, full_pass,
     random_state, verbose : as :class:`CVMClassifier`
+
+    After ``fit``, a warning says when the tube holds more than 95% of the
+    rows (a few extreme rows set the fit) or the residuals' mean is far from
+    0, measured on up to 2,000 random training rows.
     """
 
-    def __init__(self, *, method="cvm", C="auto", mu=0.02, kernel="rbf", gamma="auto",
+    def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
                  coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=20000,
                  full_pass=False, random_state=0, verbose=False):
         self.method = method
@@ -704,8 +722,9 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         if self.method == "bvm":
             raise ValueError("method='bvm' solves only the plain MEB; regression has a "
                              "linear term: use method='cvm' or 'fvm'")
-        if not isinstance(self.mu, numbers.Real) or not self.mu > 0:
-            raise ValueError(f"mu must be positive, got {self.mu!r}")
+        if not (isinstance(self.mu, str) and self.mu == "auto") and \
+                (not isinstance(self.mu, numbers.Real) or not self.mu > 0):
+            raise ValueError(f"mu must be 'auto' or positive, got {self.mu!r}")
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
             checkpoint_iters=None, checkpoint_keep=2, resume=False,
@@ -722,14 +741,34 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         self.target_type_ = "continuous" if cl is None or not np.all(cl == np.round(cl)) \
             else "integer"
         self.C_ = AUTO_C_PER_ROW * store.n if isinstance(self.C, str) else float(self.C)
-        kern = self._kernel(store)
+        seed = 0 if self.random_state is None else int(self.random_state)
+        eps = _resolve_eps(self.eps)
+        auto_gamma = isinstance(self.gamma, str) and self.gamma == "auto"
+        base = self._kernel(store).gamma        # gamma, or gamma="auto"'s 1/beta
+        with one_blas_thread(), Runner(client) as runner:
+            pre = prepare_fit(store, self._make_kernel, c=self.C_ / store.n, mu=self.mu,
+                              gamma="auto" if auto_gamma and self.kernel in ("rbf", "laplacian")
+                              else base, base_gamma=base,
+                              method=self.method, eps=eps, seed=seed, runner=runner,
+                              log=_log if self.verbose else None)
+        self.mu_, gamma, self.selection_, stats = pre["mu"], pre["gamma"], pre["trials"], \
+            pre["stats"]
+        self.gamma_ = float(gamma)
+        kern = self._make_kernel(self.gamma_)
         self._fit_one(store, kern, lambda **kw: train_regressor(
-            store, kern, C=self.C_, mu=self.mu, method=self.method,
-            eps=_resolve_eps(self.eps), sample_size=self.sample_size,
-            max_core=self.max_core, full_pass=self.full_pass, **kw),
+            store, kern, C=self.C_, mu=self.mu_, method=self.method, eps=eps,
+            sample_size=self.sample_size, max_core=self.max_core, full_pass=self.full_pass,
+            stats=stats, **kw),
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client)
         self.epsilon_bar_ = self.machine_.epsilon_bar
+        Xv, yv = pre["check"]
+        for w in fit_warnings(self.machine_.decision(kern, Xv) if len(yv) else [], yv,
+                              self.epsilon_bar_, pre["sd"]):
+            warnings.warn(f"streamcvm: {w}", RuntimeWarning, stacklevel=2)
         return self
+
+    def _make_kernel(self, gamma):
+        return Kernel(self.kernel, gamma=gamma, coef0=self.coef0, degree=self.degree)
 
     @property
     def intercept_(self):

@@ -82,6 +82,7 @@ def save_model(est, path, overwrite=False):
                                                      for c in classes],
             "offset": getattr(est, "offset_", None),
             "C_": getattr(est, "C_", None),      # CVMRegressor: the C used (C="auto")
+            "mu_": getattr(est, "mu_", None),    # ... and the mu (mu="auto")
             # CVMRegressor: "continuous" or "integer" (evaluate refuses class stores)
             "target_type": getattr(est, "target_type_", None),
             "machines": recs,
@@ -149,6 +150,7 @@ def load_model(path):
         est.machine_ = machines[0]
         est.epsilon_bar_ = machines[0].epsilon_bar
         est.C_ = man.get("C_")
+        est.mu_ = man.get("mu_")
         est.target_type_ = man.get("target_type")
     else:
         est.machine_ = machines[0]

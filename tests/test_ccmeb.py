@@ -86,7 +86,9 @@ def svr_problem():
     row = np.repeat(np.arange(m), 2)
     K = k.block(X, X).astype(np.float64)[np.ix_(row, row)]
     Q = np.outer(s, s) * (K + 1) + np.eye(2 * m) * mu * m / C
-    q = pts.eta + 2.0 / C * s * t[row]
+    # the fit is centred on the targets' mean (cvr eq. 15 with t - mean t)
+    assert pts.offset == pytest.approx(t.mean(), rel=1e-12)
+    q = pts.eta + 2.0 / C * s * (t[row] - pts.offset)
     val, a_opt = _qp_max(Q, q)
     return X, t, k, store, C, mu, pts, Q, q, val, a_opt
 
@@ -109,10 +111,10 @@ def test_svr_model_matches_the_exact_solution(svr_problem):
     m = train_regressor(store, k, C=C, mu=mu, method="cvm", eps=1e-4, full_pass=True)
     s = np.tile([1.0, -1.0], len(t))
     beta = C * (a_opt[0::2] - a_opt[1::2])
-    f_opt = (k.block(X, X) + 1) @ beta
+    f_opt = (k.block(X, X) + 1) @ beta + pts.offset
     f = m.decision(k, X)
     assert np.abs(f - f_opt).max() < 0.02 * t.std()
-    eb_opt = a_opt @ (s * np.repeat(t, 2)) - C * a_opt @ Q @ a_opt
+    eb_opt = a_opt @ (s * np.repeat(t - pts.offset, 2)) - C * a_opt @ Q @ a_opt
     assert m.epsilon_bar == pytest.approx(eb_opt, abs=0.02)
     # mu is the mean slack: sum (xi + xi*) / m with xi = a mu m (eq. 9)
     assert len(m.coef) < len(t) and np.all(np.diff(m.sv_ids) > 0)
@@ -292,3 +294,62 @@ def test_regressor_warns_when_its_core_set_reaches_the_cap():
     with pytest.warns(RuntimeWarning, match="reached max_core=50"):
         r = CVMRegressor(max_core=50, eps=1e-5).fit(X, t)
     assert r.core_set_size_ == 50
+
+
+def _skewed(n, seed=0):
+    """A target with long-tailed, skewed noise (standardised): where a small
+    mu's tube covers nearly every row and a few extreme rows set the fit."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 5)).astype(np.float32)
+    t = 2 * np.sin(3 * X[:, 0]) + X[:, 1] + rng.exponential(1.0, size=n) ** 2
+    return X, (t - t.mean()) / t.std()
+
+
+def test_regressor_auto_mu_fixes_the_biased_small_mu_fit_and_small_mu_warns():
+    """The issue's case: mu=0.02 on a long-tailed target is biased and worse
+    than predicting the mean; mu="auto" (the default) picks mu and gamma on
+    held-out rows and beats scikit-learn's SVR() defaults."""
+    from sklearn.svm import SVR
+    from streamcvm import CVMRegressor
+    X, t = _skewed(5000)
+    Xtr, ttr, Xte, tte = X[:3000], t[:3000], X[3000:], t[3000:]
+
+    def rmse(p):
+        return float(np.sqrt(np.mean((p - tte) ** 2)))
+    with pytest.warns(RuntimeWarning, match="biased"):
+        small = CVMRegressor(mu=0.02).fit(Xtr, ttr)
+    assert rmse(small.predict(Xte)) > 1.2 * tte.std()
+    auto = CVMRegressor().fit(Xtr, ttr)
+    assert len(auto.selection_) == 5                    # 2 gammas, then 3 more mus
+    assert auto.mu_ in {tr["mu"] for tr in auto.selection_}
+    assert auto.gamma_ in {tr["gamma"] for tr in auto.selection_}
+    ref = SVR().fit(Xtr, ttr)
+    assert rmse(auto.predict(Xte)) < rmse(ref.predict(Xte))
+    assert abs(np.mean(auto.predict(Xte)) - tte.mean()) < 0.2
+
+
+def test_regressor_fits_an_offset_target_as_well_as_a_centred_one():
+    """The bias is penalised, so a target far from 0 is centred before the fit
+    (and the mean added back): shifting y by 1,000 shifts the predictions."""
+    from streamcvm import CVMRegressor
+    X, t = _friedman(600)
+    t = (t - t.mean()) / t.std()
+    a = CVMRegressor(mu=0.1, gamma=1.0, eps=1e-4).fit(X, t)
+    b = CVMRegressor(mu=0.1, gamma=1.0, eps=1e-4).fit(X, t + 1000.0)
+    assert np.abs(b.predict(X) - 1000.0 - a.predict(X)).max() < 0.05
+
+
+def test_capped_fit_reports_the_eps_its_center_certifies(svr_problem):
+    """A fit stopped by max_core gets one pass that measures its furthest
+    point: the certified eps bounds the dual gap against the exact optimum,
+    and is tight (the furthest point is at exactly that distance)."""
+    X, t, k, store, C, mu, pts, Q, q, R2_opt, _ = svr_problem
+    s = run_solver(store, k, pts, b=1.0, C=C, method="cvm", eps=1e-4, max_core=25)
+    assert s.core.n == 25
+    rec = s.history[-1]
+    assert rec["capped"] and rec["certified_eps"] == s.certified_eps > 1e-4
+    a = _point_alpha(s, len(q))
+    R2 = a @ q - a @ Q @ a
+    d2 = a @ Q @ a - 2 * Q @ a + q
+    assert np.sqrt(d2.max() / R2) - 1.0 == pytest.approx(rec["certified_eps"], rel=1e-5)
+    assert R2_opt <= (1.0 + rec["dual_gap"]) * R2 * (1 + 1e-9)

@@ -278,15 +278,26 @@ def test_resume_refuses_the_same_rows_chunked_differently(tmp_path):
             other, checkpoint_dir=tmp_path, resume=True)
 
 
-@pytest.mark.parametrize("method", ["cvm", "fvm"])
-def test_regression_resume_is_exact(tmp_path, kill_after, method):
+@pytest.mark.parametrize("method,auto", [("cvm", False), ("fvm", False), ("cvm", True)])
+def test_regression_resume_is_exact(tmp_path, kill_after, monkeypatch, method, auto):
+    """auto: mu and gamma chosen on held-out rows first (their small fits
+    are not checkpointed, and run again on resume: the same choice)."""
     from streamcvm import CVMRegressor
     from streamcvm.synthetic import friedman1_block
     X, y = friedman1_block(0, 6000)
     store = streamcvm.as_store(X, y, chunk_rows=300)
-    kw = dict(method=method, eps=1e-3, mu=0.05)
+    kw = dict(method=method, eps=1e-3) if auto else dict(method=method, eps=1e-3, mu=0.05,
+                                                          gamma=0.5)
+    orig, searches = meb.MEBSolver.search, []
+
+    def counted(self, *a, **k):
+        searches.append(1)
+        return orig(self, *a, **k)
+    monkeypatch.setattr(meb.MEBSolver, "search", counted)
     ref = CVMRegressor(**kw).fit(store)
-    kill_after(100)
+    monkeypatch.setattr(meb.MEBSolver, "search", orig)
+    assert (len(ref.selection_) == 5) == auto
+    kill_after(len(searches) - 50)      # in the last fit, after the selection's
     with pytest.raises(_Kill):
         CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
     kill_after(10 ** 9)

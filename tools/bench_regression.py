@@ -193,7 +193,14 @@ def tune_split(n, quick):
 
 
 def make_model(model, params, gamma, m, method=TUNE_METHOD):
-    """SVR, or CVMRegressor with C = c * m (``m``: rows of the fit)."""
+    """SVR, or CVMRegressor with C = c * m (``m``: rows of the fit);
+    ``params="defaults"``: each library's defaults (gamma included)."""
+    if params == "defaults":
+        if model == "svr":
+            from sklearn.svm import SVR
+            return SVR(cache_size=2000)
+        from streamcvm.estimators import CVMRegressor
+        return CVMRegressor(method=method or TUNE_METHOD, random_state=0)
     if model == "svr":
         from sklearn.svm import SVR
         return SVR(kernel="rbf", C=params["C"], epsilon=params["epsilon"], gamma=gamma,
@@ -312,13 +319,15 @@ def child_run(spec):
     if model == "svr":
         out["n_iter"] = int(np.sum(getattr(est, "n_iter_", -1)))
     else:
-        out["C"] = float(est.C)
+        out["C"] = float(est.C_)
         out["core_set_size"] = int(est.core_set_size_)
         out["epsilon_bar"] = float(est.epsilon_bar_)
         out["n_iter"] = int(est.n_iter_)
         hist = est.history_
         out["eps_reached"] = hist[-1].get("eps") if hist else None
         out["gamma_used"] = float(est.gamma_)
+        out["mu_used"] = float(est.mu_)
+        out["selection"] = est.selection_
     out["peak_rss"] = peak_rss_bytes()
     out["vm_hwm"] = vm_hwm_bytes()
     return out
@@ -541,6 +550,65 @@ def tuning_table(infos, tunes):
     return "\n".join(lines)
 
 
+DEFAULTS_MAX_RATIO, DEFAULTS_MAX_TUNED_RATIO = 1.05, 1.15   # issue 13's acceptance
+
+
+def defaults_row(ds, spec, info, ref, methods, a, cache, now, commit):
+    """``--defaults``: SVR() (cached like the tuned SVR) and CVMRegressor()
+    on ``ds``; one row with both and the tuned SVR's RMSE."""
+    key = f"{svr_key(ds, info)}|defaults"
+    svr = None if a.no_svr else (None if a.rerun_svr else cache.get(key))
+    if svr is None and not a.no_svr:
+        log("  SVR(): final fit with the defaults ...")
+        svr = run_child(dict(spec, kind="run", model="svr", params="defaults"), a.svr_timeout)
+        if "error" not in svr:
+            svr.update(date=now, commit=commit)
+            cache[key] = svr
+            save_json(a.svr_cache, cache)
+    elif svr is not None:
+        log(f"  SVR(): cached result of {svr['date']}")
+    row = {"dataset": ds, "svr_default": svr, "tuned": None, "cvr": {}}
+    if ref is not None and ref.get("run") and "error" not in ref["run"]:
+        row["tuned"] = {"rmse": ref["run"]["rmse"], "train_s": ref["run"]["train_s"],
+                        "params": svr_label(ref["tune"]["best"])}
+    for m in methods:
+        log(f"  CVMRegressor(method={m!r}) with the defaults ...")
+        r = run_child(dict(spec, kind="run", model="cvr", method=m, params="defaults"),
+                      a.timeout)
+        if "error" not in r:
+            log(f"    train {r['train_s']:.2f} s, RMSE {r['rmse']:.4f}, mu {r['mu_used']:.3g}, "
+                f"gamma {r['gamma_used']:.3g}, #SV {r['n_sv']:,}")
+        row["cvr"][m] = r
+    return row
+
+
+def defaults_table(infos, rows):
+    head = ["dataset", "n_train", "SVR() RMSE", "SVR() s", "tuned SVR RMSE", "method",
+            "CVR() RMSE", "CVR() s", "CVR #SV", "mu_ / gamma_", "vs SVR()", "vs tuned",
+            "accept"]
+    lines = ["| " + " | ".join(head) + " |",
+             "|---|---:|---:|---:|---:|---|" + "---:|" * 6 + "---|"]
+    for row in rows:
+        ds = row["dataset"]
+        sd, tu = row.get("svr_default"), row.get("tuned")
+        for m, r in row.get("cvr", {}).items():
+            cells = [ds, f"{infos[ds]['n_train']:,}",
+                     fmt(sd and sd.get("rmse"), ".4f"), fmt(sd and sd.get("train_s"), ".2f"),
+                     fmt(tu and tu["rmse"], ".4f") + (f" ({tu['params']})" if tu else ""), m]
+            if "error" in r:
+                lines.append("| " + " | ".join(cells + [""] * 6 + [r["error"]]) + " |")
+                continue
+            v1 = r["rmse"] / sd["rmse"] if sd and "rmse" in sd else None
+            v2 = r["rmse"] / tu["rmse"] if tu else None
+            ok = [v <= lim for v, lim in ((v1, DEFAULTS_MAX_RATIO),
+                                          (v2, DEFAULTS_MAX_TUNED_RATIO)) if v is not None]
+            cells += [f"{r['rmse']:.4f}", f"{r['train_s']:.2f}", f"{r['n_sv']:,}",
+                      f"{r['mu_used']:.3g} / {r['gamma_used']:.3g}", fmt(v1, ".3f"),
+                      fmt(v2, ".3f"), ("pass" if all(ok) else "FAIL") if ok else "-"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -562,6 +630,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help=f"{QUICK_TRAIN:,} training / {QUICK_TEST:,} test rows (seed 0), "
                          f"tuning on {QUICK_TUNE_FIT:,} + {QUICK_TUNE_VAL:,} rows")
+    ap.add_argument("--defaults", action="store_true",
+                    help="no tuning: SVR() and CVMRegressor() with their defaults (gamma "
+                         "included), next to the tuned SVR (from the cache, else tuned)")
     ap.add_argument("--raw-dir", help="raw data directory (default $STREAMCVM_DATA or "
                                       "../shared/data/raw)")
     a = ap.parse_args(argv)
@@ -602,6 +673,9 @@ def main(argv=None):
             tunes[ds]["svr"] = dict(ref["tune"], note=ref.get("note", ""))
         else:
             refs[ds] = None
+        if a.defaults:
+            rows.append(defaults_row(ds, spec, info, refs[ds], methods, a, cache, now, commit))
+            continue
         log(f"  CVMRegressor: tuning ({TUNE_METHOD}, {len(CVR_GRID)} fits) ...")
         ct = run_child(dict(spec, kind="tune", model="cvr"), a.timeout)
         tunes[ds]["cvr"] = ct
@@ -630,6 +704,15 @@ def main(argv=None):
                   f"({info['source']})")
         else:
             print(f"- {ds}: {info['error']}")
+    if a.defaults:
+        print("\nEach library's defaults, no tuning (gamma included), on the z-scored data; "
+              "ratios are test RMSE of CVMRegressor() over SVR() and over the tuned SVR.\n")
+        print(defaults_table(infos, rows))
+        if a.json:
+            save_json(a.json, {"command": command, "commit": commit, "date": now,
+                               "args": vars(a), "datasets": infos, "svr": refs, "runs": rows})
+            log(f"wrote {a.json}")
+        return 0
     print(f"\nRatios are CVMRegressor / SVR (test RMSE; train s). accept: RMSE ratio <= "
           f"{MAX_RMSE_RATIO:g} and fewer SVs on every set; time ratio <= {MAX_TIME_RATIO:g} "
           f"on sets of {JUDGED_ROWS:,}+ rows (training + test).\n")

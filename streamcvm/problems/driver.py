@@ -69,16 +69,20 @@ def _stats_task(i, store, classes):
         return None
     sq = sq_norms(c.X)[keep]
     w = 1.0 if c.weight is None else float(np.min(np.asarray(c.weight)[keep]))
-    return float(sq.max()), float(sq.min()), float(np.abs(y[keep]).max()), w
+    yk = y[keep]
+    return (float(sq.max()), float(sq.min()), float(np.abs(yk).max()), w, len(yk),
+            float(yk.sum()), float(yk.min()), float(yk.max()), float((yk * yk).sum()))
 
 
 def row_stats(store, classes=None, runner=None):
     """One streaming pass (a task per chunk, on ``runner``): the extremes
     some problems' eta needs. Returns ``{"max_sq", "min_sq"}`` (squared row
     norms), and ``"max_abs_y"`` and ``"min_w"`` (smallest sample weight, 1
-    without a weight column), over the rows of ``classes`` when given."""
+    without a weight column), ``"n"``, ``"sum_y"``, ``"sum_y2"``, ``"min_y"``,
+    ``"max_y"``, over the rows of ``classes`` when given."""
     from ..parallel import as_runner
-    out = {"max_sq": 0.0, "min_sq": np.inf, "max_abs_y": 0.0, "min_w": np.inf}
+    out = {"max_sq": 0.0, "min_sq": np.inf, "max_abs_y": 0.0, "min_w": np.inf, "n": 0,
+           "sum_y": 0.0, "sum_y2": 0.0, "min_y": np.inf, "max_y": -np.inf}
     for r in as_runner(runner).map(_stats_task, store.n_chunks, store, classes):
         if r is None:
             continue
@@ -86,6 +90,11 @@ def row_stats(store, classes=None, runner=None):
         out["min_sq"] = min(out["min_sq"], r[1])
         out["max_abs_y"] = max(out["max_abs_y"], r[2])
         out["min_w"] = min(out["min_w"], r[3])
+        out["n"] += r[4]
+        out["sum_y"] += r[5]
+        out["min_y"] = min(out["min_y"], r[6])
+        out["max_y"] = max(out["max_y"], r[7])
+        out["sum_y2"] += r[8]
     return out
 
 
@@ -213,6 +222,12 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
                        runner=runner, pass_progress=pass_progress, switch=cheaper_exact)
             if solver.switched:
                 solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
+            elif passes is None and make_pool is None and dim is None and \
+                    max_core is not None and solver.core.n >= max_core:
+                # stopped by the cap before its eps (points are the store's
+                # rows): the eps its center satisfies, from one pass
+                solver.certify(RowSource(store, classes, target, points.weighted),
+                               runner=runner, progress=pass_progress)
         if callback is not None:
             callback(solver)
     finally:

@@ -68,14 +68,18 @@ class SignedPoints:
     twice, with sign ``s = +1`` (lambda_i) and ``s = -1`` (lambda*_i);
     ``K~ = s s' (K + 1) + (mu m / C) I`` and ``q = eta + (2/C) s t``, with
     ``eta = kmax + 1 + mu m / C + (2/C) max|t|`` (the smallest eta making
-    ``Delta >= 0``). Point id ``2 i + (s < 0)``."""
+    ``Delta >= 0``). Point id ``2 i + (s < 0)``. The targets are seen less
+    ``offset`` (their mean: the bias is penalised, so the fit is centred on
+    the offset, which the machine's intercept adds back); ``tmax`` is max
+    |t - offset|."""
 
     plain = False
     weighted = False
     check_core = True           # drawn points may be core points (nothing excluded)
 
-    def __init__(self, C, mu, m, tmax, kmax=1.0):
+    def __init__(self, C, mu, m, tmax, kmax=1.0, offset=0.0):
         self.C = float(C)
+        self.offset = float(offset)
         self.ic0 = float(mu) * float(m) / self.C
         self.two_over_C = 2.0 / self.C
         self.eta = float(kmax) + 1.0 + self.ic0 + self.two_over_C * float(tmax)
@@ -85,7 +89,7 @@ class SignedPoints:
         n = len(ids)
         ids = np.asarray(ids, np.int64)
         s = np.concatenate([np.ones(n), -np.ones(n)])
-        tt = np.concatenate([t, t]).astype(np.float64)
+        tt = np.concatenate([t, t]).astype(np.float64) - self.offset
         return (np.concatenate([2 * ids, 2 * ids + 1]), np.concatenate([np.arange(n)] * 2),
                 s, self.eta + self.two_over_C * s * tt, np.full(2 * n, self.ic0))
 
@@ -93,7 +97,7 @@ class SignedPoints:
         """One point per row, the sign of its target (the furthest of the
         two from the empty center: d^2 = eta + (2/C) s t)."""
         n = len(ids)
-        t = np.asarray(t, np.float64)
+        t = np.asarray(t, np.float64) - self.offset
         s = np.where(t >= 0, 1.0, -1.0)
         return (2 * np.asarray(ids, np.int64) + (s < 0), np.arange(n), s,
                 self.eta + self.two_over_C * s * t, np.full(n, self.ic0))

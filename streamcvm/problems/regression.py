@@ -11,7 +11,9 @@ and ``q = eta + (2/C) s t`` (eq. 15), i.e. a center-constrained MEB
 (:class:`~streamcvm.problems.points.SignedPoints`). The tube width ``epsbar``
 is not a parameter: ``mu`` (the mean slack, like nu-SVR's nu) sets it, and
 it is recovered from the solution (eq. 10). The regression function is
-``f(x) = C sum_p a_p s_p (k(x_p, x) + 1)`` (eq. 9).
+``f(x) = C sum_p a_p s_p (k(x_p, x) + 1)`` (eq. 9), fitted to the targets
+less their mean (added back as part of the intercept), since the bias is
+penalised.
 
 The furthest point of a row is the sign of its residual: ``d^2 = ||c||^2 +
 eta + 2 s (t - f(x)) / C`` away from the core set, so the violator search
@@ -26,16 +28,19 @@ from .points import SignedPoints
 
 def regression_points(store, kernel, C, mu, stats=None, runner=None):
     """The SVR points of ``store`` (``stats``: :func:`row_stats`, computed
-    here when not given: max |t| and, for kernels without a constant
-    diagonal, the row norms, fix eta)."""
+    here when not given: the targets' mean (the offset the fit is centred
+    on) and range and, for kernels without a constant diagonal, the row
+    norms, fix eta)."""
     stats = row_stats(store, runner=runner) if stats is None else stats
-    return SignedPoints(C, mu, store.n, stats["max_abs_y"], kmax=kernel_bound(kernel, stats))
+    offset = stats["sum_y"] / max(stats["n"], 1)
+    tmax = max(stats["max_y"] - offset, offset - stats["min_y"], 0.0)
+    return SignedPoints(C, mu, store.n, tmax, kmax=kernel_bound(kernel, stats), offset=offset)
 
 
 def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
                     sample_size=59, max_core=None, seed=0, full_pass=False, callback=None,
                     checkpointer=None, resume=None, stats=None, runner=None,
-                    pass_progress=None):
+                    pass_progress=None, warn=True):
     """Train an L2-SVR on ``store`` (targets in its ``y``); returns a
     :class:`Machine` with ``regression=True`` whose support rows are the
     distinct rows with weight (a row's two signs merged into one
@@ -53,11 +58,14 @@ def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
                         pass_progress=pass_progress)
     slots, alpha = solver.support()
     cs = solver.core
-    if max_core is not None and cs.n >= max_core:
+    if warn and max_core is not None and cs.n >= max_core:
         import warnings
+        got = "" if solver.cert_eps is None else \
+            f" (its center satisfies eps {solver.cert_eps:.2g}: dual gap at most " \
+            f"{(1 + solver.cert_eps) ** 2 - 1:.2g})"
         warnings.warn(f"streamcvm: the core set reached max_core={max_core:,} before eps "
-                      f"{solver.eps:.2g} was met; the fit may be looser than asked (raise "
-                      f"max_core, or lower C or mu)", RuntimeWarning, stacklevel=3)
+                      f"{solver.eps:.2g} was met{got}; the fit may be looser than asked "
+                      f"(raise max_core, or lower C or mu)", RuntimeWarning, stacklevel=3)
     s = cs.y[slots]
     rows_of = cs.ids[slots] // 2
     # a row with both signs in the core set: one support row, coefficients summed
@@ -66,11 +74,144 @@ def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
     np.add.at(coef, inv, C * alpha * s)
     rows = cs.rows()[slots[first]]
     # eq. 10: epsbar = sum_p a_p s_p t_p - C a'K~a, with s_p t_p = C (q_p - eta) / 2
+    # (t_p centred on the offset)
     st = 0.5 * C * (cs.q[slots] - points.eta)
     epsbar = float(alpha @ st - C * solver.c2)
     return Machine(sv=rows.copy() if not hasattr(rows, "tocsr") else rows.tocsr(copy=True),
-                   coef=coef, intercept=float(coef.sum()), sv_ids=uniq.astype(np.int64),
+                   coef=coef, intercept=float(coef.sum() + points.offset),
+                   sv_ids=uniq.astype(np.int64),
                    classes=None, regression=True, epsilon_bar=epsbar, n_iter=solver.n_iter,
                    core_size=cs.n,
                    full_pass_violators=getattr(solver, "full_pass_violators", None),
                    history=solver.history)
+
+
+# mu="auto" / gamma="auto" (CVMRegressor): the candidates tried on held-out rows.
+# mu is the mean slack outside the tube (at the optimum, sum_i (xi_i + xi*_i) =
+# mu m, whatever C), in the target's units: a mu far below the residuals' size
+# makes the tube cover nearly every row and a few extreme rows set the fit (a
+# Chebyshev fit: biased on a long-tailed target); one above it is a kernel
+# ridge regression (epsbar < 0) regularised by mu / (C / m). So mu is tried in
+# units of the target's standard deviation, and gamma as multiples of 1 / the
+# mean squared distance (x 2 is scikit-learn's gamma="scale" on standardised
+# features), on SELECT_FIT rows, validated on SELECT_VAL others.
+MU_GRID = (0.03, 0.1, 0.3, 1.0)
+MU_FIRST = 2                # gamma is chosen at MU_GRID[MU_FIRST], then mu at that gamma
+GAMMA_GRID = (1.0, 2.0)
+SELECT_FIT, SELECT_VAL = 2000, 2000
+SELECT_MIN_ROWS = 200       # fewer rows: no selection (mu = 0.1 sd, gamma x 1)
+SELECT_SLACK = 0.01         # ... the fewest support vectors within 1% of the best RMSE
+TUBE_WARN, BIAS_WARN = 0.95, 0.25   # fit_warnings: tube share of rows, |mean residual| / sd
+
+
+def target_moments(stats):
+    """(mean, standard deviation) of the targets from :func:`row_stats`."""
+    n = max(stats["n"], 1)
+    mean = stats["sum_y"] / n
+    return mean, float(np.sqrt(max(stats["sum_y2"] / n - mean * mean, 0.0)))
+
+
+def held_out(store, n_fit, n_val, seed, runner=None):
+    """A uniform sample of the store's rows in one pass: (fit rows, validation
+    rows), each (X, y), disjoint (by a hash of seed and row id)."""
+    from .progressive import draw_sample
+    n_val = min(n_val, store.n // 2)        # a small store: half and half
+    n_fit = min(n_fit, store.n - n_val)
+    val, fit = draw_sample(store, None, n_val, n_fit, seed, runner)
+    return (fit[1], fit[2]), (val[1], val[2])
+
+
+def rmse(f, y):
+    return float(np.sqrt(np.mean((np.asarray(f, np.float64) - y) ** 2)))
+
+
+def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method="cvm",
+                  eps=1e-3, seed=0, runner=None, sample=None):
+    """mu and gamma for :func:`train_regressor` by validation RMSE: each
+    ``"auto"`` one over its grid (``MU_GRID`` x ``sd``, ``GAMMA_GRID`` x
+    ``base_gamma``; gamma first, at the grid's third mu, then mu at the best
+    gamma), the others as given, fitting on ``SELECT_FIT`` rows with ``C =
+    c`` x rows and scoring on ``SELECT_VAL`` others; among the trials within
+    ``SELECT_SLACK`` of the best RMSE, the one with the fewest support
+    vectors. Returns
+    (mu, gamma, trials: a list of dicts). ``make_kernel(gamma)``: the
+    kernel. ``sample``: (fit, val) rows from :func:`held_out`, else drawn."""
+    from ..store import ArrayStore
+    mus = [m * sd for m in MU_GRID] if mu == "auto" else [float(mu)]
+    gammas = [g * base_gamma for g in GAMMA_GRID] if gamma == "auto" else [float(gamma)]
+    if len(mus) * len(gammas) == 1:
+        return mus[0], gammas[0], []
+    (Xf, yf), (Xv, yv) = sample if sample is not None else \
+        held_out(store, SELECT_FIT, SELECT_VAL, seed, runner)
+    if len(yf) < SELECT_MIN_ROWS or len(yv) < SELECT_MIN_ROWS // 2:
+        return (0.1 * sd if mu == "auto" else mus[0]), gammas[0], []
+    sub = ArrayStore(Xf, yf)
+    trials = []
+
+    def trial(m, g):
+        kern = make_kernel(g)
+        mach = train_regressor(sub, kern, C=c * len(yf), mu=m, method=method, eps=eps,
+                               seed=seed, runner=runner, warn=False)
+        trials.append({"mu": m, "gamma": g, "val_rmse": rmse(mach.decision(kern, Xv), yv),
+                       "n_support": int(len(mach.coef))})
+    # gamma at the middle mu first, then the other mus at the best gamma
+    mid = mus[min(MU_FIRST, len(mus) - 1)]
+    for g in gammas:
+        trial(mid, g)
+    g_best = min(trials, key=lambda t: t["val_rmse"])["gamma"]
+    for m in mus:
+        if m != mid:
+            trial(m, g_best)
+    # the simplest model (fewest support vectors) the validation rows cannot
+    # tell from the best: within SELECT_SLACK of its RMSE
+    top = min(t["val_rmse"] for t in trials)
+    best = min((t for t in trials if t["val_rmse"] <= (1.0 + SELECT_SLACK) * top),
+               key=lambda t: t["n_support"])
+    return best["mu"], best["gamma"], trials
+
+
+def fit_warnings(f, y, epsilon_bar, sd):
+    """Warnings (strings) about a fitted regression from its predictions
+    ``f`` on rows ``y``: a tube that holds nearly every row (a few extreme
+    rows then set the fit), or residuals whose mean is far from 0."""
+    r = np.asarray(y, np.float64) - np.asarray(f, np.float64)
+    out = []
+    if len(r) == 0:
+        return out
+    inside = float(np.mean(np.abs(r) <= epsilon_bar))
+    if inside > TUBE_WARN:
+        out.append(f"the fitted tube (half width {epsilon_bar:.3g}) holds {inside:.0%} of the "
+                   "rows, so a few extreme rows set the fit: raise mu (the mean slack) or "
+                   "use mu='auto'")
+    if np.sqrt(np.mean(r * r)) > sd:
+        out.append(f"the fit is worse than predicting the mean (RMSE {np.sqrt(np.mean(r * r)):.3g}"
+                   f", target sd {sd:.3g}): a fixed eps may be too coarse for this C (use "
+                   "eps='auto'), or mu too small")
+    se = r.std() / np.sqrt(len(r))
+    if abs(r.mean()) > max(BIAS_WARN * sd, 4.0 * se):
+        out.append(f"the residuals' mean is {r.mean():+.3g} (target sd {sd:.3g}): the fit is "
+                   "biased; raise mu or use mu='auto'")
+    return out
+
+
+def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method="cvm", eps=1e-3,
+                seed=0, runner=None, log=None):
+    """What :class:`~streamcvm.estimators.CVMRegressor` needs before its fit:
+    one pass for the targets' statistics (``stats``, for
+    :func:`train_regressor`), one for a held-out sample, and mu and gamma
+    (:func:`select_params`; ``log(message)`` first says what is chosen).
+    Returns a dict: mu, gamma, trials, stats, sd, check (the validation rows
+    (X, y), for :func:`fit_warnings`)."""
+    stats = row_stats(store, runner=runner)
+    _, sd = target_moments(stats)
+    sd = sd if sd > 0 else 1.0
+    sample = held_out(store, SELECT_FIT, SELECT_VAL, seed, runner)
+    chosen = [name for name, v in (("mu", mu), ("gamma", gamma)) if v == "auto"]
+    if log is not None and chosen:
+        log(f"choosing {' and '.join(chosen)} on {len(sample[0][1]):,} + "
+            f"{len(sample[1][1]):,} held-out rows")
+    mu_, gamma_, trials = select_params(store, make_kernel, c=c, mu=mu, gamma=gamma,
+                                        base_gamma=base_gamma, sd=sd, method=method, eps=eps,
+                                        seed=seed, runner=runner, sample=sample)
+    return {"mu": mu_, "gamma": gamma_, "trials": trials, "stats": stats, "sd": sd,
+            "check": sample[1]}

@@ -848,6 +848,35 @@ class MEBSolver:
                 break
         return first
 
+    def certify(self, source, runner=None, progress=None):
+        """One pass over every point of ``source`` (a point source, as
+        :meth:`confirm`'s) without steps: the furthest point's distance d
+        from the center gives the eps this center satisfies, d / R - 1, and
+        so a bound on the dual gap, (R*^2 - R^2) / R^2 <= (1 + eps)^2 - 1
+        (the MEB's (1 + eps) guarantee). For a fit that stopped at
+        ``max_core`` before its eps: recorded in the history as
+        ``certified_eps`` and ``dual_gap`` with ``capped: True``, and kept
+        as :attr:`certified_eps`. Returns that eps."""
+        from ..parallel import as_runner
+        from .passes import Center, TopRows, violator_task
+        center = Center(self)
+        top = TopRows(1)
+        found = 0
+        for f, c in as_runner(runner).map(violator_task, source.n_chunks, source, center, 1,
+                                          progress=None if progress is None else
+                                          lambda d, t: progress(d, t, 1)):
+            found += f
+            top.add(c)
+        cand = top.result()
+        R2 = self.radius2
+        d2 = R2 if cand is None else max(float(cand[4][0]), R2)
+        self.cert_eps = float(np.sqrt(d2 / R2) - 1.0)
+        self.record(self.eps)
+        self.history[-1].update(capped=True, certified_eps=self.cert_eps,
+                                dual_gap=(1.0 + self.cert_eps) ** 2 - 1.0,
+                                violators=int(found))
+        return self.cert_eps
+
     def _settle(self, ids, X, y, w=None, max_steps=100000):
         """Steps on the violators among the points of rows ``X``, furthest
         first, until none is left (or the core set is full)."""
