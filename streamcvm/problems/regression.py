@@ -203,9 +203,12 @@ def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method="cvm", e
     Returns a dict: mu, gamma, trials, stats, sd, check (the validation rows
     (X, y), for :func:`fit_warnings`)."""
     stats = row_stats(store, runner=runner)
-    _, sd = target_moments(stats)
-    sd = sd if sd > 0 else 1.0
     sample = held_out(store, SELECT_FIT, SELECT_VAL, seed, runner)
+    # the spread from the sample (centred in float64: no cancellation on a target
+    # far from 0), the store's moments when it is too small
+    ys = np.concatenate([sample[0][1], sample[1][1]]).astype(np.float64)
+    sd = float(ys.std()) if len(ys) >= SELECT_MIN_ROWS else target_moments(stats)[1]
+    sd = sd if sd > 0 else 1.0
     chosen = [name for name, v in (("mu", mu), ("gamma", gamma)) if v == "auto"]
     if log is not None and chosen:
         log(f"choosing {' and '.join(chosen)} on {len(sample[0][1]):,} + "
