@@ -677,11 +677,11 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         of training rows. In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
         2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
         grow with m to keep a fit as tight (``C_`` holds the value used).
-    mu : positive, or "auto" (default): chosen with gamma="auto" by the RMSE
-        on 2,000 held-out rows of fits on 2,000 others, among 0.03, 0.1 and
-        0.3 times the targets' standard deviation (``selection_`` lists the
-        trials; docs/solvers.md, "Regression defaults"). ``mu_`` holds the
-        value used.
+    mu : positive, or "auto" (default): chosen by the RMSE on 2,000 held-out
+        rows of fits on 2,000 others, among 0.03, 0.1, 0.3 and 1 times the
+        targets' standard deviation, after gamma="auto" is chosen at 0.3
+        (``selection_`` lists the trials; docs/solvers.md, "Regression
+        defaults"). ``mu_`` holds the value used.
     gamma : "auto" (default: 1 / or 2 / the mean squared distance between
         rows, whichever validates better; with a given mu too) or a number
     max_core : cap on core points (default 20,000: a 1.6 GB kernel cache).
@@ -692,8 +692,9 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     random_state, verbose : as :class:`CVMClassifier`
 
     After ``fit``, a warning says when the tube holds more than 95% of the
-    rows (a few extreme rows set the fit) or the residuals' mean is far from
-    0, measured on up to 2,000 random training rows.
+    rows (a few extreme rows set the fit), the residuals' mean is far from 0,
+    or the fit is worse than predicting the mean, measured on up to 2,000
+    random training rows.
     """
 
     def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
