@@ -133,6 +133,7 @@ if ROOT not in sys.path:
 from tools.bench_classify import (child_report, fmt, git_commit, load_json, log,  # noqa: E402
                                   run_child, save_json)
 from tools.bench_ingest import peak_rss_bytes, vm_hwm_bytes  # noqa: E402
+from tools.bench_scale_accuracy import human, mem_available, parse_rows, read_rows  # noqa: E402
 
 KIND = "friedman1"
 SIZES = [200_000, 1_000_000, 10_000_000]
@@ -157,23 +158,8 @@ RSS_WRAPPER = ("import resource, subprocess, sys\n"
                "sys.exit(rc if rc >= 0 else 128 - rc)\n")
 
 
-def human(n):
-    """200000 -> "200K", 2000000 -> "2M", 1500 -> "1,500"."""
-    for div, unit in ((10 ** 9, "G"), (10 ** 6, "M"), (10 ** 3, "K")):
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    return f"{n:,}"
 
 
-def parse_rows(s):
-    """ "200K", "1M", "2e6", "20000" -> a positive int."""
-    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][+]?[0-9]+)?)([kKmMgG]?)", s.strip())
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a row count: {s!r} (e.g. 200K, 1M, 20000)")
-    n = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()]
-    if n < 1 or n != int(n):
-        raise argparse.ArgumentTypeError(f"not a whole positive row count: {s!r}")
-    return int(n)
 
 
 def positive(kind):
@@ -216,35 +202,6 @@ def child_store(spec):
     return out
 
 
-def read_rows(store, m, seed=SEED):
-    """(X float32, y float64): exactly ``min(m, store.n)`` rows of ``store``,
-    all of them or a uniform random subset, read chunk by chunk. Each chunk
-    gets its share by a hypergeometric draw (the rows still wanted among the
-    rows still unread), then a seeded mask of that many random positions:
-    memory stays at the rows kept."""
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    m = min(int(m), store.n)
-    need, left = m, store.n
-    X = np.empty((m, store.d), np.float32)
-    y = np.empty(m, np.float64)
-    at = 0
-    for c in store:
-        r = len(c.y)
-        if m == store.n:
-            idx, k = slice(None), r
-        else:
-            k = int(rng.hypergeometric(r, left - r, need)) if need else 0
-            idx = np.zeros(r, bool)
-            idx[rng.choice(r, k, replace=False)] = True
-        left -= r
-        need -= k
-        if k:
-            X[at:at + k] = c.X[idx]
-            y[at:at + k] = np.asarray(c.y, np.float64)[idx]
-            at += k
-    assert at == m, (at, m)
-    return X, y
 
 
 def nystroem_block(K):
@@ -285,7 +242,8 @@ def child_reference(spec):
     with threadpool_limits(THREADS), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t = time.perf_counter()
-        X, y = read_rows(open_store(spec["train"]), spec["fit_rows"])
+        X, y = read_rows(open_store(spec["train"]), spec["fit_rows"], SEED)
+        y = np.asarray(y, np.float64)
         X = X.astype(np.float64)        # what libsvm and Nystroem would make of it anyway
         out.update(load_s=time.perf_counter() - t, fit_rows=len(y))
         y_mean, y_sd = float(y.mean()), float(y.std())
@@ -505,16 +463,6 @@ def run_streamcvm(train, test, model, extra, timeout):
     return out
 
 
-def mem_available():
-    """MemAvailable (bytes) from /proc/meminfo, or None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def ensure_store(workdir, n, first_block, y_stats=False):

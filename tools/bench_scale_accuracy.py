@@ -120,11 +120,14 @@ def human(n):
 
 
 def parse_rows(s):
-    """ "200K", "2M", "2e6", "20000" -> an int."""
-    m = re.fullmatch(r"([0-9.eE+]+)([kKmMgG]?)", s.strip())
+    """ "200K", "1M", "2e6", "20000" -> a positive int."""
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][+]?[0-9]+)?)([kKmMgG]?)", s.strip())
     if not m:
-        raise argparse.ArgumentTypeError(f"not a row count: {s!r}")
-    return int(float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()])
+        raise argparse.ArgumentTypeError(f"not a row count: {s!r} (e.g. 200K, 1M, 20000)")
+    n = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()]
+    if n < 1 or n != int(n):
+        raise argparse.ArgumentTypeError(f"not a whole positive row count: {s!r}")
+    return int(n)
 
 
 # ---------------------------------------------------------------------------
