@@ -81,8 +81,7 @@ What each figure is:
   coefficient; its core-set size, which counts a row once per sign, is in
   the notes); SVR: ``len(support_)``; Nystroem: K.
 - peak RSS MB: 10^6 bytes. streamcvm: the train process's maximum resident
-  set size (``/usr/bin/time -v`` when it works, else
-  ``getrusage(RUSAGE_CHILDREN)`` in a small wrapper process; the evaluate
+  set size (``os.wait4``'s rusage of that process; the evaluate
   process's is in the JSON); references: the child's ``ru_maxrss`` at its
   end. This parent imports only the standard library, so those figures are
   the children's.
@@ -149,16 +148,6 @@ SVR_C, SVR_EPSILON = 10.0, 0.1          # per unit of the fit rows' target sd
 RIDGE_ALPHA = 1e-3
 BLOCK_BYTES = 256e6                     # one block of Nystroem features (and its kernel)
 SVR_CACHE_MB = 2000
-TIME_V = "/usr/bin/time"
-# the fallback measurer: runs the command, writes its children's peak RSS (KB on Linux)
-RSS_WRAPPER = ("import resource, subprocess, sys\n"
-               "rc = subprocess.call(sys.argv[2:])\n"
-               "with open(sys.argv[1], 'w') as f:\n"
-               "    f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
-               "sys.exit(rc if rc >= 0 else 128 - rc)\n")
-
-
-
 
 
 
@@ -332,67 +321,31 @@ def streamcvm_cmd():
 _TIME_OK = None
 
 
-def time_v_works():
-    """Whether ``/usr/bin/time -v -o FILE`` is GNU time and reports the
-    maximum resident set size (checked once)."""
-    global _TIME_OK
-    if _TIME_OK is None:
-        _TIME_OK = False
-        if os.access(TIME_V, os.X_OK):
-            with tempfile.TemporaryDirectory() as td:
-                f = os.path.join(td, "t")
-                try:
-                    subprocess.run([TIME_V, "-v", "-o", f, "true"], capture_output=True,
-                                   timeout=30)
-                    with open(f) as fh:
-                        _TIME_OK = "Maximum resident set size" in fh.read()
-                except (OSError, subprocess.SubprocessError):
-                    pass
-    return _TIME_OK
-
-
 def run_timed(cmd, timeout):
-    """Run ``cmd`` (killed after ``timeout`` s): a dict of rc, wall s, its
-    peak RSS in bytes (the process and the children it waited for), how that
-    was measured, stdout and stderr, and whether it timed out."""
-    have_timeout = os.access("/usr/bin/timeout", os.X_OK)
-    guard = ["/usr/bin/timeout", "--kill-after=60", f"{timeout:g}"] if have_timeout else []
-    with tempfile.TemporaryDirectory(prefix="brs-") as td:
-        rss_file, out_file, err_file = (os.path.join(td, x) for x in ("rss", "out", "err"))
-        if time_v_works():
-            full, how = [TIME_V, "-v", "-o", rss_file] + guard + cmd, "time -v"
-        else:
-            full, how = [sys.executable, "-c", RSS_WRAPPER, rss_file] + guard + cmd, \
-                "RUSAGE_CHILDREN"
-        timed_out = False
-        t = time.perf_counter()
-        with open(out_file, "w") as fo, open(err_file, "w") as fe:
-            p = subprocess.Popen(full, stdout=fo, stderr=fe, start_new_session=True)
-            try:
-                rc = p.wait(timeout + (120 if guard else 0))
-            except subprocess.TimeoutExpired:       # no timeout(1), or it did not end it
+    """Run ``cmd`` (its process group killed after ``timeout`` s): a dict of
+    rc, wall s, the process's own peak RSS in bytes (``os.wait4``, as
+    ``tools/bench_scale.run_measured``), stdout, stderr and whether it timed
+    out. Output goes to files, not pipes: wait4 reaps the child, and a full
+    pipe would block it meanwhile."""
+    timed_out = False
+    t = time.perf_counter()
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, start_new_session=True)
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() - t > timeout and not timed_out:
                 os.killpg(p.pid, signal.SIGKILL)
-                rc = p.wait()
                 timed_out = True
+            time.sleep(0.05)
+        p.returncode = rc = os.waitstatus_to_exitcode(status)   # reaped here
         wall = time.perf_counter() - t
-        with open(out_file) as f:
-            stdout = f.read()
-        with open(err_file) as f:
-            stderr = f.read()
-        rss = None
-        try:
-            with open(rss_file) as f:
-                text = f.read()
-            if how == "time -v":
-                m = re.search(r"Maximum resident set size \(kbytes\):\s*(\d+)", text)
-                rss = int(m.group(1)) * 1024 if m else None
-            else:
-                rss = int(text.strip()) * (1 if sys.platform == "darwin" else 1024)
-        except (OSError, ValueError):
-            pass
-    timed_out = timed_out or rc in (124, 137)           # timeout(1)'s exit codes
-    return {"rc": rc, "wall": wall, "rss": rss, "rss_how": how, "stdout": stdout,
-            "stderr": stderr, "timed_out": timed_out}
+        fo.seek(0)
+        fe.seek(0)
+        stdout, stderr = fo.read().decode(), fe.read().decode()
+    return {"rc": rc, "wall": wall, "rss": ru.ru_maxrss * 1024, "rss_how": "wait4",
+            "stdout": stdout, "stderr": stderr, "timed_out": timed_out}
 
 
 def stderr_tail(text, lines=1):
