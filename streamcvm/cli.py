@@ -231,7 +231,8 @@ def _add_train(sub):
     p.add_argument("-e", "--eps", default="auto", help="ball tolerance: 'auto' or a number")
     p.add_argument("-a", "--sample-size", type=_positive_int, default=59)
     p.add_argument("-f", "--max-core", type=_positive_int, default=None,
-                   help="cap on core vectors per machine (default: none; regression 20,000)")
+                   help="cap on core vectors per machine (default: none; ranking 20,000; "
+                        "regression 20,000 on every row, 12,000 per progressive stage)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--full-pass", action="store_true",
                    help="finish with passes over every row until none violates")
@@ -252,11 +253,12 @@ def _add_train(sub):
                         "DIR must hold one, unless --checkpoint-dir names DIR too (then a "
                         "run with no snapshot yet starts fresh)")
     p.add_argument("--train-size", default="auto", metavar="N",
-                   help="classification: 'auto' (default: a machine of more than 65,536 "
-                        "rows trains on every row while its core set stays under 2,048 "
-                        "vectors, else on random samples of 16,384, 32,768, ... rows while "
-                        "a held-out validation sample says the last doubling helped), 'all' "
-                        "rows, or at most N rows that way")
+                   help="classification and regression: 'auto' (default: a machine of "
+                        "more than 65,536 rows trains on random samples of 16,384, 32,768, "
+                        "... rows while a held-out validation sample says the last doubling "
+                        "helped; classification first tries every row while its core set "
+                        "stays under 2,048 vectors; regression stops before a stage whose "
+                        "core set would pass 12,000), 'all' rows, or at most N rows that way")
     p.add_argument("--stop", choices=["slack", "validation"], default="slack",
                    help="what ends the eps annealing: the margin slack (default) or, with "
                         "held-out rows (--train-size), the validation error")
@@ -326,9 +328,11 @@ def cmd_train(args):
         raise SystemExit("streamcvm train: error: --class-weight is for classification")
     if task != "regression" and args.mu is not None:
         raise SystemExit("streamcvm train: error: --mu is for regression")
-    if task != "classification" and (args.train_size != "auto" or args.stop != "slack"):
-        raise SystemExit("streamcvm train: error: --train-size and --stop are for "
-                         "classification")
+    if task not in ("classification", "regression") and args.train_size != "auto":
+        raise SystemExit("streamcvm train: error: --train-size is for classification and "
+                         "regression")
+    if task != "classification" and args.stop != "slack":
+        raise SystemExit("streamcvm train: error: --stop is for classification")
     _check_train_paths(args)        # before the heavy imports, and before any work
     import numpy as np
     from . import checkpoint
@@ -343,8 +347,7 @@ def cmd_train(args):
         ("auto" if task == "regression" else 1.0)
     if C == "auto" and task != "regression":
         raise SystemExit("streamcvm train: error: --C auto is for regression")
-    max_core = args.max_core if args.max_core is not None or \
-        task not in ("regression", "ranking") else 20000
+    max_core = args.max_core if args.max_core is not None or task != "ranking" else 20000
     kw = dict(method=method, C=C, kernel=args.kernel,
               gamma=_num_or_auto(args.gamma, "gamma"), eps=_num_or_auto(args.eps, "eps"),
               sample_size=args.sample_size, max_core=max_core,
@@ -353,7 +356,7 @@ def cmd_train(args):
         est = CVMOneClass(**kw)
     elif task == "regression":
         est = CVMRegressor(mu="auto" if args.mu is None else _num_or_auto(args.mu, "mu"),
-                           **kw)
+                           train_size=_train_size(args.train_size), **kw)
     elif task == "ranking":
         if kw["eps"] == "auto":
             kw["eps"] = 1e-4        # CVMRanker's default: "auto" is slow on pairs

@@ -13,6 +13,20 @@ import scipy.sparse as sp
 from .store import csr_view
 
 
+RESERVE = 4096      # see CoreSet._grow
+
+
+def lazy_zeros(shape):
+    """A float32 array of zeros on an anonymous memory map: a page takes RAM
+    only once written. (numpy asks for transparent huge pages on large
+    arrays, and a 2 MB page is resident whole, so a [cap, cap] cache whose
+    rows are filled only up to |S| would cost |S| x cap, not |S|^2.)"""
+    import mmap
+    count = int(np.prod(shape))
+    return np.frombuffer(mmap.mmap(-1, max(count * 4, 1)), np.float32,
+                         count=count).reshape(shape)
+
+
 class CoreSet:
     def __init__(self, d, sparse, cap=64, cache=True, transposed=False, max_cap=None):
         self.d = d
@@ -67,7 +81,11 @@ class CoreSet:
             return
         new = max(need, 2 * cap)
         if self.max_cap is not None:    # a cap of 20,000 must not allocate a 32,768^2 cache
-            new = max(need, min(new, self.max_cap))
+            # past RESERVE, a capped cache is allocated whole (lazy_zeros: its
+            # pages take RAM only once written), so RSS follows |S|^2 with no
+            # more growth copies (old + new cache at once: 2x the final cache
+            # when |S| ends just past a doubling)
+            new = max(need, self.max_cap if new >= RESERVE else min(new, self.max_cap))
         n = self.n
         for name in ("ids", "y", "sq", "ic", "q", "kx"):
             a = getattr(self, name)
@@ -78,7 +96,8 @@ class CoreSet:
         al[:n] = self.alpha[:n]
         self.alpha = al
         if self.cache:
-            K = np.zeros((new, new), np.float32)
+            K = lazy_zeros((new, new)) if new >= RESERVE and new == self.max_cap else \
+                np.zeros((new, new), np.float32)
             K[:n, :n] = self.K[:n, :n]
             self.K = K
         if self.sparse:

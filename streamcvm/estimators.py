@@ -20,11 +20,12 @@ from .kernels import Kernel, estimate_beta
 from .parallel import Runner
 from .problems import one_blas_thread, pairs, train_machine
 from .problems.ranking import train_ranker
-from .problems.regression import fit_warnings, prepare_fit, train_regressor
+from .problems.regression import STAGE_CORE, fit_warnings, prepare_fit, train_regressor
 from .store import BaseStore, DiskStore, as_store
 
 METHODS = ("bvm", "cvm", "fvm")
 AUTO_C_PER_ROW = 5.0    # CVMRegressor(C="auto"): C = 5 x training rows
+REGRESSION_MAX_CORE = 20000     # CVMRegressor(max_core=None) on every row
 
 
 def _log(message):
@@ -684,10 +685,23 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         defaults"). ``mu_`` holds the value used.
     gamma : "auto" (default: 1 / or 2 / the mean squared distance between
         rows, whichever validates better; with a given mu too) or a number
-    max_core : cap on core points (default 20,000: a 1.6 GB kernel cache).
-        ``eps="auto"`` asks for a tolerance that shrinks as the rows grow
-        (one row's weight in the loss is C/(mu m)), so without a cap the core
-        set, and RAM, would grow with m; a fit that reaches the cap warns.
+    max_core : cap on core points. Default (None): 20,000 (a 1.6 GB kernel
+        cache) on a fit on every row, and progressive stages (below) that
+        stop before a stage whose core set would pass 12,000 (0.6 GB). A
+        number caps both. ``eps="auto"`` asks for a tolerance that shrinks
+        as the rows grow (one row's weight in the loss is C/(mu m)), and an
+        L2-SVR keeps most rows outside its tube as support vectors, so the
+        core set grows like the rows trained on; a fit that reaches the cap
+        warns.
+    train_size : "auto" (default), "all" or a number of rows. "auto": a
+        store of more than 65,536 rows trains by progressive subsampling
+        (streamcvm.problems.progressive): fits on random samples of 16,384,
+        32,768, ... rows (C="auto" scaled to each), the next only while the
+        last doubling lowered the squared error on held-out rows (10% of
+        the rows, at most 50,000) by more than its standard error and its
+        core set would stay within the budget above. The stages are in
+        ``history_`` (``stage_rows``, ``stage_validation_rmse``). A number:
+        at most that many rows, the same way.
     kernel, coef0, degree, eps, sample_size, full_pass,
     random_state, verbose : as :class:`CVMClassifier`
 
@@ -698,11 +712,12 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     """
 
     def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
-                 coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=20000,
-                 full_pass=False, random_state=0, verbose=False):
+                 coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
+                 full_pass=False, train_size="auto", random_state=0, verbose=False):
         self.method = method
         self.C = C
         self.mu = mu
+        self.train_size = train_size
         self.kernel = kernel
         self.gamma = gamma
         self.coef0 = coef0
@@ -726,6 +741,10 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         if not (isinstance(self.mu, str) and self.mu == "auto") and \
                 (not isinstance(self.mu, numbers.Real) or not self.mu > 0):
             raise ValueError(f"mu must be 'auto' or positive, got {self.mu!r}")
+        ts = self.train_size
+        if not (ts in ("auto", "all") or (isinstance(ts, numbers.Integral) and ts >= 1000)):
+            raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
+                             f"least 1,000, got {ts!r}")
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
             checkpoint_iters=None, checkpoint_keep=2, resume=False,
@@ -756,11 +775,18 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             pre["stats"]
         self.gamma_ = float(gamma)
         kern = self._make_kernel(self.gamma_)
+        auto_c = isinstance(self.C, str)
         self._fit_one(store, kern, lambda **kw: train_regressor(
             store, kern, C=self.C_, mu=self.mu_, method=self.method, eps=eps,
-            sample_size=self.sample_size, max_core=self.max_core, full_pass=self.full_pass,
-            stats=stats, **kw),
+            sample_size=self.sample_size,
+            max_core=REGRESSION_MAX_CORE if self.max_core is None else self.max_core,
+            stage_core=STAGE_CORE if self.max_core is None else self.max_core,
+            full_pass=self.full_pass, stats=stats, train_size=self.train_size,
+            c_per_row=AUTO_C_PER_ROW if auto_c else None, **kw),
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client)
+        stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]
+        if stages and auto_c:               # a progressive fit: its last stage's C
+            self.C_ = AUTO_C_PER_ROW * stages[-1]
         self.epsilon_bar_ = self.machine_.epsilon_bar
         Xv, yv = pre["check"]
         for w in fit_warnings(self.machine_.decision(kern, Xv) if len(yv) else [], yv,

@@ -199,3 +199,34 @@ def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     # the triangle bound from the furthest rows of both centers (the step cap
     # stopped it mid-level, so it exceeds the level's eps)
     assert h[5] > h[0] and d2.max() <= (1 + h[5]) ** 2 * kt - h[7] + 1e-9
+
+
+def _rss_bytes():
+    import os
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="Linux RSS")
+def test_a_capped_kernel_cache_costs_its_filled_part_only():
+    """Past RESERVE, a core set with a cap allocates its [cap, cap] cache
+    once (no growth copies), and RAM follows |S|^2 (4,200^2 x 4 B = 71 MB),
+    not |S| x cap (336 MB for a cap of 20,000, as a cache on huge pages
+    would cost) nor the 1.6 GB of the whole cache."""
+    from streamcvm.coreset import RESERVE, CoreSet
+    kern = Kernel("rbf", gamma=1.0)
+    X = np.random.default_rng(0).random((4200, 2)).astype(np.float32)
+    cs = CoreSet(2, False, max_cap=20000)
+    for i in range(RESERVE // 2):         # the next one grows the cache past RESERVE
+        cs.add(i, X[i:i + 1], 1.0, kern, 0.0, 0.0)
+    before = _rss_bytes()
+    for i in range(RESERVE // 2, 4200):
+        cs.add(i, X[i:i + 1], 1.0, kern, 0.0, 0.0)
+    grown = _rss_bytes() - before
+    assert cs.K.shape == (20000, 20000)
+    assert grown < 0.35 * 4200 * 20000 * 4, f"{grown / 1e6:.0f} MB"
+    # the cache is the same as the uncapped one's
+    ref = CoreSet(2, False)
+    for i in range(300):
+        ref.add(i, X[i:i + 1], 1.0, kern, 0.0, 0.0)
+    np.testing.assert_array_equal(ref.K[:300, :300], cs.K[:300, :300])

@@ -131,3 +131,101 @@ def test_auto_keeps_the_plain_fit_while_its_core_set_stays_small(monkeypatch):
     stages = [h["stage_rows"] for h in noisy.history_ if "stage_validation_error" in h]
     assert len(stages) >= 2 and stages[0] < 24000 / 2       # stages on subsamples
     assert noisy.core_set_size_ >= PROBE_CORE / 2
+
+
+# -- regression: stages judged by held-out squared errors ---------------------
+
+def _friedman(n=12000, chunk_rows=1500):
+    from streamcvm.synthetic import friedman1_block
+    X, y = friedman1_block(0, n)
+    return streamcvm.as_store(X, y, chunk_rows=chunk_rows)
+
+
+REG = dict(mu=0.5, gamma=0.5, train_size=8000)
+
+
+def test_improved_is_the_paired_rule_and_keep_going_its_0_1_case():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        a, b = rng.random(50) < 0.3, rng.random(50) < 0.3      # wrong before / after
+        fixed, broken = pg.paired(~a, ~b)
+        assert pg.improved(a.astype(float), b.astype(float)) == pg.keep_going(fixed, broken)
+    prev = np.ones(1000)
+    assert pg.improved(prev, prev - 0.1)                            # every row better
+    swing = np.where(np.arange(1000) % 2 == 0, 0.1, -0.1)     # sum d = 1 < sqrt(sum d^2) ~ 3.2
+    assert not pg.improved(prev, prev - swing - 0.001)
+    v = pg.SquaredVerdict()
+    loss = rng.random(777) ** 3
+    np.testing.assert_array_equal(v.decode(v.encode(loss), 777), loss)   # resume: exact
+
+
+def test_progressive_regression_holds_out_its_validation_rows_and_records_the_stages():
+    from streamcvm import CVMRegressor
+    store = _friedman()
+    reg = CVMRegressor(**REG).fit(store)
+    stages = [h for h in reg.history_ if "validation_rows" in h]
+    rows = [h["stage_rows"] for h in stages]
+    assert rows == [2000, 4000, 8000][:len(rows)] and len(rows) >= 2
+    for h in stages[1:-1]:                  # it went on: the gain beat its standard error
+        assert h["gain"] > h["gain_se"]
+    last = stages[-1]
+    assert len(stages) == 3 or last["gain"] <= last["gain_se"] or \
+        last.get("stopped_by") == "core budget"
+    assert reg.C_ == 5.0 * last["stage_rows"]       # C="auto": 5 x the stage's rows
+    (vid, Xv, yv, _), (tid, _, _, _) = pg.draw_sample(store, None, 1200, 8000, 0)
+    ids = reg.machine_.sv_ids
+    assert not set(ids.tolist()) & set(vid.tolist())            # never trained on
+    assert set(ids.tolist()) <= set(tid[:last["stage_rows"]].tolist())
+    val = np.sqrt(np.mean((reg.predict(Xv) - yv) ** 2))
+    assert val == pytest.approx(last["stage_validation_rmse"], rel=1e-6)   # threads: float sums
+    from streamcvm.synthetic import friedman1_block
+    Xt, yt = friedman1_block(99, 5000)
+    assert np.sqrt(np.mean((reg.predict(Xt) - yt) ** 2)) < 1.3     # noise sd 1, target sd ~4.9
+
+
+def test_progressive_regression_stops_before_a_stage_past_the_core_budget():
+    from streamcvm import CVMRegressor
+    store = _friedman()
+    with pytest.warns(RuntimeWarning, match="max_core"):         # its first stage is capped
+        reg = CVMRegressor(**dict(REG, max_core=900)).fit(store)
+    stages = [h for h in reg.history_ if "validation_rows" in h]
+    last = stages[-1]
+    assert last["stopped_by"] == "core budget", stages
+    assert reg.core_set_size_ * 2 > 900 >= reg.core_set_size_
+
+
+def test_progressive_regression_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch):
+    from streamcvm import CVMRegressor
+    store = _friedman()
+    orig, searches = meb.MEBSolver.search, []
+
+    def counted(self, *a, **k):
+        searches.append(self.core.n)
+        return orig(self, *a, **k)
+    monkeypatch.setattr(meb.MEBSolver, "search", counted)
+    ref = CVMRegressor(**REG).fit(store)
+    total = len(searches)
+    count = {"n": 0}
+
+    def killing(self, *a, **k):
+        count["n"] += 1
+        if count["n"] == total - 30:        # in the last stage
+            raise KeyboardInterrupt
+        return orig(self, *a, **k)
+    monkeypatch.setattr(meb.MEBSolver, "search", killing)
+    with pytest.raises(KeyboardInterrupt):
+        CVMRegressor(**REG).fit(store, checkpoint_dir=tmp_path, checkpoint_every=3600,
+                                checkpoint_iters=100)
+    man = checkpoint.latest(tmp_path)[0]
+    assert man["current"]["pool"]["progressive"]["stage"] >= 1, \
+        "the kill should land after the first stage"
+    searches.clear()
+    monkeypatch.setattr(meb.MEBSolver, "search", counted)
+    res = CVMRegressor(**REG).fit(store, checkpoint_dir=tmp_path, resume=True)
+    assert len(searches) < 300 < total / 3  # it continued: no stage was redone
+    np.testing.assert_array_equal(ref.machine_.sv_ids, res.machine_.sv_ids)
+    np.testing.assert_array_equal(ref.machine_.coef, res.machine_.coef)
+    assert ref.intercept_ == res.intercept_ and ref.epsilon_bar_ == res.epsilon_bar_
+    verdicts = [[{k: v for k, v in h.items() if k != "elapsed"} for h in r.history_
+                 if "validation_rows" in h] for r in (ref, res)]
+    assert verdicts[0] == verdicts[1]

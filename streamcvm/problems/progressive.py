@@ -26,6 +26,15 @@ one standard error of the paired difference). The last stage trained is the
 model. The sample, the stages and the decisions depend only on the seed and
 the data, so a resumed run (the stage and its solver are in the snapshot)
 gives the same model.
+
+Regression (:func:`~streamcvm.problems.regression.train_regressor`) runs the
+same stages judged by squared errors (:class:`SquaredVerdict`: the next
+stage while the last doubling lowered the held-out squared errors by more
+than one standard error of the paired difference, :func:`improved`), each
+stage a fresh L2-SVR with C scaled to its rows. An L2-SVR keeps most rows
+outside its tube as support vectors, so its core set, and the |S|^2 kernel
+cache, grow like the stage's rows: the stages also end before one whose core
+set, extrapolated from the last, would pass a budget (``admit``).
 """
 import numpy as np
 import scipy.sparse as sp
@@ -155,8 +164,72 @@ def paired(ok_prev, ok_new):
 def keep_going(fixed, broken):
     """Train the next stage? When the last doubling fixed more validation
     rows than it broke by more than one standard error of the paired
-    difference, sqrt(fixed + broken)."""
+    difference, sqrt(fixed + broken) (:func:`improved` of 0/1 losses)."""
     return bool(fixed - broken > np.sqrt(fixed + broken))
+
+
+def improved(loss_prev, loss_new):
+    """Did the last doubling lower the validation loss significantly? The
+    per-row gains ``d = loss_prev - loss_new`` sum to more than
+    sqrt(sum d^2), one standard error of their sum (for 0/1 losses this is
+    :func:`keep_going`: sum d = fixed - broken, sum d^2 = fixed + broken)."""
+    d = np.asarray(loss_prev, np.float64) - np.asarray(loss_new, np.float64)
+    return bool(d.sum() > np.sqrt(np.dot(d, d)))
+
+
+class ErrorVerdict:
+    """A two-class machine's stages judged by their held-out 0/1 errors
+    (labels +-1); the last stage's rights and wrongs kept as bits."""
+    classes = (-1.0, 1.0)   # the stage's rows as its pool draws them
+    key = "ok"
+    warm = True             # a stage continues from the last one's solver
+
+    def losses(self, machine, kernel, Xv, yv, n_jobs):
+        return ((machine.decision(kernel, Xv, n_jobs=n_jobs) > 0) != (yv > 0)).astype(np.float64)
+
+    def record(self, loss, prev):
+        rec = {"stage_validation_error": float(loss.mean())}
+        if prev is not None:
+            fixed, broken = paired(prev == 0, loss == 0)
+            rec.update(fixed=fixed, broken=broken)
+        return rec
+
+    def go(self, prev, loss):
+        return keep_going(*paired(prev == 0, loss == 0))
+
+    def encode(self, loss):
+        return np.packbits(loss == 0).tobytes().hex()
+
+    def decode(self, text, n):
+        ok = np.unpackbits(np.frombuffer(bytes.fromhex(text), np.uint8))[:n].astype(bool)
+        return (~ok).astype(np.float64)
+
+
+class SquaredVerdict:
+    """A regression's stages judged by their held-out squared errors (raw
+    targets); the last stage's kept as float64."""
+    classes = None
+    key = "loss"
+    warm = False            # C and the points change with the rows: each stage fresh
+
+    def losses(self, machine, kernel, Xv, yv, n_jobs):
+        return (machine.decision(kernel, Xv, n_jobs=n_jobs) - yv) ** 2
+
+    def record(self, loss, prev):
+        rec = {"stage_validation_rmse": float(np.sqrt(loss.mean()))}
+        if prev is not None:
+            d = prev - loss
+            rec.update(gain=float(d.mean()), gain_se=float(np.sqrt(np.dot(d, d)) / len(d)))
+        return rec
+
+    def go(self, prev, loss):
+        return improved(prev, loss)
+
+    def encode(self, loss):
+        return np.asarray(loss, "<f8").tobytes().hex()
+
+    def decode(self, text, n):
+        return np.frombuffer(bytes.fromhex(text), "<f8")[:n].astype(np.float64)
 
 
 class StagePool:
@@ -174,27 +247,33 @@ class StagePool:
 
 
 def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weighted=False,
-                      resume=None, train=None, callback=None):
+                      resume=None, train=None, callback=None, verdict=None, admit=None):
     """Train the stages of a progressive fit; ``sizes = plan(...)``.
     ``train(stage_store, validation, make_pool, resume, warm)`` trains one
     stage's machine on an in-memory store of the sample's first rows (labels
     +-1), continuing from ``warm`` (the previous stage's solver) where it
     can, and returns (machine, solver). ``resume``: the machine-in-progress part of a snapshot
-    (``current``, ``arrays``). Returns the machine (support ids mapped to the
-    store's rows) with the stages recorded in its history."""
+    (``current``, ``arrays``). ``verdict``: how stages are judged
+    (:class:`ErrorVerdict`, the default, or :class:`SquaredVerdict` for a
+    regression, ``classes`` None). ``admit(next rows, machine, rows)``:
+    whether the next stage may be trained at all (e.g. its core set would
+    not fit), asked after a stage the verdict would continue from. Returns
+    the machine (support ids mapped to the store's rows) with the stages
+    recorded in its history."""
     from ..sampling import ChunkPool
     from ..store import ArrayStore
     n_val, n_train = sizes
     (vid, Xv, yv, _), (tid, Xt, yt, wt) = draw_sample(store, classes, n_val, n_train, seed,
                                                       runner, weighted)
     stages = stage_sizes(len(tid))
-    progress = {"stage": 0, "records": [], "ok": None}
+    verdict = ErrorVerdict() if verdict is None else verdict
+    key = verdict.key
+    progress = {"stage": 0, "records": [], key: None}
     cur = None if resume is None else resume.get("current")
     if cur is not None:
         progress = dict(cur["pool"]["progressive"])
         resume = {"current": dict(cur, pool=cur["pool"]["pool"]), "arrays": resume["arrays"]}
-    ok_prev = None if progress["ok"] is None else \
-        np.unpackbits(np.frombuffer(bytes.fromhex(progress["ok"]), np.uint8))[:len(yv)].astype(bool)
+    prev = None if progress[key] is None else verdict.decode(progress[key], len(yv))
     machine = solver = None
     for k in range(progress["stage"], len(stages)):
         m = stages[k]
@@ -203,26 +282,29 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
         snap = dict(progress)
 
         def make_pool(rng, state, sub=sub, snap=snap):
-            pool = ChunkPool(sub, rng, classes=(-1.0, 1.0)) if state is None else \
-                ChunkPool.from_state(sub, rng, state, classes=(-1.0, 1.0))
+            pool = ChunkPool(sub, rng, classes=verdict.classes) if state is None else \
+                ChunkPool.from_state(sub, rng, state, classes=verdict.classes)
             return StagePool(pool, snap)
+        if not verdict.warm:
+            solver = None       # the last stage's solver (its kernel cache) is not kept
         machine, solver = train(sub, (Xv, yv), make_pool, resume, solver)
         resume = None
-        ok = (machine.decision(kernel, Xv, n_jobs=solver.n_tasks()) > 0) == (yv > 0)
-        rec = {"stage_rows": int(m), "validation_rows": int(len(yv)),
-               "stage_validation_error": float(1.0 - ok.mean())}
+        loss = verdict.losses(machine, kernel, Xv, yv, solver.n_tasks())
+        rec = {"stage_rows": int(m), "validation_rows": int(len(yv))}
+        rec.update(verdict.record(loss, prev))
         go = k + 1 < len(stages)
-        if ok_prev is not None:
-            fixed, broken = paired(ok_prev, ok)
-            rec.update(fixed=fixed, broken=broken)
-            go = go and keep_going(fixed, broken)
+        if prev is not None:
+            go = go and verdict.go(prev, loss)
+        if go and admit is not None and not admit(stages[k + 1], machine, m):
+            rec["stopped_by"] = "core budget"
+            go = False
         new = [h for h in machine.history if "stage_rows" not in h]
         for h in new:
             h["stage_rows"] = int(m)
         new[-1].update(rec)                 # the stage's last level: its verdict
         progress = {"stage": k + 1, "records": progress["records"] + [rec],
-                    "ok": np.packbits(ok).tobytes().hex()}
-        ok_prev = ok
+                    key: verdict.encode(loss)}
+        prev = loss
         if callback is not None:
             callback(rec)
         if not go:
@@ -230,7 +312,7 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
     machine.sv_ids = tid[machine.sv_ids]
     # a stage that started a new solver (not a warm exact chain) left its
     # levels behind: its verdict is kept, ahead of the last solver's levels
-    present = {h["stage_rows"] for h in machine.history if "stage_validation_error" in h}
+    present = {h["stage_rows"] for h in machine.history if "validation_rows" in h}
     machine.history = [dict(r) for r in progress["records"]
                        if r["stage_rows"] not in present] + machine.history
     return machine

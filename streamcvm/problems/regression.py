@@ -37,35 +37,82 @@ def regression_points(store, kernel, C, mu, stats=None, runner=None):
     return SignedPoints(C, mu, store.n, tmax, kmax=kernel_bound(kernel, stats), offset=offset)
 
 
+# train_size="auto" on more than progressive.MIN_ROWS rows: the stages stop
+# before one whose core set would pass this many vectors (its |S|^2 float32
+# kernel cache, 0.58 GB at 12,000, is most of the fit's memory)
+STAGE_CORE = 12000
+
+
 def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
                     sample_size=59, max_core=None, seed=0, full_pass=False, callback=None,
                     checkpointer=None, resume=None, stats=None, runner=None,
-                    pass_progress=None, warn=True):
+                    pass_progress=None, warn=True, train_size="all", c_per_row=None,
+                    stage_core=STAGE_CORE):
     """Train an L2-SVR on ``store`` (targets in its ``y``); returns a
     :class:`Machine` with ``regression=True`` whose support rows are the
     distinct rows with weight (a row's two signs merged into one
-    coefficient) and whose ``epsilon_bar`` is the tube's half width."""
+    coefficient) and whose ``epsilon_bar`` is the tube's half width.
+
+    ``train_size``: "all" rows, or "auto" / a number of rows: progressive
+    subsampling (:mod:`.progressive`, stages judged by held-out squared
+    errors) on more than ``MIN_ROWS`` rows, each stage with ``C =
+    c_per_row`` x its rows (``C`` when ``c_per_row`` is None), the stages
+    ending before one whose core set, extrapolated from the last (core
+    vectors grow like the rows), would pass ``stage_core`` (and
+    ``max_core``); ``stats`` is then unused (each stage's are its sample's)."""
+    from .progressive import SquaredVerdict, plan, train_progressive
     if method == "bvm":
         raise ValueError("regression is a center-constrained MEB (a linear term): "
                          "method must be 'cvm' or 'fvm', not 'bvm'")
     if not C > 0 or not mu > 0:
         raise ValueError(f"C and mu must be positive, got C={C!r}, mu={mu!r}")
+    kw = dict(mu=mu, method=method, eps=eps, sample_size=sample_size, max_core=max_core,
+              seed=seed, checkpointer=checkpointer, runner=runner)
+    sizes = None if full_pass else plan(store, None, train_size)
+    if sizes is None:
+        machine, solver = _fit(store, kernel, C=C, full_pass=full_pass, callback=callback,
+                               resume=resume, stats=stats, pass_progress=pass_progress, **kw)
+    else:
+        budget = stage_core if max_core is None else min(stage_core, max_core)
+
+        def stage(sub, val, make_pool, stage_resume, warm):
+            def shown(solver):      # the progress bar says which stage runs
+                solver.note = f"{sub.n:,} sampled rows"
+                callback(solver)
+            return _fit(sub, kernel, C=C if c_per_row is None else c_per_row * sub.n,
+                        make_pool=make_pool, resume=stage_resume,
+                        callback=None if callback is None else shown, **kw)
+
+        def admit(rows, machine, m):
+            return machine.core_size * rows / m <= budget
+        machine = train_progressive(store, kernel, None, sizes, seed=seed, runner=runner,
+                                    resume=resume, train=stage, verdict=SquaredVerdict(),
+                                    admit=admit)
+        solver = None
+    if warn and max_core is not None and machine.core_size >= max_core:
+        import warnings
+        cert = None if solver is None else solver.cert_eps
+        got = "" if cert is None else \
+            f" (its center satisfies eps {cert:.2g}: dual gap at most {(1 + cert) ** 2 - 1:.2g})"
+        what = "the last stage's eps" if solver is None else f"eps {solver.eps:.2g}"
+        warnings.warn(f"streamcvm: the core set reached max_core={max_core:,} before {what} "
+                      f"was met{got}; the fit may be looser than asked (raise max_core, or "
+                      "lower C or mu)", RuntimeWarning, stacklevel=3)
+    return machine
+
+
+def _fit(store, kernel, *, C, mu, method, eps, sample_size, max_core, seed, checkpointer,
+         runner, full_pass=False, callback=None, resume=None, stats=None, pass_progress=None,
+         make_pool=None):
+    """One L2-SVR on every row of ``store``: (Machine, the solver)."""
     points = regression_points(store, kernel, C, mu, stats, runner)
     solver = run_solver(store, kernel, points, classes=None, target="raw", b=1.0, C=C,
                         method=method, eps=eps, sample_size=sample_size, max_core=max_core,
                         seed=seed, full_pass=full_pass, callback=callback,
                         checkpointer=checkpointer, resume=resume, runner=runner,
-                        pass_progress=pass_progress)
+                        pass_progress=pass_progress, make_pool=make_pool)
     slots, alpha = solver.support()
     cs = solver.core
-    if warn and max_core is not None and cs.n >= max_core:
-        import warnings
-        got = "" if solver.cert_eps is None else \
-            f" (its center satisfies eps {solver.cert_eps:.2g}: dual gap at most " \
-            f"{(1 + solver.cert_eps) ** 2 - 1:.2g})"
-        warnings.warn(f"streamcvm: the core set reached max_core={max_core:,} before eps "
-                      f"{solver.eps:.2g} was met{got}; the fit may be looser than asked "
-                      f"(raise max_core, or lower C or mu)", RuntimeWarning, stacklevel=3)
     s = cs.y[slots]
     rows_of = cs.ids[slots] // 2
     # a row with both signs in the core set: one support row, coefficients summed
@@ -83,7 +130,7 @@ def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
                    classes=None, regression=True, epsilon_bar=epsbar, n_iter=solver.n_iter,
                    core_size=cs.n,
                    full_pass_violators=getattr(solver, "full_pass_violators", None),
-                   history=solver.history)
+                   history=solver.history), solver
 
 
 # mu="auto" / gamma="auto" (CVMRegressor): the candidates tried on held-out rows.
