@@ -232,7 +232,7 @@ def _add_train(sub):
     p.add_argument("-a", "--sample-size", type=_positive_int, default=59)
     p.add_argument("-f", "--max-core", type=_positive_int, default=None,
                    help="cap on core vectors per machine (default: none; ranking 20,000; "
-                        "regression 20,000 on every row, 12,000 per progressive stage)")
+                        "regression 20,000 on every row, 11,000 per progressive stage)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--full-pass", action="store_true",
                    help="finish with passes over every row until none violates")
@@ -258,7 +258,7 @@ def _add_train(sub):
                         "... rows while a held-out validation sample says the last doubling "
                         "helped; classification first tries every row while its core set "
                         "stays under 2,048 vectors; regression stops before a stage whose "
-                        "core set would pass 12,000), 'all' rows, or at most N rows that way")
+                        "core set would pass 11,000), 'all' rows, or at most N rows that way")
     p.add_argument("--stop", choices=["slack", "validation"], default="slack",
                    help="what ends the eps annealing: the margin slack (default) or, with "
                         "held-out rows (--train-size), the validation error")

@@ -20,6 +20,7 @@ from .kernels import Kernel, estimate_beta
 from .parallel import Runner
 from .problems import one_blas_thread, pairs, train_machine
 from .problems.ranking import train_ranker
+from .problems.progressive import plan
 from .problems.regression import STAGE_CORE, fit_warnings, prepare_fit, train_regressor
 from .store import BaseStore, DiskStore, as_store
 
@@ -680,14 +681,15 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         grow with m to keep a fit as tight (``C_`` holds the value used).
     mu : positive, or "auto" (default): chosen by the RMSE on 2,000 held-out
         rows of fits on 2,000 others, among 0.03, 0.1, 0.3 and 1 times the
-        targets' standard deviation, after gamma="auto" is chosen at 0.3
-        (``selection_`` lists the trials; docs/solvers.md, "Regression
-        defaults"). ``mu_`` holds the value used.
+        targets' standard deviation, after gamma="auto" is chosen at 0.3;
+        a progressive fit (``train_size`` below) tries every (mu, gamma)
+        pair instead (``selection_`` lists the trials; docs/solvers.md,
+        "Regression defaults"). ``mu_`` holds the value used.
     gamma : "auto" (default: 1 / or 2 / the mean squared distance between
         rows, whichever validates better; with a given mu too) or a number
     max_core : cap on core points. Default (None): 20,000 (a 1.6 GB kernel
         cache) on a fit on every row, and progressive stages (below) that
-        stop before a stage whose core set would pass 12,000 (0.6 GB). A
+        stop before a stage whose core set would pass 11,000 (0.5 GB). A
         number caps both. ``eps="auto"`` asks for a tolerance that shrinks
         as the rows grow (one row's weight in the loss is C/(mu m)), and an
         L2-SVR keeps most rows outside its tube as support vectors, so the
@@ -770,7 +772,10 @@ class CVMRegressor(RegressorMixin, _OneMachine):
                               gamma="auto" if auto_gamma and self.kernel in ("rbf", "laplacian")
                               else base, base_gamma=base,
                               method=self.method, eps=eps, seed=seed, runner=runner,
-                              log=_log if self.verbose else None)
+                              log=_log if self.verbose else None,
+                              # a progressive fit: every (mu, gamma) pair, since the SV
+                              # share sets how many rows its core budget reaches
+                              full_grid=plan(store, None, self.train_size) is not None)
         self.mu_, gamma, self.selection_, stats = pre["mu"], pre["gamma"], pre["trials"], \
             pre["stats"]
         self.gamma_ = float(gamma)

@@ -229,3 +229,24 @@ def test_progressive_regression_resume_inside_a_later_stage_is_exact(tmp_path, m
     verdicts = [[{k: v for k, v in h.items() if k != "elapsed"} for h in r.history_
                  if "validation_rows" in h] for r in (ref, res)]
     assert verdicts[0] == verdicts[1]
+
+
+def test_a_progressive_regression_chooses_mu_and_gamma_over_every_pair():
+    """In-memory fits try gamma at the middle mu, then mu at that gamma (5
+    fits); a progressive one every (mu, gamma) pair (8), and among the
+    trials within 1% of the best RMSE the sparsest wins."""
+    from streamcvm.kernels import Kernel
+    from streamcvm.problems.regression import SELECT_SLACK, select_params
+    store = _friedman(n=1000)
+    kw = dict(c=5.0, mu="auto", gamma="auto", base_gamma=0.6, sd=float(store.y.std()),
+              eps="auto")
+    make = lambda g: Kernel("rbf", gamma=g)          # noqa: E731
+    mu5, g5, t5 = select_params(store, make, **kw)
+    mu8, g8, t8 = select_params(store, make, full_grid=True, **kw)
+    assert len(t5) == 5 and len(t8) == 8
+    assert {(t["mu"], t["gamma"]) for t in t5} <= {(t["mu"], t["gamma"]) for t in t8}
+    assert len({(t["mu"], t["gamma"]) for t in t8}) == 8
+    top = min(t["val_rmse"] for t in t8)
+    ok = [t for t in t8 if t["val_rmse"] <= (1 + SELECT_SLACK) * top]
+    chosen = next(t for t in t8 if (t["mu"], t["gamma"]) == (mu8, g8))
+    assert chosen in ok and chosen["n_support"] == min(t["n_support"] for t in ok)

@@ -39,8 +39,8 @@ def regression_points(store, kernel, C, mu, stats=None, runner=None):
 
 # train_size="auto" on more than progressive.MIN_ROWS rows: the stages stop
 # before one whose core set would pass this many vectors (its |S|^2 float32
-# kernel cache, 0.58 GB at 12,000, is most of the fit's memory)
-STAGE_CORE = 12000
+# kernel cache, 0.48 GB at 11,000, is most of the fit's memory: ~1 GB in all)
+STAGE_CORE = 11000
 
 
 def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
@@ -173,14 +173,14 @@ def rmse(f, y):
 
 
 def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method="cvm",
-                  eps=1e-3, seed=0, runner=None, sample=None):
+                  eps=1e-3, seed=0, runner=None, sample=None, full_grid=False):
     """mu and gamma for :func:`train_regressor` by validation RMSE: each
     ``"auto"`` one over its grid (``MU_GRID`` x ``sd``, ``GAMMA_GRID`` x
     ``base_gamma``; gamma first, at the grid's third mu, then mu at the best
-    gamma), the others as given, fitting on ``SELECT_FIT`` rows with ``C =
-    c`` x rows and scoring on ``SELECT_VAL`` others; among the trials within
-    ``SELECT_SLACK`` of the best RMSE, the one with the fewest support
-    vectors. Returns
+    gamma; ``full_grid``: every pair), the others as given, fitting on
+    ``SELECT_FIT`` rows with ``C = c`` x rows and scoring on ``SELECT_VAL``
+    others; among the trials within ``SELECT_SLACK`` of the best RMSE, the
+    one with the fewest support vectors. Returns
     (mu, gamma, trials: a list of dicts). ``make_kernel(gamma)``: the
     kernel. ``sample``: (fit, val) rows from :func:`held_out`, else drawn."""
     from ..store import ArrayStore
@@ -207,8 +207,9 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method="c
         trial(mid, g)
     g_best = min(trials, key=lambda t: t["val_rmse"])["gamma"]
     for m in mus:
-        if m != mid:
-            trial(m, g_best)
+        for g in (gammas if full_grid else [g_best]):
+            if m != mid:
+                trial(m, g)
     # the simplest model (fewest support vectors) the validation rows cannot
     # tell from the best: within SELECT_SLACK of its RMSE
     top = min(t["val_rmse"] for t in trials)
@@ -242,11 +243,12 @@ def fit_warnings(f, y, epsilon_bar, sd):
 
 
 def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method="cvm", eps=1e-3,
-                seed=0, runner=None, log=None):
+                seed=0, runner=None, log=None, full_grid=False):
     """What :class:`~streamcvm.estimators.CVMRegressor` needs before its fit:
     one pass for the targets' statistics (``stats``, for
     :func:`train_regressor`), one for a held-out sample, and mu and gamma
-    (:func:`select_params`; ``log(message)`` first says what is chosen).
+    (:func:`select_params`, ``full_grid`` as there; ``log(message)`` first
+    says what is chosen).
     Returns a dict: mu, gamma, trials, stats, sd, check (the validation rows
     (X, y), for :func:`fit_warnings`)."""
     stats = row_stats(store, runner=runner)
@@ -262,6 +264,7 @@ def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method="cvm", e
             f"{len(sample[1][1]):,} held-out rows")
     mu_, gamma_, trials = select_params(store, make_kernel, c=c, mu=mu, gamma=gamma,
                                         base_gamma=base_gamma, sd=sd, method=method, eps=eps,
-                                        seed=seed, runner=runner, sample=sample)
+                                        seed=seed, runner=runner, sample=sample,
+                                        full_grid=full_grid)
     return {"mu": mu_, "gamma": gamma_, "trials": trials, "stats": stats, "sd": sd,
             "check": sample[1]}
