@@ -338,9 +338,16 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         weighted = bool(store.has_weight)
         source = store
         store = _small_in_memory(store) if len(subs) > 1 and not weighted else store
-        if self.probability:        # the sigmoid's rows, never trained on
-            from .probability import HoldoutStore, holdout_fraction
-            store = HoldoutStore(store, seed, holdout_fraction(store.n))
+        cv = False
+        if self.probability:
+            from .probability import CV_MAX_ROWS, HoldoutStore, holdout_fraction
+            cv = store.n <= CV_MAX_ROWS     # else held-out rows, never trained on
+            if not cv:
+                store = HoldoutStore(store, seed, 0.0, holdout_fraction(store.n))
+        fit_kw = dict(C=self.C, method=self.method, eps=eps, sample_size=self.sample_size,
+                      max_core=self.max_core, full_pass=self.full_pass,
+                      sample_weight=weighted, train_size=self.train_size, stop=self.stop,
+                      n_jobs=self.n_jobs)
         ck, machines, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
                                            checkpoint_every, checkpoint_iters, checkpoint_keep)
         k_resume = len(machines)            # finished before the interruption
@@ -350,23 +357,23 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 bar.next()
                 if k < k_resume:
                     continue
-                m = train_machine(store, kern, classes=pair, C=self.C, method=self.method,
-                                  eps=eps, sample_size=self.sample_size,
-                                  max_core=self.max_core, seed=seed + k,
-                                  full_pass=self.full_pass, callback=bar.update,
-                                  checkpointer=ck, n_machines=len(subs),
+                m = train_machine(store, kern, classes=pair, seed=seed + k,
+                                  callback=bar.update, checkpointer=ck, n_machines=len(subs),
                                   resume=cur if k == k_resume else None,
                                   class_weight=None if cw is None else (cw[pair[0]], cw[pair[1]]),
-                                  sample_weight=weighted, runner=runner,
-                                  pass_progress=bar.passes, train_size=self.train_size,
-                                  stop=self.stop, n_jobs=self.n_jobs)
+                                  runner=runner, pass_progress=bar.passes, **fit_kw)
                 machines.append(m)
                 _machine_done(ck, m, len(subs))
-        self._set_machines(machines)
-        self.kernel_ = kern
-        self.probA_ = self.probB_ = None
-        if self.probability:
-            self._fit_sigmoids(store, subs)
+            self._set_machines(machines)
+            self.kernel_ = kern
+            self.probA_ = self.probB_ = None
+            if cv:
+                F, y = self._cv_decisions(store, subs, kern, seed, cw, runner, fit_kw)
+                self._fit_sigmoids(F, y, subs)
+            elif self.probability:
+                X, y = store.held_out()
+                F = self._ovo_rows(X) if X is not None else np.zeros((0, len(subs)))
+                self._fit_sigmoids(F, y, subs)
         self.checkpoint_stats_ = _ck_stats(ck)
         self.n_iter_ = sum(m.n_iter for m in self.machines_)
         self.core_set_size_ = sum(m.core_size for m in self.machines_)
@@ -487,19 +494,40 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         its path or URL, or a dask array (streamed chunk by chunk)."""
         return self.predict_with_decision(X)[0]
 
-    def _fit_sigmoids(self, store, subs):
-        """Platt's (A, B) per machine on the held-out rows of its two sides."""
+    def _cv_decisions(self, store, subs, kern, seed, cw, runner, fit_kw):
+        """Every row's decision values (one column per machine) from machines
+        trained without its fold, and the rows' labels (CV_FOLDS folds by a
+        hash of the row ids); not checkpointed."""
+        from .probability import CV_FOLDS, HoldoutStore
+        Fs, ys = [], []
+        for f in range(CV_FOLDS):
+            fold = HoldoutStore(store, seed, f / CV_FOLDS, (f + 1) / CV_FOLDS)
+            X, y = fold.held_out()
+            if X is None:
+                continue
+            F = np.zeros((len(y), len(subs)))     # X: rows as the machines see them
+            for k, pair in enumerate(subs):
+                m = train_machine(fold, kern, classes=pair, seed=seed + k, runner=runner,
+                                  class_weight=None if cw is None else (cw[pair[0]],
+                                                                        cw[pair[1]]),
+                                  **fit_kw)
+                F[:, k] = m.decision(kern, X)
+            Fs.append(F)
+            ys.append(y)
+        return np.concatenate(Fs), np.concatenate(ys)
+
+    def _fit_sigmoids(self, F, y, subs):
+        """Platt's (A, B) per machine on the rows of its two sides: decision
+        values ``F`` [rows, machines] of rows not trained on, labels ``y``."""
         from .probability import platt_fit
-        X, y = store.held_out()
-        F = self._ovo_rows(X) if X is not None else np.zeros((0, len(subs)))
         A, B = np.zeros(len(subs)), np.zeros(len(subs))
         for k, (neg, pos) in enumerate(subs):
             on_pos = np.isin(y, np.atleast_1d(pos))
             mine = on_pos | np.isin(y, np.atleast_1d(neg))
             if on_pos[mine].all() or not on_pos[mine].any():
-                raise ValueError(f"probability=True: the {int(mine.sum())} held-out rows of "
-                                 f"machine {k} hold one side only; too few rows to fit "
-                                 "probabilities")
+                raise ValueError(f"probability=True: the {int(mine.sum())} rows the sigmoid of "
+                                 f"machine {k} is fitted on hold one side only; too few rows "
+                                 "to fit probabilities")
             A[k], B[k] = platt_fit(F[mine, k], on_pos[mine])
         self.probA_, self.probB_ = A, B
         self.n_probability_rows_ = int(len(y))

@@ -2,14 +2,17 @@
 Platt scaling fitted on rows held out from training, pairwise coupling for
 more than two classes.
 
-- Held out: rows whose hash key (:func:`~streamcvm.problems.progressive.row_keys`
-  with a seed of their own) falls below ``HOLDOUT_FRACTION`` of the rows,
-  clipped to [``HOLDOUT_MIN``, ``HOLDOUT_MAX``] and a quarter of the rows.
-  :class:`HoldoutStore` shows the training code those rows with the label
-  NaN, which is no class: every machine's class filter drops them, so they
-  are never trained on, while X, the chunking and the row ids stay those of
-  the store. (LIBSVM fits its sigmoid by 5-fold cross-validation instead,
-  five extra trainings.)
+- Up to ``CV_MAX_ROWS`` rows, as LIBSVM: the model is trained on every row,
+  and the sigmoids on every row's decision value from a model trained
+  without it (``CV_FOLDS``-fold cross-validation: five more fits). Beyond,
+  where five more fits would cost more than the rows add: rows whose hash
+  key (:func:`~streamcvm.problems.progressive.row_keys` with a seed of
+  their own) falls below ``HOLDOUT_FRACTION`` of the rows, clipped to
+  [``HOLDOUT_MIN``, ``HOLDOUT_MAX``] and a quarter of the rows, are held out
+  and never trained on. :class:`HoldoutStore` shows the training code a
+  fold's or the held-out rows with the label NaN, which is no class: every
+  machine's class filter drops them, while X, the chunking and the row ids
+  stay those of the store.
 - Platt's sigmoid ``P(positive side | f) = 1 / (1 + exp(A f + B))`` per
   machine, fitted by :func:`platt_fit` on the held-out rows of its two sides
   (Platt 2000, with the Newton method and the smoothed targets of Lin, Lin
@@ -25,6 +28,9 @@ from .store import BaseStore, Chunk
 
 HOLDOUT_FRACTION, HOLDOUT_MIN, HOLDOUT_MAX = 0.1, 1000, 50000
 HOLDOUT_SEED = 0x5BD1E995       # added to the fit's seed: not the progressive sample's draw
+# up to CV_MAX_ROWS rows: CV_FOLDS-fold cross-validation instead (as LIBSVM): the
+# model on every row, the sigmoids on every row's out-of-fold decision values
+CV_FOLDS, CV_MAX_ROWS = 5, 100000
 
 
 def holdout_fraction(n):
@@ -33,17 +39,20 @@ def holdout_fraction(n):
     return rows / max(n, 1)
 
 
-def held_mask(a, b, seed, frac):
-    """Which of rows ``a:b`` are held out (a hash of seed and row id)."""
+def held_mask(a, b, seed, lo, hi):
+    """Which of rows ``a:b`` are held out: their key (a hash of seed and row
+    id, uniform in [0, 1)) in [lo, hi)."""
     from .problems.progressive import row_keys
-    return row_keys(np.arange(a, b, dtype=np.int64), seed + HOLDOUT_SEED) < frac
+    k = row_keys(np.arange(a, b, dtype=np.int64), seed + HOLDOUT_SEED)
+    return (k >= lo) & (k < hi)
 
 
 class HoldoutStore(BaseStore):
-    """``store`` with its held-out rows labelled NaN (no class)."""
+    """``store`` with its held-out rows (keys in [lo, hi)) labelled NaN (no
+    class): the held-out share of :func:`holdout_fraction`, or a fold."""
 
-    def __init__(self, store, seed, frac):
-        self.inner, self.seed, self.frac = store, int(seed), float(frac)
+    def __init__(self, store, seed, lo, hi):
+        self.inner, self.seed, self.lo, self.hi = store, int(seed), float(lo), float(hi)
         for name in ("n", "d", "sparse", "chunk_rows", "has_qid", "has_weight", "nnz",
                      "label_names", "feature_names", "path"):
             setattr(self, name, getattr(store, name, None))
@@ -51,7 +60,7 @@ class HoldoutStore(BaseStore):
         self._counts = None
         import xxhash
         self.fingerprint = xxhash.xxh3_128(
-            f"{store.fingerprint}|holdout|{self.seed}|{self.frac!r}".encode()).hexdigest()
+            f"{store.fingerprint}|holdout|{self.seed}|{self.lo!r}|{self.hi!r}".encode()).hexdigest()
 
     @property
     def class_counts(self):
@@ -75,7 +84,7 @@ class HoldoutStore(BaseStore):
     def _read(self, a, b):
         c = self.inner.rows(a, b)
         y = np.array(c.y, np.float64)
-        y[held_mask(a, b, self.seed, self.frac)] = np.nan
+        y[held_mask(a, b, self.seed, self.lo, self.hi)] = np.nan
         return Chunk(c.X, y, c.qid, c.weight)
 
     def held_out(self):
@@ -84,7 +93,7 @@ class HoldoutStore(BaseStore):
         Xs, ys = [], []
         for i in range(self.n_chunks):
             a, b = self.chunk_bounds(i)
-            keep = held_mask(a, b, self.seed, self.frac)
+            keep = held_mask(a, b, self.seed, self.lo, self.hi)
             if keep.any():
                 c = self.inner.rows(a, b)
                 Xs.append(c.X[keep])

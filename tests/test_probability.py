@@ -30,11 +30,14 @@ def test_pairwise_coupling_recovers_consistent_probabilities():
     np.testing.assert_allclose(got, p, atol=2e-3)
 
 
-def test_held_out_rows_are_never_trained_on():
+def test_held_out_rows_are_never_trained_on(monkeypatch):
+    """Above CV_MAX_ROWS rows the sigmoid's rows are held out from training."""
+    from streamcvm import probability
+    monkeypatch.setattr(probability, "CV_MAX_ROWS", 1000)
     X, y = make_blobs(n_samples=6000, centers=2, cluster_std=3.0, random_state=0)
     store = streamcvm.as_store(X.astype(np.float32), y.astype(float), chunk_rows=1000)
     frac = holdout_fraction(store.n)
-    hs = HoldoutStore(store, 0, frac)
+    hs = HoldoutStore(store, 0, 0.0, frac)
     Xh, yh = hs.held_out()
     assert 900 < len(yh) < 1100                              # 1,000 of 6,000 expected
     clf = CVMClassifier(probability=True, eps=1e-2).fit(store)
@@ -43,6 +46,17 @@ def test_held_out_rows_are_never_trained_on():
     assert not held[ids].any()                               # no support vector held out
     assert clf.n_probability_rows_ == len(yh)
     assert hs.class_counts.sum() == store.n - len(yh)
+
+
+def test_small_data_cross_validates_the_sigmoids_and_keeps_the_plain_model():
+    """Up to CV_MAX_ROWS rows, as LIBSVM: the model is the one of every row,
+    the sigmoids are fitted on every row's out-of-fold decision value."""
+    X, y = make_blobs(n_samples=3000, centers=2, cluster_std=3.0, random_state=0)
+    plain = CVMClassifier().fit(X, y)
+    prob = CVMClassifier(probability=True).fit(X, y)
+    np.testing.assert_array_equal(plain.machines_[0].sv_ids, prob.machines_[0].sv_ids)
+    np.testing.assert_array_equal(plain.machines_[0].coef, prob.machines_[0].coef)
+    assert prob.n_probability_rows_ == 3000 and prob.probA_[0] < 0
 
 
 @pytest.mark.parametrize("multi_class", ["ovo", "ovr"])
