@@ -130,11 +130,13 @@ def cmd_ingest(args):
 
 
 def _add_info(sub):
-    p = sub.add_parser("info", help="describe a store or a checkpoint folder",
+    p = sub.add_parser("info", help="describe a store, a model or a checkpoint folder",
                        description="Rows, features, density, classes or target range, "
-                                   "chunking and sizes of a store; or, for a folder of "
-                                   "training checkpoints, the progress each one records.")
-    p.add_argument("path", metavar="STORE|CHECKPOINT_DIR")
+                                   "chunking and sizes of a store; a model's estimator, "
+                                   "kernel, parameters, classes, machines, core sets, eps "
+                                   "reached and training; or, for a folder of training "
+                                   "checkpoints, the progress each one records.")
+    p.add_argument("path", metavar="STORE|MODEL|CHECKPOINT_DIR")
     p.set_defaults(func=cmd_info)
 
 
@@ -192,10 +194,75 @@ def describe_store(path):
     return "\n".join(lines)
 
 
+def describe_model(path):
+    """The text ``streamcvm info`` prints for a model folder (its manifest:
+    nothing is loaded but model.json)."""
+    import json
+    with open(os.path.join(path, "model.json")) as f:
+        man = json.load(f)
+    k = man["kernel"]
+    kern = f"{k['name']} (gamma {k['gamma']:.6g}" + \
+        (f", coef0 {k['coef0']:g}, degree {k['degree']}" if k["name"] in ("poly", "npoly")
+         else "") + ")"
+    params = ", ".join(f"{n}={v!r}" for n, v in sorted(man["params"].items())
+                       if n not in ("verbose",))
+    lines = [f"model      {os.path.abspath(path)} (format v{man['streamcvm_model_format']}, "
+             f"{man.get('created_by', '?')})",
+             f"estimator  {man['estimator']}",
+             f"kernel     {kern}",
+             f"params     {params}",
+             f"features   {man['n_features_in']:,}"]
+    for name in ("C_", "mu_"):
+        if man.get(name) is not None:
+            lines.append(f"{name:<10} {man[name]:.6g}")
+    cl = man.get("classes")
+    if cl is not None:
+        shown = ", ".join(str(c) for c in cl[:30]) + (f", ... ({len(cl) - 30} more)"
+                                                       if len(cl) > 30 else "")
+        lines.append(f"classes    {len(cl)}  ({shown})")
+    ms = man["machines"]
+    core = [m["core_size"] for m in ms]
+    nsv = [m["shape"][0] for m in ms]
+    reached = [m.get("eps_reached") for m in ms]
+    lines.append(f"machines   {len(ms):,}: {sum(nsv):,} support vectors, core sets "
+                 f"{min(core):,}-{max(core):,} ({sum(core):,} in all), "
+                 f"{sum(m['n_iter'] for m in ms):,} iterations")
+    if all(r is not None for r in reached) and reached:
+        lines.append(f"eps        reached {min(reached):.3g}" +
+                     (f"-{max(reached):.3g}" if max(reached) != min(reached) else "") +
+                     f" (asked: {man['params'].get('eps')!r})")
+    stages = [m.get("stage_rows") for m in ms if m.get("stage_rows")]
+    if stages:
+        lines.append(f"sample     progressive: the last stage trained on "
+                     f"{min(stages):,}-{max(stages):,} sampled rows per machine")
+    if ms[0].get("epsilon_bar") is not None and man["estimator"] == "CVMRegressor":
+        lines.append(f"tube       half width {ms[0]['epsilon_bar']:.6g}")
+    if man.get("scaler"):
+        lines.append("scaling    " + ("standardised features ((x - mean) / sd)"
+                                     if man["scaler"]["centred"] else "x / max |x| per feature"))
+    t = man.get("training")
+    if t:
+        lines.append(f"training   {t['seconds']:.1f} s on {t['rows']:,} rows x "
+                     f"{t['features']:,} features, finished {t.get('finished', '?')}")
+        lines.append(f"data       {t.get('store') or '(arrays)'}, fingerprint "
+                     f"{(t.get('store_fingerprint') or '?')[:32]}")
+        r = t.get("resumed_from")
+        if r:
+            lines.append(f"resumed    from a snapshot: {r['machines_done']} machine(s) done"
+                         + (f", {r['n_iter']:,} iterations into the next" if r.get("n_iter")
+                            else ""))
+    else:
+        lines.append("training   not recorded (a model of an older streamcvm)")
+    return "\n".join(lines)
+
+
 def cmd_info(args):
     from . import checkpoint
     if checkpoint.is_checkpoint_dir(args.path):
         print("\n".join(checkpoint.info(args.path)))
+        return 0
+    if os.path.isfile(os.path.join(args.path, "model.json")):
+        print(describe_model(args.path))
         return 0
     print(describe_store(args.path))
     return 0
@@ -234,6 +301,14 @@ def _add_train(sub):
                    help="cap on core vectors per machine (default: none; ranking 20,000; "
                         "regression 20,000 on every row, 11,000 per progressive stage)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-b", "--probability", type=int, choices=[0, 1], default=0,
+                   help="classification: 1 also fits Platt's sigmoid on held-out rows (10%% "
+                        "of the rows, at most 50,000, not trained on) for class probabilities "
+                        "(predict -b 1), as LIBSVM's -b 1")
+    p.add_argument("--scale", action="store_true",
+                   help="standardise each feature from one pass over the store (sparse: "
+                        "divide by its largest |x|), as svm-scale; saved with the model and "
+                        "applied by predict and evaluate")
     p.add_argument("--full-pass", action="store_true",
                    help="finish with passes over every row until none violates")
     p.add_argument("--multi-class", choices=["ovo", "ovr"], default="ovo",
@@ -326,6 +401,8 @@ def cmd_train(args):
     task = "one-class" if args.one_class else args.task
     if task != "classification" and args.class_weight is not None:
         raise SystemExit("streamcvm train: error: --class-weight is for classification")
+    if task != "classification" and args.probability:
+        raise SystemExit("streamcvm train: error: -b 1 (probabilities) is for classification")
     if task != "regression" and args.mu is not None:
         raise SystemExit("streamcvm train: error: --mu is for regression")
     if task not in ("classification", "regression") and args.train_size != "auto":
@@ -350,7 +427,7 @@ def cmd_train(args):
     max_core = args.max_core if args.max_core is not None or task != "ranking" else 20000
     kw = dict(method=method, C=C, kernel=args.kernel,
               gamma=_num_or_auto(args.gamma, "gamma"), eps=_num_or_auto(args.eps, "eps"),
-              sample_size=args.sample_size, max_core=max_core,
+              sample_size=args.sample_size, max_core=max_core, scale=args.scale,
               full_pass=args.full_pass, random_state=args.seed, verbose=not args.quiet)
     if task == "one-class":
         est = CVMOneClass(**kw)
@@ -362,7 +439,7 @@ def cmd_train(args):
             kw["eps"] = 1e-4        # CVMRanker's default: "auto" is slow on pairs
         est = CVMRanker(**kw)
     else:
-        est = CVMClassifier(multi_class=args.multi_class,
+        est = CVMClassifier(multi_class=args.multi_class, probability=bool(args.probability),
                             class_weight=_class_weight(args.class_weight),
                             train_size=_train_size(args.train_size), stop=args.stop,
                             n_jobs=args.jobs, **kw)
@@ -470,14 +547,16 @@ def _runner(args, quiet=False):
     return r
 
 
-def _predict_chunks(est, store, runner=None, what="predict"):
-    """(chunk outputs, predictions, decision values) per chunk, in order,
-    computed on ``runner``; a progress bar over the chunks on a terminal."""
+def _predict_chunks(est, store, runner=None, what="predict", proba=False):
+    """(chunk outputs, predictions, decision values, or the class
+    probabilities with ``proba``) per chunk, in order, computed on
+    ``runner``; a progress bar over the chunks on a terminal."""
     from tqdm.auto import tqdm
     from .predict import predict_chunks
     with tqdm(total=store.n_chunks, unit="chunk", desc=what, disable=None, leave=False) as bar:
-        for r in predict_chunks(est, store, runner, progress=lambda d, t: bar.update(1)):
-            yield r, r.pred, r.dec
+        for r in predict_chunks(est, store, runner, progress=lambda d, t: bar.update(1),
+                                proba=proba):
+            yield r, r.pred, (r.proba if proba else r.dec)
 
 
 def _add_predict(sub):
@@ -487,6 +566,10 @@ def _add_predict(sub):
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="text file, one prediction per line ('-': standard output); or a "
                         "store (.zarr, .h5): y = the predictions, X = the decision values")
+    p.add_argument("-b", "--probability", type=int, choices=[0, 1], default=0,
+                   help="1: write the class probabilities too (a model trained with -b 1): "
+                        "text: a 'labels ...' header, then the label and one probability per "
+                        "class on each line, as LIBSVM; store: X = the probabilities")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file or streamcvm output at OUT (a prediction "
                         "store is replaced without it; the inputs never)")
@@ -506,10 +589,11 @@ def label_codes(classes, labels):
     return order[np.searchsorted(classes[order], np.asarray(labels))]
 
 
-def _predict_to_store(est, store, out, model_path, runner=None):
+def _predict_to_store(est, store, out, model_path, runner=None, proba=False):
     """Predictions as a store: X = the decision values (one column, or one per
-    class / machine), y = the predicted label (codes + label map when the
-    labels are not numbers). Written under a temporary name, then renamed."""
+    class / machine; ``proba``: the class probabilities, one column per
+    class), y = the predicted label (codes + label map when the labels are
+    not numbers). Written under a temporary name, then renamed."""
     import numpy as np
     from ingest.writer import StoreWriter
     classes = getattr(est, "classes_", None)
@@ -517,7 +601,7 @@ def _predict_to_store(est, store, out, model_path, runner=None):
     w = None
     n = 0
     try:
-        for _, pred, dec in _predict_chunks(est, store, runner):
+        for _, pred, dec in _predict_chunks(est, store, runner, proba=proba):
             dec = np.asarray(dec, np.float32).reshape(len(pred), -1)
             if w is None:     # the path was checked before: replace what is there
                 w = StoreWriter(out, dec.shape[1], overwrite=True,
@@ -530,7 +614,8 @@ def _predict_to_store(est, store, out, model_path, runner=None):
             raise SystemExit("streamcvm predict: error: the store has no rows")
         attrs = {"predictions": {"model": os.path.abspath(model_path),
                                  "source": getattr(store, "path", None),
-                                 "X": "decision_function", "y": "predict"}}
+                                 "X": "predict_proba" if proba else "decision_function",
+                                 "y": "predict"}}
         if not numeric:
             attrs["label_names"] = [str(c) for c in classes]
         w.close(attrs)
@@ -551,35 +636,53 @@ def cmd_predict(args):
                         inputs=[args.store, args.model], overwrite=args.overwrite,
                         stream=not to_store)
     est = load_model(args.model)
+    proba = bool(args.probability)
+    if proba and getattr(est, "probA_", None) is None:
+        raise SystemExit(f"streamcvm predict: error: {args.model}: -b 1 needs a classifier "
+                         "trained with -b 1 (probability estimates)")
     store = open_store(args.store)
     with _runner(args) as runner:
         if to_store:
-            n = _predict_to_store(est, store, args.output, args.model, runner)
-            print(f"wrote {n:,} predictions (y) and decision values (X) to the store "
+            n = _predict_to_store(est, store, args.output, args.model, runner, proba)
+            print(f"wrote {n:,} predictions (y) and "
+                  f"{'class probabilities' if proba else 'decision values'} (X) to the store "
                   f"{args.output}")
             return 0
-        n = _predict_text(est, store, args.output, runner, mode)
+        n = _predict_text(est, store, args.output, runner, mode, proba)
     print(f"wrote {n:,} predictions to {'standard output' if mode == 'stdout' else args.output}",
           file=sys.stderr if mode in ("stdout", "special") else sys.stdout)
     return 0
 
 
-def _predict_text(est, store, output, runner, mode="new"):
-    """One prediction per line: to standard output (mode "stdout"), straight
-    into a special file such as a pipe ("special"), or under a temporary
-    name renamed into place when complete."""
+def _label_text(values):
+    """Labels as LIBSVM writes them: integers without '.0'."""
+    import numpy as np
+    v = np.asarray(values)
+    if v.dtype.kind == "f" and np.all(v == np.round(v)) and np.all(np.abs(v) < 2.0 ** 53):
+        v = v.astype(np.int64)
+    return [str(x.item() if hasattr(x, "item") else x) for x in v]
+
+
+def _predict_text(est, store, output, runner, mode="new", proba=False):
+    """One prediction per line (``proba``: then the class probabilities,
+    after a 'labels ...' header, as LIBSVM's svm-predict -b 1): to standard
+    output (mode "stdout"), straight into a special file such as a pipe
+    ("special"), or under a temporary name renamed into place when complete."""
     import numpy as np
     from .outputs import publish
     labels = hasattr(est, "classes_") or type(est).__name__ == "CVMOneClass"
 
     def write(f):
         n = 0
-        for _, pred, _ in _predict_chunks(est, store, runner):
+        if proba:
+            f.write("labels " + " ".join(_label_text(est.classes_)) + "\n")
+        for _, pred, P in _predict_chunks(est, store, runner, proba=proba):
             pred = np.asarray(pred)
-            if labels and pred.dtype.kind == "f" and np.all(pred == np.round(pred)) \
-                    and np.all(np.abs(pred) < 2.0 ** 53):
-                pred = pred.astype(np.int64)        # labels as LIBSVM writes them: 1, -1
-            f.write("\n".join(str(v.item() if hasattr(v, "item") else v) for v in pred))
+            text = _label_text(pred) if labels else [str(v.item() if hasattr(v, "item") else v)
+                                                     for v in pred]
+            if proba:
+                text = [t + " " + " ".join(f"{p:.6g}" for p in row) for t, row in zip(text, P)]
+            f.write("\n".join(text))
             f.write("\n")
             n += len(pred)
         f.flush()
@@ -608,21 +711,33 @@ def _add_evaluate(sub):
                                         "regression: RMSE, normalised RMSE, MRE, R^2")
     p.add_argument("store", metavar="STORE")
     p.add_argument("model", metavar="MODEL")
+    p.add_argument("--json", action="store_true",
+                   help="print the figures as one JSON object instead of the report")
     _add_cluster_args(p)
     p.set_defaults(func=cmd_evaluate)
 
 
 def cmd_evaluate(args):
+    import json
     with _runner(args) as runner:
-        print(evaluate_text(args.store, args.model, runner))
+        lines, figures = evaluate_report(args.store, args.model, runner)
+    print(json.dumps(figures) if args.json else "\n".join(lines))
     return 0
 
 
 def evaluate_text(store_path, model_path, runner=None):
-    """The report ``streamcvm evaluate`` prints (confusion counts stream);
-    the chunks' predictions are computed on ``runner`` (default: threads).
-    A model of another task than the store's labels is refused in one line."""
+    """The report ``streamcvm evaluate`` prints."""
+    return "\n".join(evaluate_report(store_path, model_path, runner)[0])
+
+
+def evaluate_report(store_path, model_path, runner=None):
+    """(report lines, figures as a JSON-able dict) of ``streamcvm evaluate``,
+    in memory independent of the rows (confusion counts and the AUC's score
+    histogram stream); the chunks' predictions are computed on ``runner``
+    (default: threads). A model of another task than the store's labels is
+    refused in one line."""
     import numpy as np
+    from .metrics import AUCSketch
     from .model import load_model
     from .store import open_store
     est = load_model(model_path)
@@ -637,39 +752,41 @@ def evaluate_text(store_path, model_path, runner=None):
     classes = np.array([-1, 1]) if one_class else est.classes_
     table = _class_table(est, store, store_path, one_class)     # store label -> class index
     cm = np.zeros((len(classes), len(classes)), np.int64)
-    scores, truth = [], []
+    auc = AUCSketch() if len(classes) == 2 else None
     unknown = 0
     for c, pred, dec in _predict_chunks(est, store, runner, "evaluate"):
         t = table[np.searchsorted(store.classes, c.y)]
-        p = np.asarray([0, 1])[(np.asarray(pred) == 1).astype(int)] if one_class else \
+        p = (np.asarray(pred) == 1).astype(np.int64) if one_class else \
             label_codes(classes, pred)
         ok = t >= 0
         unknown += int((~ok).sum())
-        np.add.at(cm, (t[ok], p[ok]), 1)
-        if len(classes) == 2 and dec.ndim == 1:
-            scores.append(dec[ok])
-            truth.append(t[ok])
+        cm += np.bincount(t[ok] * len(classes) + p[ok],
+                          minlength=cm.size).reshape(cm.shape)
+        if auc is not None and dec.ndim == 1:
+            auc.add(dec[ok], t[ok] == 1)
     total = cm.sum()
     acc = np.trace(cm) / max(total, 1)
     recall = np.diag(cm) / np.maximum(cm.sum(axis=1), 1)
     present = cm.sum(axis=1) > 0
+    names = [f"{c:g}" if isinstance(c, (float, np.floating)) else str(c) for c in classes]
+    figures = {"task": "one-class" if one_class else "classification", "rows": int(total),
+               "unknown_label_rows": unknown, "accuracy": float(acc),
+               "balanced_loss": float(1 - recall[present].mean()) if present.any() else None,
+               "classes": names, "confusion": cm.tolist()}
     lines = [f"rows        {total:,}"]
     if unknown:
         lines[0] += f"  (and {unknown:,} rows of labels the model does not know, not counted)"
     lines += [f"accuracy    {acc:.4f}",
-              f"balanced loss {1 - recall[present].mean():.4f}  (1 - mean per-class recall)"]
-    if scores:
-        from sklearn.metrics import roc_auc_score
-        s, t = np.concatenate(scores), np.concatenate(truth)
-        if len(np.unique(t)) == 2:
-            lines.append(f"AUC         {roc_auc_score(t, s):.4f}")
+              f"balanced loss {figures['balanced_loss']:.4f}  (1 - mean per-class recall)"]
+    if auc is not None and auc.both_classes():
+        figures["auc"] = auc.result()
+        lines.append(f"AUC         {figures['auc']:.4f}")
     lines.append("confusion   rows: true class, columns: predicted")
-    names = [f"{c:g}" if isinstance(c, (float, np.floating)) else str(c) for c in classes]
     w = max(max(len(n) for n in names), len(f"{cm.max():,}")) + 2
     lines.append(" " * w + "".join(f"{n:>{w}}" for n in names))
     for n, row in zip(names, cm):
         lines.append(f"{n:>{w}}" + "".join(f"{v:>{w},}" for v in row))
-    return "\n".join(lines)
+    return lines, figures
 
 
 def _fail(command, message):
@@ -677,41 +794,14 @@ def _fail(command, message):
 
 
 def _class_table(est, store, store_path, one_class):
-    """For each of the store's label values (``store.classes``, sorted), the
-    index of the model class it is, or -1. A store with no classes, or none
-    the model knows, is refused."""
-    import numpy as np
-    if store.classes is None and getattr(store, "attrs", {}).get("label_kind") == "none":
-        _fail("evaluate", f"{store_path}: has no labels to evaluate against")
-    if store.classes is None:
-        _fail("evaluate", f"{store_path}: y has more than 1,000 distinct values (a regression "
-                          f"target), but the model is a {type(est).__name__}")
-    values = store.decode_labels(store.classes) if store.label_names else store.classes
-    if one_class:
-        if store.label_names:
-            _fail("evaluate", f"{store_path}: text labels; a one-class model is evaluated on "
-                              f"labels 1 (normal) and any other number (outlier)")
-        return np.where(np.asarray(values) == 1, 1, 0)
-    classes = est.classes_
-
-    def same(a, b):         # text labels by their text, numbers by value
-        if isinstance(a, str) or isinstance(b, str):
-            return str(a) == str(b)
-        return float(a) == float(b)
-    table = np.full(len(values), -1, np.int64)
-    for k, v in enumerate(values):
-        for j, c in enumerate(classes):
-            if same(v, c):
-                table[k] = j
-                break
-    if (table < 0).all():
-        shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v)
-                          for v in list(values)[:5])
-        _fail("evaluate", f"{store_path}: none of its labels ({shown}"
-                          f"{', ...' if len(values) > 5 else ''}) is a class of the model "
-                          f"({', '.join(str(c) for c in list(classes)[:5])}"
-                          f"{', ...' if len(classes) > 5 else ''})")
-    return table
+    """:func:`streamcvm.predict.class_table`, its refusal as one line."""
+    from .predict import class_table
+    try:
+        return class_table(None if one_class else est.classes_, store, one_class)
+    except ValueError as e:
+        msg = str(e).replace(getattr(store, "path", store_path), store_path, 1)
+        _fail("evaluate", msg.replace("the model is a classifier",
+                                      f"the model is a {type(est).__name__}"))
 
 
 def _check_regression_store(est, store, store_path):
@@ -739,9 +829,11 @@ def _ranking_report(est, store, runner=None):
         tot.add(c.y, f, c.qid)
         n += len(f)
     ndcg, acc, nq, npairs = tot.result()
-    return "\n".join([f"rows        {n:,}",
-                      f"NDCG@10     {ndcg:.6g}  (mean over {nq:,} queries with a relevant row)",
-                      f"pairwise    {acc:.6g}  (accuracy over {npairs:,} preference pairs)"])
+    return ([f"rows        {n:,}",
+             f"NDCG@10     {ndcg:.6g}  (mean over {nq:,} queries with a relevant row)",
+             f"pairwise    {acc:.6g}  (accuracy over {npairs:,} preference pairs)"],
+            {"task": "ranking", "rows": n, "ndcg@10": float(ndcg), "queries": int(nq),
+             "pairwise_accuracy": float(acc), "pairs": int(npairs)})
 
 
 def _regression_report(est, store, runner=None):
@@ -774,7 +866,11 @@ def _regression_report(est, store, runner=None):
              f"MRE         {rel / nrel:.6g}  (mean |(f - y) / y| over {nrel:,} rows with y != 0)"
              if nrel else "MRE         -  (every y is 0)",
              f"R^2         {1.0 - sse / sst:.6g}" if sst > 0 else "R^2         -  (constant y)"]
-    return "\n".join(lines)
+    figures = {"task": "regression", "rows": n, "rmse": float(rmse),
+               "nrmse": float(rmse / ymax) if ymax > 0 else None,
+               "mre": rel / nrel if nrel else None,
+               "r2": float(1.0 - sse / sst) if sst > 0 else None}
+    return lines, figures
 
 
 def _add_demo(sub):

@@ -8,11 +8,13 @@ validate and translate parameters; training is
 import json
 import numbers
 import sys
+import time
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -22,7 +24,7 @@ from .problems import one_blas_thread, pairs, train_machine
 from .problems.ranking import train_ranker
 from .problems.progressive import plan
 from .problems.regression import STAGE_CORE, fit_warnings, prepare_fit, train_regressor
-from .store import BaseStore, DiskStore, as_store
+from .store import BaseStore, DaskStore, DiskStore, as_store, is_dask_array, is_store_like
 
 METHODS = ("bvm", "cvm", "fvm")
 AUTO_C_PER_ROW = 5.0    # CVMRegressor(C="auto"): C = 5 x training rows
@@ -96,6 +98,16 @@ def _check_discrete(store, codes):
                       f"regression target?", UserWarning, stacklevel=3)
 
 
+def _training_record(est, store, t0):
+    """What ``training_`` keeps (and a saved model, and ``streamcvm info``):
+    the fit's wall seconds, the data it saw and the snapshot it resumed from."""
+    return {"seconds": round(time.perf_counter() - t0, 3), "rows": int(store.n),
+            "features": int(store.d), "store": getattr(store, "path", None),
+            "store_fingerprint": store.fingerprint,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "resumed_from": getattr(est, "resumed_from_", None)}
+
+
 def _resolve_eps(eps):
     if eps == "auto":
         return "auto"      # MEBSolver anneals until eps is small against the margin
@@ -123,13 +135,17 @@ class _CVMBase(BaseEstimator):
             raise ValueError(f"stop must be 'slack' or 'validation', got {self.stop!r}")
 
     def _prepare(self, X, y=None, sample_weight=None, regression=False):
+        store, labels = self._prepare_store(X, y, sample_weight, regression)
+        return self._maybe_scale(store), labels
+
+    def _prepare_store(self, X, y=None, sample_weight=None, regression=False):
         """A store for the training data, and the labels sklearn validated
-        (None for a store, or for regression)."""
-        if isinstance(X, (BaseStore, str)) or hasattr(X, "__fspath__"):
+        (None for a store, a dask array, or for regression)."""
+        if is_store_like(X) or is_dask_array(X):
             if sample_weight is not None:
-                raise ValueError("sample_weight with a store: put the weights in the "
-                                 "store's weight column (ingest --weight-col)")
-            store = as_store(X)
+                raise ValueError("sample_weight with a store or a dask array: put the "
+                                 "weights in the store's weight column (ingest --weight-col)")
+            store = as_store(X) if is_store_like(X) else DaskStore(X, y)
             self.n_features_in_ = store.d
             return store, None
         if y is None:
@@ -146,13 +162,49 @@ class _CVMBase(BaseEstimator):
         labels, codes = np.unique(y, return_inverse=True)
         return as_store(X, codes.astype(np.float64), weight=sample_weight), labels
 
+    def _maybe_scale(self, store):
+        """``scale=True``: the per-feature scaling from one pass over the
+        training store (``scaler_``), and the store read through it."""
+        self.scaler_ = None
+        if not getattr(self, "scale", False):
+            return store
+        from .scaling import ScaledStore, Scaler
+        self.scaler_ = Scaler.fit(store)
+        return ScaledStore(store, self.scaler_)
+
     def _kernel(self, store):
         self.gamma_ = _resolve_gamma(self.gamma, store)
         return Kernel(self.kernel, gamma=self.gamma_, coef0=self.coef0, degree=self.degree)
 
     def _validate_X(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+        scaler = getattr(self, "scaler_", None)
+        return X if scaler is None else scaler.transform(X)
+
+    def _streamed(self, X):
+        """(predictions, decision values, labels as the store holds them,
+        store) over every chunk of a store, a path or URL, or a dask array
+        (one chunk in memory at a time; the outputs are one value or row
+        per input row); None for arrays."""
+        if not (is_store_like(X) or is_dask_array(X)):
+            return None
+        check_is_fitted(self)
+        from .predict import predict_chunks
+        store = as_store(X) if is_store_like(X) else DaskStore(X)
+        if store.d != self.n_features_in_:
+            raise ValueError(f"{getattr(store, 'path', 'X')}: {store.d} features, the model "
+                             f"expects {self.n_features_in_}")
+        preds, decs, ys = [], [], []
+        for r in predict_chunks(self, store):
+            preds.append(np.asarray(r.pred))
+            decs.append(np.asarray(r.dec))
+            ys.append(r.y)
+        if not preds:
+            return np.empty(0), np.empty(0), np.empty(0), store
+        cat = np.concatenate
+        labelled = np.ndim(ys[0]) > 0          # a dask array without y: none
+        return cat(preds), cat(decs), cat(ys) if labelled else None, store
 
 
 class CVMClassifier(ClassifierMixin, _CVMBase):
@@ -192,6 +244,17 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         sec. IV-A). Weighted rows, like ``sample_weight`` and kernels without
         a constant k(x, x) ("linear", "poly"), make a center-constrained MEB,
         which methods "cvm" and "fvm" solve ("bvm" refuses it).
+    scale : False (default) or True: standardise each feature (dense data:
+        (x - mean) / sd; sparse: x / max |x|, no centring) from one streamed
+        pass over the training rows, as LIBSVM's svm-scale does; ``scaler_``
+        keeps the transform, which predict applies and a saved model keeps.
+        Use it when raw columns have very different ranges (byte counts next
+        to flags): the RBF distance would see only the largest.
+    probability : False (default) or True: also fit Platt's sigmoid per
+        machine on rows held out from training (10% of the rows, 1,000 to
+        50,000, a quarter at most; streamcvm.probability), for
+        ``predict_proba`` and ``predict_log_proba`` (more than two classes:
+        pairwise coupling, as LIBSVM). The held-out rows are not trained on.
     random_state : seed of the row sampling
     verbose : show a progress bar (eps level, core-set size, radius)
     """
@@ -199,7 +262,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
                  multi_class="ovo", decision_function_shape="ovr", class_weight=None,
-                 train_size="auto", stop="slack", n_jobs=-1, random_state=0, verbose=False):
+                 train_size="auto", stop="slack", n_jobs=-1, scale=False,
+                 probability=False, random_state=0, verbose=False):
+        self.scale = scale
+        self.probability = probability
         self.method = method
         self.C = C
         self.kernel = kernel
@@ -235,6 +301,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         which the passes over every row run (row statistics, full violator
         passes); default: the active client if there is one, else dask's
         threaded scheduler. The model does not depend on it."""
+        t0 = time.perf_counter()
         self._check_params()
         if y is None and not isinstance(X, BaseStore) and not isinstance(X, str) \
                 and not hasattr(X, "__fspath__"):
@@ -269,7 +336,18 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             raise ValueError("class_weight with multi_class='ovr' is not supported (the "
                              "'rest' side mixes classes): use multi_class='ovo'")
         weighted = bool(store.has_weight)
+        source = store
         store = _small_in_memory(store) if len(subs) > 1 and not weighted else store
+        cv = False
+        if self.probability:
+            from .probability import CV_MAX_ROWS, HoldoutStore, holdout_fraction
+            cv = store.n <= CV_MAX_ROWS     # else held-out rows, never trained on
+            if not cv:
+                store = HoldoutStore(store, seed, 0.0, holdout_fraction(store.n))
+        fit_kw = dict(C=self.C, method=self.method, eps=eps, sample_size=self.sample_size,
+                      max_core=self.max_core, full_pass=self.full_pass,
+                      sample_weight=weighted, train_size=self.train_size, stop=self.stop,
+                      n_jobs=self.n_jobs)
         ck, machines, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
                                            checkpoint_every, checkpoint_iters, checkpoint_keep)
         k_resume = len(machines)            # finished before the interruption
@@ -279,24 +357,28 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 bar.next()
                 if k < k_resume:
                     continue
-                m = train_machine(store, kern, classes=pair, C=self.C, method=self.method,
-                                  eps=eps, sample_size=self.sample_size,
-                                  max_core=self.max_core, seed=seed + k,
-                                  full_pass=self.full_pass, callback=bar.update,
-                                  checkpointer=ck, n_machines=len(subs),
+                m = train_machine(store, kern, classes=pair, seed=seed + k,
+                                  callback=bar.update, checkpointer=ck, n_machines=len(subs),
                                   resume=cur if k == k_resume else None,
                                   class_weight=None if cw is None else (cw[pair[0]], cw[pair[1]]),
-                                  sample_weight=weighted, runner=runner,
-                                  pass_progress=bar.passes, train_size=self.train_size,
-                                  stop=self.stop, n_jobs=self.n_jobs)
+                                  runner=runner, pass_progress=bar.passes, **fit_kw)
                 machines.append(m)
                 _machine_done(ck, m, len(subs))
-        self._set_machines(machines)
+            self._set_machines(machines)
+            self.kernel_ = kern
+            self.probA_ = self.probB_ = None
+            if cv:
+                F, y = self._cv_decisions(store, subs, kern, seed, cw, runner, fit_kw)
+                self._fit_sigmoids(F, y, subs)
+            elif self.probability:
+                X, y = store.held_out()
+                F = self._ovo_rows(X) if X is not None else np.zeros((0, len(subs)))
+                self._fit_sigmoids(F, y, subs)
         self.checkpoint_stats_ = _ck_stats(ck)
-        self.kernel_ = kern
         self.n_iter_ = sum(m.n_iter for m in self.machines_)
         self.core_set_size_ = sum(m.core_size for m in self.machines_)
         self.history_ = [h for m in self.machines_ for h in m.history]
+        self.training_ = _training_record(self, source, t0)
         return self
 
     @property
@@ -327,7 +409,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         coefficients of the machines that class takes part in (one-vs-one:
         k - 1 of them), i.e. a few small GEMMs instead of a gather per
         (machine, support row)."""
-        X = self._validate_X(X)
+        return self._ovo_rows(self._validate_X(X))
+
+    def _ovo_rows(self, X):
+        """:meth:`_ovo` of rows already validated (and scaled)."""
         from .kernels import sq_norms
         U, Usq, UT, groups = self._sv_union_
         sq = sq_norms(X)
@@ -383,6 +468,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     def predict_with_decision(self, X):
         """(predict(X), decision_function(X)) from one pass of kernel blocks."""
+        got = self._streamed(X)
+        if got is not None:
+            return got[0], got[1]
         F = self._ovo(X)
         if F.shape[1] == 1:
             return self.classes_[(F[:, 0] > 0).astype(int)], F[:, 0]
@@ -402,7 +490,102 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return self.predict_with_decision(X)[1]
 
     def predict(self, X):
+        """Class labels of the rows of X: arrays, a sparse matrix, a store,
+        its path or URL, or a dask array (streamed chunk by chunk)."""
         return self.predict_with_decision(X)[0]
+
+    def _cv_decisions(self, store, subs, kern, seed, cw, runner, fit_kw):
+        """Every row's decision values (one column per machine) from machines
+        trained without its fold, and the rows' labels (CV_FOLDS folds by a
+        hash of the row ids); not checkpointed."""
+        from .probability import CV_FOLDS, HoldoutStore
+        Fs, ys = [], []
+        for f in range(CV_FOLDS):
+            fold = HoldoutStore(store, seed, f / CV_FOLDS, (f + 1) / CV_FOLDS)
+            X, y = fold.held_out()
+            if X is None:
+                continue
+            F = np.zeros((len(y), len(subs)))     # X: rows as the machines see them
+            for k, pair in enumerate(subs):
+                m = train_machine(fold, kern, classes=pair, seed=seed + k, runner=runner,
+                                  class_weight=None if cw is None else (cw[pair[0]],
+                                                                        cw[pair[1]]),
+                                  **fit_kw)
+                F[:, k] = m.decision(kern, X)
+            Fs.append(F)
+            ys.append(y)
+        return np.concatenate(Fs), np.concatenate(ys)
+
+    def _fit_sigmoids(self, F, y, subs):
+        """Platt's (A, B) per machine on the rows of its two sides: decision
+        values ``F`` [rows, machines] of rows not trained on, labels ``y``."""
+        from .probability import platt_fit
+        A, B = np.zeros(len(subs)), np.zeros(len(subs))
+        for k, (neg, pos) in enumerate(subs):
+            on_pos = np.isin(y, np.atleast_1d(pos))
+            mine = on_pos | np.isin(y, np.atleast_1d(neg))
+            if on_pos[mine].all() or not on_pos[mine].any():
+                raise ValueError(f"probability=True: the {int(mine.sum())} rows the sigmoid of "
+                                 f"machine {k} is fitted on hold one side only; too few rows "
+                                 "to fit probabilities")
+            A[k], B[k] = platt_fit(F[mine, k], on_pos[mine])
+        self.probA_, self.probB_ = A, B
+        self.n_probability_rows_ = int(len(y))
+
+    def _proba_rows(self, X):
+        from .probability import pairwise_coupling, platt_predict
+        F = self._ovo_rows(X)
+        P = platt_predict(F, self.probA_, self.probB_)      # P(positive side) per machine
+        k = len(self.classes_)
+        if F.shape[1] == 1:
+            return np.column_stack([1.0 - P[:, 0], P[:, 0]])
+        if self.multi_class == "ovr":       # machine c: class c against the rest
+            return P / np.maximum(P.sum(axis=1, keepdims=True), 1e-300)
+        r = np.zeros((len(F), k, k))
+        col = 0
+        for i in range(k):
+            for j in range(i + 1, k):       # machine (i, j): f > 0 means j
+                pj = np.clip(P[:, col], 1e-7, 1 - 1e-7)
+                r[:, j, i], r[:, i, j] = pj, 1.0 - pj
+                col += 1
+        return pairwise_coupling(r)
+
+    @available_if(lambda self: self.probability)
+    def predict_proba(self, X):
+        """P(class | x), one column per ``classes_`` entry, for arrays, a
+        store, its path or URL, or a dask array (streamed); needs
+        ``probability=True``."""
+        check_is_fitted(self)
+        if getattr(self, "probA_", None) is None:
+            raise AttributeError("predict_proba needs a model fitted with probability=True "
+                                 "(streamcvm train -b 1)")
+        if is_store_like(X) or is_dask_array(X):
+            store = as_store(X) if is_store_like(X) else DaskStore(X)
+            if store.d != self.n_features_in_:
+                raise ValueError(f"{getattr(store, 'path', 'X')}: {store.d} features, the "
+                                 f"model expects {self.n_features_in_}")
+            out = [self._proba_rows(self._validate_X(c.X)) for c in store]
+            return np.concatenate(out) if out else np.zeros((0, len(self.classes_)))
+        return self._proba_rows(self._validate_X(X))
+
+    @available_if(lambda self: self.probability)
+    def predict_log_proba(self, X):
+        return np.log(self.predict_proba(X))
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean accuracy; on a store (path, URL) against its own labels,
+        streamed (a store none of whose labels is a class is refused)."""
+        if not is_store_like(X):
+            return super().score(X, y, sample_weight)
+        if y is not None or sample_weight is not None:
+            raise ValueError("score on a store takes its labels from the store: "
+                             "pass no y or sample_weight")
+        from .predict import class_table
+        pred, _, yst, store = self._streamed(X)
+        table = class_table(self.classes_, store)
+        truth = table[np.searchsorted(store.classes, yst)]
+        idx = np.searchsorted(self.classes_, pred)     # classes_ is sorted
+        return float(np.mean(truth == idx)) if len(pred) else float("nan")
 
 
 def _class_weights(class_weight, store, codes, labels):
@@ -437,6 +620,7 @@ def _class_weights(class_weight, store, codes, labels):
 def _checkpointing(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
     """(Checkpointer or None, finished machines, resume state of the machine
     in progress or None) for a fit with these checkpoint arguments."""
+    est.resumed_from_ = None
     if checkpoint_dir is None:
         if resume:
             raise ValueError("resume=True needs checkpoint_dir")
@@ -477,6 +661,11 @@ def _checkpointing(est, store, kern, checkpoint_dir, resume, every, every_iter, 
     if man["current"] is not None:
         cur = {"current": man["current"],
                "arrays": {n[4:]: a for n, a in arrays.items() if n.startswith("cur_")}}
+    # where the run continues from (training_, streamcvm info): a resume that
+    # ignored its snapshot would be indistinguishable from a fresh fit otherwise
+    est.resumed_from_ = {"machines_done": len(machines),
+                         "n_iter": None if cur is None else
+                         (cur["current"].get("solver") or {}).get("n_iter")}
     return ck, machines, cur
 
 
@@ -561,7 +750,7 @@ class _OneMachine(_CVMBase):
     checkpointing and progress plumbing, and the machine's arrays."""
 
     def _fit_one(self, store, kern, train, checkpoint_dir, every, every_iter, keep, resume,
-                 client=None):
+                 client=None, t0=None):
         """``train(seed=, callback=, checkpointer=, resume=, runner=,
         pass_progress=)`` -> the machine, unless a finished run's snapshot
         already holds it. ``client``: as :meth:`CVMClassifier.fit`'s."""
@@ -582,6 +771,8 @@ class _OneMachine(_CVMBase):
         self.n_iter_ = self.machine_.n_iter
         self.core_set_size_ = self.machine_.core_size
         self.history_ = self.machine_.history
+        self.training_ = _training_record(self, store,
+                                           time.perf_counter() if t0 is None else t0)
 
     @property
     def support_vectors_(self):
@@ -614,7 +805,8 @@ class CVMOneClass(OutlierMixin, _OneMachine):
 
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
-                 random_state=0, verbose=False):
+                 scale=False, random_state=0, verbose=False):
+        self.scale = scale
         self.method = method
         self.C = C
         self.kernel = kernel
@@ -634,6 +826,7 @@ class CVMOneClass(OutlierMixin, _OneMachine):
         """Fit on the rows of X (arrays, a sparse matrix or a store); y is
         ignored. The checkpoint arguments and ``client`` are those of
         :meth:`CVMClassifier.fit`."""
+        t0 = time.perf_counter()
         self._check_params()
         store, _ = self._prepare(X)
         kern = self._kernel(store)
@@ -641,11 +834,17 @@ class CVMOneClass(OutlierMixin, _OneMachine):
             store, kern, classes=None, C=self.C, method=self.method,
             eps=_resolve_eps(self.eps), sample_size=self.sample_size,
             max_core=self.max_core, full_pass=self.full_pass, **kw),
-            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client)
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client,
+            t0=t0)
         self.offset_ = -self.machine_.radius2
         return self
 
     def decision_function(self, X):
+        """R^2 - ||phi(x) - c||^2 (positive inside) for arrays, a store, its
+        path or URL, or a dask array (streamed)."""
+        got = self._streamed(X)
+        if got is not None:
+            return got[1]
         X = self._validate_X(X)
         return self.machine_.decision(self.kernel_, X)
 
@@ -704,7 +903,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         core set would stay within the budget above. The stages are in
         ``history_`` (``stage_rows``, ``stage_validation_rmse``). A number:
         at most that many rows, the same way.
-    kernel, coef0, degree, eps, sample_size, full_pass,
+    kernel, coef0, degree, eps, sample_size, full_pass, scale,
     random_state, verbose : as :class:`CVMClassifier`
 
     After ``fit``, a warning says when the tube holds more than 95% of the
@@ -715,7 +914,9 @@ class CVMRegressor(RegressorMixin, _OneMachine):
 
     def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
                  coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
-                 full_pass=False, train_size="auto", random_state=0, verbose=False):
+                 full_pass=False, train_size="auto", scale=False, random_state=0,
+                 verbose=False):
+        self.scale = scale
         self.method = method
         self.C = C
         self.mu = mu
@@ -754,6 +955,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         """Fit on arrays (X, y), a sparse matrix, or a store (targets from its
         y). The checkpoint arguments and ``client`` are those of
         :meth:`CVMClassifier.fit`."""
+        t0 = time.perf_counter()
         self._check_params()
         if y is None and not isinstance(X, (BaseStore, str)) and not hasattr(X, "__fspath__"):
             raise ValueError(f"{type(self).__name__} requires y to be passed, "
@@ -788,7 +990,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             stage_core=STAGE_CORE if self.max_core is None else self.max_core,
             full_pass=self.full_pass, stats=stats, train_size=self.train_size,
             c_per_row=AUTO_C_PER_ROW if auto_c else None, **kw),
-            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client)
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client,
+            t0=t0)
         stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]
         if stages and auto_c:               # a progressive fit: its last stage's C
             self.C_ = AUTO_C_PER_ROW * stages[-1]
@@ -813,12 +1016,29 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         return len(self.machine_.coef)
 
     def predict(self, X):
+        """f(x) for arrays, a store, its path or URL, or a dask array (streamed)."""
+        got = self._streamed(X)
+        if got is not None:
+            return got[0]
         X = self._validate_X(X)
         return self.machine_.decision(self.kernel_, X)
 
     def predict_with_decision(self, X):
         f = self.predict(X)
         return f, f
+
+    def score(self, X, y=None, sample_weight=None):
+        """R^2; on a store (path, URL) against its own targets, from sums
+        kept chunk by chunk."""
+        if not is_store_like(X):
+            return super().score(X, y, sample_weight)
+        if y is not None or sample_weight is not None:
+            raise ValueError("score on a store takes its targets from the store: "
+                             "pass no y or sample_weight")
+        f, _, t, _ = self._streamed(X)
+        t = np.asarray(t, np.float64)
+        sst = float(((t - t.mean()) ** 2).sum())
+        return 1.0 - float(((t - f) ** 2).sum()) / sst if sst > 0 else float("nan")
 
 
 class CVMRanker(_OneMachine):
@@ -834,7 +1054,8 @@ class CVMRanker(_OneMachine):
 
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps=1e-4, sample_size=59, max_core=20000, full_pass=False,
-                 random_state=0, verbose=False):
+                 scale=False, random_state=0, verbose=False):
+        self.scale = scale
         self.method = method
         self.C = C
         self.kernel = kernel
@@ -853,6 +1074,7 @@ class CVMRanker(_OneMachine):
             client=None):
         """Fit on arrays (X, y, qid) or a store with a qid column. The
         checkpoint arguments and ``client`` are those of :meth:`CVMClassifier.fit`."""
+        t0 = time.perf_counter()
         self._check_params()
         if self.method == "bvm":
             raise ValueError("method='bvm' solves only the plain MEB; the pair kernel's "
@@ -867,17 +1089,22 @@ class CVMRanker(_OneMachine):
             qid = np.asarray(qid)
             if qid.shape != (X.shape[0],):
                 raise ValueError(f"qid has shape {qid.shape}, expected ({X.shape[0]},)")
-            store = as_store(X, np.asarray(y, np.float64), qid=qid)
+            store = self._maybe_scale(as_store(X, np.asarray(y, np.float64), qid=qid))
         kern = self._kernel(store)
         self._fit_one(store, kern, lambda **kw: train_ranker(
             store, kern, C=self.C, method=self.method, eps=_resolve_eps(self.eps),
             sample_size=self.sample_size, max_core=self.max_core,
             full_pass=self.full_pass, **kw),
-            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client)
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client,
+            t0=t0)
         return self
 
     def predict(self, X):
-        """Scores: within a query, higher ranks first."""
+        """Scores: within a query, higher ranks first. X: arrays, a store,
+        its path or URL, or a dask array (streamed)."""
+        got = self._streamed(X)
+        if got is not None:
+            return got[0]
         X = self._validate_X(X)
         return self.machine_.decision(self.kernel_, X)
 
@@ -885,7 +1112,24 @@ class CVMRanker(_OneMachine):
         f = self.predict(X)
         return f, f
 
-    def score(self, X, y, qid):
-        """Mean NDCG@10 over the queries."""
+    def score(self, X, y=None, qid=None):
+        """Mean NDCG@10 over the queries; on a store (path, URL) against its
+        own relevance labels and query ids, streamed."""
+        if is_store_like(X):
+            if y is not None or qid is not None:
+                raise ValueError("score on a store takes its labels and query ids from "
+                                 "the store: pass no y or qid")
+            from .metrics import RankingTotals
+            from .predict import predict_chunks
+            store = as_store(X)
+            if not store.has_qid:
+                raise ValueError(f"{getattr(store, 'path', 'the store')}: no query ids "
+                                 "(qid) to rank within")
+            tot = RankingTotals(k=10)
+            for r in predict_chunks(self, store):
+                tot.add(r.y, r.pred, r.qid)
+            return float(tot.result()[0])
+        if y is None or qid is None:
+            raise ValueError("score(X, y, qid): y and qid are needed with arrays")
         from .metrics import ndcg_at_k
         return ndcg_at_k(y, self.predict(X), qid, k=10)

@@ -80,3 +80,40 @@ class RankingTotals:
             self._buf = None
         return (self.ndcg_sum / self.queries if self.queries else float("nan"),
                 self.right / self.pairs if self.pairs else float("nan"), self.queries, self.pairs)
+
+
+class AUCSketch:
+    """The ROC AUC of a stream of (score, positive?) in memory independent of
+    the rows: a histogram of the scores' float32 bit patterns, mapped to
+    integers in score order and cut to their top ``BITS`` bits (2^20 bins
+    over every float: scores closer than ~1e-3 relative share a bin). Pairs in
+    different bins count exactly; a positive and a negative in one bin count
+    1/2 (a tie), so the result is the exact AUC up to the share of
+    positive-negative pairs that share a bin."""
+    BITS = 20
+
+    def __init__(self):
+        self.pos = np.zeros(1 << self.BITS, np.int64)
+        self.neg = np.zeros(1 << self.BITS, np.int64)
+
+    @classmethod
+    def bins(cls, score):
+        u = np.ascontiguousarray(score, np.float32).view(np.uint32)
+        # order-preserving: flip every bit of negatives, the sign bit of the rest
+        key = np.where(u >> 31, ~u, u | np.uint32(0x80000000))
+        return (key >> np.uint32(32 - cls.BITS)).astype(np.int64)
+
+    def add(self, score, positive):
+        b = self.bins(score)
+        positive = np.asarray(positive, bool)
+        self.pos += np.bincount(b[positive], minlength=len(self.pos))
+        self.neg += np.bincount(b[~positive], minlength=len(self.neg))
+
+    def both_classes(self):
+        return bool(self.pos.any() and self.neg.any())
+
+    def result(self):
+        """P(score of a positive > score of a negative) + 1/2 P(tie)."""
+        below = np.cumsum(self.neg) - self.neg          # negatives in lower bins
+        wins = float(self.pos @ below) + 0.5 * float(self.pos @ self.neg)
+        return wins / (float(self.pos.sum()) * float(self.neg.sum()))

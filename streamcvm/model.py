@@ -64,10 +64,18 @@ def save_model(est, path, overwrite=False):
         recs = []
         for k, m in enumerate(machines):
             rec, arrays = machine_arrays(m)
-            rec.pop("history")               # not part of a model
+            hist = rec.pop("history")        # not part of a model; what it reached is
+            last = hist[-1] if hist else {}
+            rec["eps_reached"] = last.get("certified_eps", last.get("eps"))
+            rec["stage_rows"] = last.get("stage_rows")
             for name, arr in arrays.items():
                 put(f"m{k}_{name}", arr)
             recs.append(rec)
+        scaler = getattr(est, "scaler_", None)
+        if scaler is not None:          # scale=True: the transform predict applies
+            put("scale_scale", scaler.scale)
+            if scaler.offset is not None:
+                put("scale_offset", scaler.offset)
         classes = getattr(est, "classes_", None)
         manifest = {
             "streamcvm_model_format": FORMAT_VERSION,
@@ -85,6 +93,12 @@ def save_model(est, path, overwrite=False):
             "mu_": getattr(est, "mu_", None),    # ... and the mu (mu="auto")
             # CVMRegressor: "continuous" or "integer" (evaluate refuses class stores)
             "target_type": getattr(est, "target_type_", None),
+            "training": getattr(est, "training_", None),   # seconds, rows, store fingerprint
+            "scaler": None if scaler is None else {"centred": scaler.offset is not None},
+            # probability=True: Platt's (A, B) per machine
+            "probability": None if getattr(est, "probA_", None) is None else
+            {"A": [float(v) for v in est.probA_], "B": [float(v) for v in est.probB_],
+             "rows": getattr(est, "n_probability_rows_", None)},
             "machines": recs,
             "files": files,
         }
@@ -141,9 +155,18 @@ def load_model(path):
     est.n_iter_ = sum(m.n_iter for m in machines)
     est.core_set_size_ = sum(m.core_size for m in machines)
     est.history_ = []
+    est.training_ = man.get("training")
+    est.scaler_ = None
+    if man.get("scaler") is not None:
+        from .scaling import Scaler
+        est.scaler_ = Scaler(get("scale_offset") if man["scaler"]["centred"] else None,
+                             get("scale_scale"))
     if man["estimator"] == "CVMClassifier":
         est.classes_ = np.asarray(man["classes"])
         est._set_machines(machines)
+        pr = man.get("probability")
+        est.probA_ = None if pr is None else np.asarray(pr["A"], np.float64)
+        est.probB_ = None if pr is None else np.asarray(pr["B"], np.float64)
     elif man["estimator"] == "CVMRanker":
         est.machine_ = machines[0]
     elif man["estimator"] == "CVMRegressor":

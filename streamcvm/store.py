@@ -356,6 +356,74 @@ class ArrayStore(BaseStore):
                      None if self.weight is None else self.weight[sl])
 
 
+class DaskStore(BaseStore):
+    """The store interface over dask arrays ``X`` [n, d] and ``y`` [n] (dask
+    or numpy): chunk ``i`` computes its rows' block only, so a fit streams
+    the array as it does a store on disk. The rows are rechunked (lazily) to
+    equal chunks of the first block's height, at least 1,000 rows."""
+
+    def __init__(self, X, y=None, chunk_rows=None):
+        import dask.array as da
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got shape {X.shape}")
+        if any(np.isnan(v) for v in X.shape):
+            raise ValueError("X has unknown chunk sizes: call X.compute_chunk_sizes() first")
+        self.n, self.d = (int(v) for v in X.shape)
+        self.sparse = False
+        self.nnz = None
+        rows = chunk_rows or max(int(X.chunks[0][0]) if X.chunks[0] else 1, 1000)
+        self.chunk_rows = int(min(rows, max(self.n, 1)))
+        self._X = X.rechunk((self.chunk_rows, self.d))
+        if y is not None:
+            y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+            if y.shape[0] != self.n:
+                raise ValueError(f"y has {y.shape[0]} rows, X has {self.n}")
+            y = y.rechunk((self.chunk_rows,))
+        self._y = y
+        self.label_names = None
+        self.feature_names = None
+        self._classes, self._counts = None, None
+        if y is not None:               # one streamed pass: the labels and their counts
+            found = set()
+            for i in range(self.n_chunks):
+                found.update(np.unique(np.asarray(self._y.blocks[i].compute(), np.float64)))
+                if len(found) > MAX_CLASSES:
+                    break
+            if len(found) <= MAX_CLASSES:
+                self._classes = np.array(sorted(found), np.float64)
+        import dask.base
+        self.fingerprint = "dask-" + dask.base.tokenize(self._X, self._y)
+
+    @property
+    def class_counts(self):
+        if self._classes is None:
+            return None
+        if self._counts is None:
+            out = np.zeros((self.n_chunks, len(self._classes)), np.int64)
+            for i in range(self.n_chunks):
+                y = np.asarray(self._y.blocks[i].compute(), np.float64)
+                out[i] = np.bincount(np.searchsorted(self._classes, y),
+                                     minlength=len(self._classes))
+            out.flags.writeable = False
+            self._counts = out
+        return self._counts
+
+    def _read(self, a, b):
+        X = np.asarray(self._X[a:b].compute(), np.float32)
+        y = None if self._y is None else np.asarray(self._y[a:b].compute(), np.float64)
+        return Chunk(X, y, None, None)
+
+
+def is_dask_array(X):
+    return type(X).__module__.startswith("dask.") and hasattr(X, "chunks") and \
+        hasattr(X, "compute")
+
+
+def is_store_like(X):
+    """A store, a path or a URL (what :func:`open_store` opens)."""
+    return isinstance(X, (BaseStore, str, os.PathLike))
+
+
 def open_store(path):
     """Open a store written by ``streamcvm ingest`` (Zarr directory or URL, or
     HDF5 file)."""
@@ -370,4 +438,6 @@ def as_store(X, y=None, **kw):
         return X
     if isinstance(X, (str, os.PathLike)):
         return DiskStore(X)
+    if is_dask_array(X):
+        return DaskStore(X, y, **kw)
     return ArrayStore(X, y, **kw)

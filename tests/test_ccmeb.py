@@ -116,7 +116,12 @@ def test_svr_model_matches_the_exact_solution(svr_problem):
     assert np.abs(f - f_opt).max() < 0.02 * t.std()
     eb_opt = a_opt @ (s * np.repeat(t - pts.offset, 2)) - C * a_opt @ Q @ a_opt
     assert m.epsilon_bar == pytest.approx(eb_opt, abs=0.02)
-    # mu is the mean slack: sum (xi + xi*) / m with xi = a mu m (eq. 9)
+    # mu is the mean slack (docs/solvers.md "Regression defaults"): at the
+    # optimum sum (xi + xi*) = mu m, with the slacks the fit leaves outside
+    # its tube, xi = max(0, |t - f(x)| - epsbar)
+    slack = np.maximum(np.abs(t - f_opt) - eb_opt, 0.0)
+    assert slack.mean() == pytest.approx(mu, rel=1e-3)
+    assert np.maximum(np.abs(t - f) - m.epsilon_bar, 0.0).mean() == pytest.approx(mu, rel=0.05)
     assert len(m.coef) < len(t) and np.all(np.diff(m.sv_ids) > 0)
 
 

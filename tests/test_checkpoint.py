@@ -96,6 +96,27 @@ def kill_after(monkeypatch):
     monkeypatch.setattr(meb.MEBSolver, "search", orig)
 
 
+@pytest.fixture
+def searches(monkeypatch):
+    """A list that grows by one per violator search from now on (asked for
+    before kill_after, whose searches then count too)."""
+    orig, seen = meb.MEBSolver.search, []
+
+    def counted(self, *a, **k):
+        seen.append(1)
+        return orig(self, *a, **k)
+    monkeypatch.setattr(meb.MEBSolver, "search", counted)
+    yield seen
+    monkeypatch.setattr(meb.MEBSolver, "search", orig)
+
+
+def _continued(res, n_ref, n_res):
+    """The resumed fit started from its snapshot: it did fewer violator
+    searches than the uninterrupted one, and says where it resumed."""
+    assert res.resumed_from_ is not None
+    assert n_res < n_ref, f"the resumed run searched {n_res} times, a fresh one {n_ref}"
+
+
 def _same(a, b):
     for ma, mb in zip(a.machines_ if hasattr(a, "machines_") else [a.machine_],
                       b.machines_ if hasattr(b, "machines_") else [b.machine_]):
@@ -106,9 +127,10 @@ def _same(a, b):
 
 @pytest.mark.parametrize("method", ["bvm", "cvm", "fvm"])
 @pytest.mark.parametrize("at", [5, 300])
-def test_two_class_resume_is_exact(tmp_path, kill_after, method, at):
+def test_two_class_resume_is_exact(tmp_path, searches, kill_after, method, at):
     store = _data()
     ref = CVMClassifier(method=method, eps=1e-3).fit(store)
+    n_ref = len(searches)
     kill_after(at)
     with pytest.raises(_Kill):
         CVMClassifier(method=method, eps=1e-3).fit(store, checkpoint_dir=tmp_path,
@@ -116,10 +138,12 @@ def test_two_class_resume_is_exact(tmp_path, kill_after, method, at):
     kill_after(10 ** 9)                                   # no more kills
     man = checkpoint.latest(tmp_path)[0]
     assert man["current"] is not None                    # stopped inside the machine
+    n0 = len(searches)
     res = CVMClassifier(method=method, eps=1e-3).fit(store, checkpoint_dir=tmp_path,
                                                      resume=True)
     _same(ref, res)
     assert res.n_iter_ == ref.n_iter_
+    _continued(res, n_ref, len(searches) - n0)
 
 
 def test_multi_class_resume_keeps_finished_machines(tmp_path, monkeypatch):
@@ -148,18 +172,22 @@ def test_multi_class_resume_keeps_finished_machines(tmp_path, monkeypatch):
     assert len(man["machines_done"]) == 1 and man["current"] is not None
     res = CVMClassifier(eps=1e-3).fit(store, checkpoint_dir=tmp_path, resume=True)
     _same(ref, res)
+    assert res.resumed_from_["machines_done"] == 1 and res.resumed_from_["n_iter"] > 0
     np.testing.assert_array_equal(ref.predict(store.X[:500]), res.predict(store.X[:500]))
 
 
-def test_one_class_resume_is_exact(tmp_path, kill_after):
+def test_one_class_resume_is_exact(tmp_path, searches, kill_after):
     store = _data()
     ref = CVMOneClass(eps=1e-3, C=0.1).fit(store)
+    n_ref = len(searches)
     kill_after(50)
     with pytest.raises(_Kill):
         CVMOneClass(eps=1e-3, C=0.1).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
     kill_after(10 ** 9)
+    n0 = len(searches)
     res = CVMOneClass(eps=1e-3, C=0.1).fit(store, checkpoint_dir=tmp_path, resume=True)
     _same(ref, res)
+    _continued(res, n_ref, len(searches) - n0)
     assert ref.offset_ == res.offset_
 
 
@@ -199,21 +227,40 @@ def kill_store(tmp_path_factory):
     return path, ref
 
 
-def _kill_and_resume(store, ref, tmp_path, wait_for):
+def _kill_and_resume(store, ref, tmp_path, wait_for, mid_write=False, started=True):
+    """Kill a training run with SIGKILL once ``wait_for(ck)``, then resume
+    it. ``mid_write``: the kill must find a half-written snapshot folder
+    (tried again, up to 8 times, when the write finished first)."""
+    import shutil
     ck = tmp_path / "ck"
-    p = subprocess.Popen(_train(store, tmp_path / "m", "--checkpoint-dir", str(ck),
-                                "--checkpoint-every", "0.02"))
-    t0 = time.time()
-    while not wait_for(ck) and p.poll() is None and time.time() - t0 < 60:
-        time.sleep(0.002)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    for _ in range(8):
+        shutil.rmtree(ck, ignore_errors=True)
+        p = subprocess.Popen(_train(store, tmp_path / "m", "--checkpoint-dir", str(ck),
+                                    "--checkpoint-every", "0.02"))
+        t0 = time.time()
+        while not wait_for(ck) and p.poll() is None and time.time() - t0 < 60:
+            time.sleep(0.002)
+        assert p.poll() is None, "the run ended before the kill"
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        assert p.returncode == -signal.SIGKILL      # the kill landed
+        left = sorted(os.listdir(ck))
+        if not mid_write or any(e.startswith(".tmp-") for e in left):
+            break
+    if mid_write:       # killed mid-write: the half-written snapshot is still there
+        assert any(e.startswith(".tmp-") for e in left), left
     r = subprocess.run(_train(store, tmp_path / "m", "--resume", str(ck)),
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     for name in ("m0_coef", "m0_ids"):
         np.testing.assert_array_equal(np.load(ref / f"{name}.npy"),
                                       np.load(tmp_path / "m" / f"{name}.npy"))
+    with open(tmp_path / "m" / "model.json") as f:
+        got = json.load(f)["training"]["resumed_from"]
+    with open(ref / "model.json") as f:
+        total = sum(m["n_iter"] for m in json.load(f)["machines"])
+    # it continued from the snapshot (the first one may be of iteration 0)
+    assert got is not None and (0 < got["n_iter"] or not started) and got["n_iter"] < total
 
 
 def _n_snapshots(ck, n):
@@ -225,7 +272,7 @@ def _n_snapshots(ck, n):
 @pytest.mark.parametrize("n", [1, 10])
 def test_sigkill_after_snapshots_resumes_to_the_same_model(kill_store, tmp_path, n):
     store, ref = kill_store
-    _kill_and_resume(store, ref, tmp_path, _n_snapshots(tmp_path / "ck", n))
+    _kill_and_resume(store, ref, tmp_path, _n_snapshots(tmp_path / "ck", n), started=n > 1)
 
 
 def test_sigkill_while_writing_a_snapshot(kill_store, tmp_path):
@@ -235,7 +282,7 @@ def test_sigkill_while_writing_a_snapshot(kill_store, tmp_path):
     def writing(_):
         return os.path.isdir(ck) and any(e.startswith(".tmp-") for e in os.listdir(ck)) and \
             any(e.startswith("ckpt-") for e in os.listdir(ck))
-    _kill_and_resume(store, ref, tmp_path, writing)
+    _kill_and_resume(store, ref, tmp_path, writing, mid_write=True, started=False)
 
 
 def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
@@ -245,25 +292,29 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
     X = rng.standard_normal((30000, 4)).astype(np.float32)
     y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.standard_normal(30000) > 0, 1.0, -1.0)
     store = streamcvm.as_store(X, y)                     # one chunk: exact BVM
-    ref = CVMClassifier(eps=1e-4).fit(store)
-    assert ref.machines_[0].history[-1].get("exact")
     orig = meb.bvm_exact
-    calls = {"n": 0}
+    calls = {"n": 0, "kill": None}
 
-    def killing(*a):
+    def counting(*a):
         calls["n"] += 1
-        if calls["n"] == 4:
+        if calls["n"] == calls["kill"]:
             raise _Kill()
         return orig(*a)
-    monkeypatch.setattr(meb, "bvm_exact", killing)
+    monkeypatch.setattr(meb, "bvm_exact", counting)
+    ref = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ref",
+                                      checkpoint_every=0.0)
+    assert ref.machines_[0].history[-1].get("exact")
+    pieces = calls["n"]
+    calls.update(n=0, kill=4)
     with pytest.raises(_Kill):
-        CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
-    monkeypatch.setattr(meb, "bvm_exact", orig)
-    man = checkpoint.latest(tmp_path)[0]
+        CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
+    man = checkpoint.latest(tmp_path / "ck")[0]
     assert man["current"]["solver"]["exact"] and man["progress"]["iteration"] > 0
-    res = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path, resume=True)
+    calls.update(n=0, kill=None)
+    res = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
     _same(ref, res)
     assert res.n_iter_ == ref.n_iter_
+    assert pieces > 4 and calls["n"] <= pieces - 3      # it continued: the first pieces not redone
 
 
 def test_resume_refuses_the_same_rows_chunked_differently(tmp_path):
@@ -279,7 +330,7 @@ def test_resume_refuses_the_same_rows_chunked_differently(tmp_path):
 
 
 @pytest.mark.parametrize("method,auto", [("cvm", False), ("fvm", False), ("cvm", True)])
-def test_regression_resume_is_exact(tmp_path, kill_after, monkeypatch, method, auto):
+def test_regression_resume_is_exact(tmp_path, searches, kill_after, method, auto):
     """auto: mu and gamma chosen on held-out rows first (their small fits
     are not checkpointed, and run again on resume: the same choice)."""
     from streamcvm import CVMRegressor
@@ -288,34 +339,33 @@ def test_regression_resume_is_exact(tmp_path, kill_after, monkeypatch, method, a
     store = streamcvm.as_store(X, y, chunk_rows=300)
     kw = dict(method=method, eps=1e-3) if auto else dict(method=method, eps=1e-3, mu=0.05,
                                                           gamma=0.5)
-    orig, searches = meb.MEBSolver.search, []
-
-    def counted(self, *a, **k):
-        searches.append(1)
-        return orig(self, *a, **k)
-    monkeypatch.setattr(meb.MEBSolver, "search", counted)
     ref = CVMRegressor(**kw).fit(store)
-    monkeypatch.setattr(meb.MEBSolver, "search", orig)
+    n_ref = len(searches)
     assert (len(ref.selection_) == 5) == auto
-    kill_after(len(searches) - 50)      # in the last fit, after the selection's
+    kill_after(n_ref - 50)              # in the last fit, after the selection's
     with pytest.raises(_Kill):
         CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
     kill_after(10 ** 9)
     assert checkpoint.latest(tmp_path)[0]["current"] is not None
+    n0 = len(searches)
     res = CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path, resume=True)
     _same(ref, res)
+    _continued(res, n_ref, len(searches) - n0)
     assert ref.epsilon_bar_ == res.epsilon_bar_ and ref.n_iter_ == res.n_iter_
 
 
-def test_weighted_classifier_resume_is_exact(tmp_path, kill_after):
+def test_weighted_classifier_resume_is_exact(tmp_path, searches, kill_after):
     store = _data()
     w = np.random.default_rng(1).uniform(0.5, 2.0, store.n)
     store = streamcvm.as_store(store.X, store.y, weight=w, chunk_rows=300)
     kw = dict(method="cvm", eps=1e-3, class_weight="balanced")
     ref = CVMClassifier(**kw).fit(store)
+    n_ref = len(searches)
     kill_after(100)
     with pytest.raises(_Kill):
         CVMClassifier(**kw).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
     kill_after(10 ** 9)
+    n0 = len(searches)
     res = CVMClassifier(**kw).fit(store, checkpoint_dir=tmp_path, resume=True)
     _same(ref, res)
+    _continued(res, n_ref, len(searches) - n0)

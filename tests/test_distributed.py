@@ -1,6 +1,7 @@
 """The O(n) passes on a dask.distributed LocalCluster (2 worker processes):
 the same models, predictions and reports as dask's threaded scheduler, and
 the same model when a worker dies in the middle of a full pass."""
+import json
 import os
 
 import numpy as np
@@ -134,7 +135,7 @@ def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
     assert killed[0] in before and killed[0] not in now, (before, now)
 
 
-def test_cli_ingest_train_evaluate_on_a_local_cluster(tmp_path):
+def test_cli_ingest_train_evaluate_on_a_local_cluster(tmp_path, capsys):
     """--workers 2: ingest parses on the cluster, train and evaluate pass
     over the store there; the store and the model are those of threads."""
     from streamcvm.cli import main
@@ -151,9 +152,16 @@ def test_cli_ingest_train_evaluate_on_a_local_cluster(tmp_path):
         assert main(["train", st, "-o", mo, "--method", "cvm", "-e", "1e-3", "--full-pass",
                      "-q"] + extra) == 0
         out[name] = (open_store(st), load_model(mo))
-    (s1, m1), (s2, m2) = out["threads"], out["cluster"]
+        assert main(["evaluate", st, mo, "--json"] + extra) == 0
+        out[name] += (json.loads(capsys.readouterr().out),)
+    (s1, m1, e1), (s2, m2, e2) = out["threads"], out["cluster"]
     assert s1.fingerprint == s2.fingerprint and s1.n == 3000
     _same_machine(m1.machines_[0], m2.machines_[0])
+    # evaluate's figures from the cluster's chunk tasks are the threads' figures
+    assert e1["rows"] == e2["rows"] == 3000 and e1["confusion"] == e2["confusion"]
+    assert e1["auc"] == pytest.approx(e2["auc"], abs=1e-9)    # BLAS threads differ
+    rows = s1.rows(0, s1.n)
+    assert e1["accuracy"] == np.mean(m1.predict(rows.X) == rows.y)
 
 
 def test_cli_refuses_a_malformed_scheduler_address_in_one_line():

@@ -114,8 +114,8 @@ def test_decision_matches_each_machine(centers):
 
 def test_one_vs_rest(tmp_path):
     from streamcvm.model import load_model, save_model
-    X, y = make_blobs(n_samples=1200, centers=4, cluster_std=2.0, random_state=2)
-    Xt, yt = make_blobs(n_samples=1200, centers=4, cluster_std=2.0, random_state=2)
+    Xa, ya = make_blobs(n_samples=2400, centers=4, cluster_std=2.0, random_state=2)
+    X, y, Xt, yt = Xa[:1200], ya[:1200], Xa[1200:], ya[1200:]     # held out: other rows
     ovr = CVMClassifier(eps=1e-3, multi_class="ovr").fit(X, y)
     ovo = CVMClassifier(eps=1e-3).fit(X, y)
     assert len(ovr.machines_) == 4 and len(ovo.machines_) == 6
@@ -129,3 +129,18 @@ def test_one_vs_rest(tmp_path):
     np.testing.assert_array_equal(load_model(tmp_path / "m").decision_function(Xt), F)
     with pytest.raises(ValueError, match="ovo' or 'ovr"):
         CVMClassifier(multi_class="crammer").fit(X, y)
+
+
+@pytest.mark.parametrize("est", [CVMClassifier(eps=1e-2), CVMOneClass(eps=1e-2),
+                                 CVMRegressor(mu=0.5, gamma=0.5)])
+def test_a_feature_count_mismatch_is_refused(est, tmp_path):
+    """Arrays (scikit-learn's message) and a store of another width (one
+    line naming the store) are refused at predict time."""
+    X, y = make_blobs(n_samples=300, centers=2, n_features=4, random_state=0)
+    est.fit(X, y.astype(float))
+    with pytest.raises(ValueError, match="4 features"):
+        est.predict(X[:, :3])
+    path = str(tmp_path / "wide.zarr")
+    synthetic.write_store(path, "gaussian", 500, d=6, seed=0)
+    with pytest.raises(ValueError, match=r"wide.zarr: 6 features, the model expects 4"):
+        est.predict(path)

@@ -60,10 +60,16 @@ What each figure is:
   Zarr store on disk (``fit(streamcvm.open_store(path))``); the ratio is its
   train s over the in-memory row's train s.
 
-SVC results are cached in ``--svc-cache`` (JSON) keyed by dataset, training /
+SVC runs in the same session by default (the machine is shared and noisy:
+a ratio is only sound between runs of one session). For development,
+``--svc-cache FILE`` (JSON) keeps SVC results keyed by dataset, training /
 test rows, C, gamma (10 significant digits) and the scikit-learn version,
 because SVC takes ~2,000 s on kddcup99; a cached figure is marked
-"cached <date>" in the notes column. ``--rerun-svc`` measures it again.
+"cached <date>" in the notes column and in the header. ``--rerun-svc``
+measures it again (and refreshes the cache).
+- predict speed-up 1t: the same at equal thread counts: streamcvm's predict
+  timed again with BLAS and numba held to one thread (threadpoolctl,
+  ``numba.set_num_threads``), against LIBSVM's single-threaded predict.
 ``--quick`` trains on 3,000 random training rows and tests on 1,000 (seed 0).
 The header gives the command line and the git commit ("-dirty": tracked
 files differ from HEAD, as ``git describe --dirty``).
@@ -190,6 +196,18 @@ def child_run(spec):
     t = time.perf_counter()
     pred = clf.predict(Xte)
     out["predict_s"] = time.perf_counter() - t
+    if method != "svc":     # at LIBSVM's thread count: one
+        import numba
+        from threadpoolctl import threadpool_limits
+        before = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            with threadpool_limits(1):
+                t = time.perf_counter()
+                clf.predict(Xte)
+                out["predict_1t_s"] = time.perf_counter() - t
+        finally:
+            numba.set_num_threads(before)
     out["accuracy"] = float(np.mean(np.asarray(pred, np.float64) == yte))
     if method == "svc":
         out["n_sv"] = int(np.sum(clf.n_support_))
@@ -315,7 +333,8 @@ def fmt(v, spec, none="-"):
 
 def table(rows, with_store, with_base=False):
     head = ["dataset", "method", "train s", "predict s", "accuracy %", "#SV", "peak RSS MB",
-            "train vs SVC", "predict speed-up", "d acc pp", "warm-up s", "core", "eps"]
+            "train vs SVC", "predict speed-up", "predict speed-up 1t", "d acc pp",
+            "warm-up s", "core", "eps"]
     head += ["store/mem"] if with_store else []
     head += ["vs base"] if with_base else []
     head += ["notes"]
@@ -332,6 +351,7 @@ def table(rows, with_store, with_base=False):
                      f"{r['peak_rss'] / 1e6:,.0f}",
                      fmt(r.get("train_ratio"), ".3g") if r["method"] != "svc" else "(ref)",
                      fmt(r.get("predict_speedup"), ".2f") if r["method"] != "svc" else "(ref)",
+                     fmt(r.get("predict_speedup_1t"), ".2f") if r["method"] != "svc" else "(ref)",
                      fmt(r.get("acc_diff_pp"), "+.2f") if r["method"] != "svc" else "(ref)",
                      fmt(r.get("warmup_s"), ".2f"), fmt(r.get("core_set_size"), ","),
                      fmt(r.get("eps_reached"), ".2g")]
@@ -365,8 +385,11 @@ def main(argv=None):
     ap.add_argument("--eps", default="auto", help='"auto" (default) or a float in (0, 1)')
     ap.add_argument("--C", type=float, default=1.0)
     ap.add_argument("--json", metavar="OUT", help="write all raw numbers here")
-    ap.add_argument("--svc-cache", default="/tmp/streamcvm-bench/svc_cache.json")
-    ap.add_argument("--rerun-svc", action="store_true", help="ignore cached SVC results")
+    ap.add_argument("--svc-cache", metavar="FILE",
+                    help="development only: reuse SVC results kept in FILE (JSON; marked "
+                         "'cached' in the output) instead of running SVC in this session")
+    ap.add_argument("--rerun-svc", action="store_true",
+                    help="with --svc-cache: run SVC again and refresh the cache")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (default 1800)")
     ap.add_argument("--svc-timeout", type=float, default=7200,
                     help="seconds per SVC run (default 7200: SVC takes ~2,000 s on kddcup99)")
@@ -402,7 +425,11 @@ def main(argv=None):
                                           if a.quick else "")]
     for line in header:
         log(line)
-    svc_cache = load_json(a.svc_cache, {})
+    svc_cache = load_json(a.svc_cache, {}) if a.svc_cache else {}
+    if a.svc_cache and with_svc:
+        header.append(f"SVC: cached results from {a.svc_cache} where present "
+                      "(marked 'cached' in the notes): not this session's")
+        log(header[-1])
     params = dict(parse_param(p) for p in a.params)
     base = {"quick": a.quick, "raw_dir": a.raw_dir, "C": a.C, "eps": eps, "params": params,
             "repeat": a.repeat}
@@ -439,8 +466,9 @@ def main(argv=None):
                 ref = run_child(dict(spec, method="svc"), a.svc_timeout)
                 if "error" not in ref:
                     ref.update(date=now, commit=commit)
-                    svc_cache[key] = ref
-                    save_json(a.svc_cache, svc_cache)
+                    if a.svc_cache:
+                        svc_cache[key] = ref
+                        save_json(a.svc_cache, svc_cache)
             rows.append(dict(ref, dataset=ds, method="svc"))
             if "error" in ref:
                 ref = None
@@ -462,6 +490,8 @@ def main(argv=None):
                     if ref is not None:
                         r["train_ratio"] = r["train_s"] / ref["train_s"]
                         r["predict_speedup"] = ref["predict_s"] / r["predict_s"]
+                        if r.get("predict_1t_s"):
+                            r["predict_speedup_1t"] = ref["predict_s"] / r["predict_1t_s"]
                         r["acc_diff_pp"] = (r["accuracy"] - ref["accuracy"]) * 100
                     if not from_store:
                         mem[lib] = r

@@ -1,0 +1,186 @@
+"""Class probabilities (``CVMClassifier(probability=True)``, ``train -b 1``):
+Platt scaling fitted on rows held out from training, pairwise coupling for
+more than two classes.
+
+- Up to ``CV_MAX_ROWS`` rows, as LIBSVM: the model is trained on every row,
+  and the sigmoids on every row's decision value from a model trained
+  without it (``CV_FOLDS``-fold cross-validation: five more fits). Beyond,
+  where five more fits would cost more than the rows add: rows whose hash
+  key (:func:`~streamcvm.problems.progressive.row_keys` with a seed of
+  their own) falls below ``HOLDOUT_FRACTION`` of the rows, clipped to
+  [``HOLDOUT_MIN``, ``HOLDOUT_MAX``] and a quarter of the rows, are held out
+  and never trained on. :class:`HoldoutStore` shows the training code a
+  fold's or the held-out rows with the label NaN, which is no class: every
+  machine's class filter drops them, while X, the chunking and the row ids
+  stay those of the store.
+- Platt's sigmoid ``P(positive side | f) = 1 / (1 + exp(A f + B))`` per
+  machine, fitted by :func:`platt_fit` on the held-out rows of its two sides
+  (Platt 2000, with the Newton method and the smoothed targets of Lin, Lin
+  and Weng, "A note on Platt's probabilistic outputs", 2007).
+- More than two classes, one-vs-one: the pairwise probabilities
+  ``r_ij = P(i | i or j)`` are coupled into one distribution by
+  :func:`pairwise_coupling` (Wu, Lin and Weng 2004, their second method, as
+  LIBSVM); one-vs-rest: each class's sigmoid, normalised to sum 1.
+"""
+import numpy as np
+
+from .store import BaseStore, Chunk
+
+HOLDOUT_FRACTION, HOLDOUT_MIN, HOLDOUT_MAX = 0.1, 1000, 50000
+HOLDOUT_SEED = 0x5BD1E995       # added to the fit's seed: not the progressive sample's draw
+# up to CV_MAX_ROWS rows: CV_FOLDS-fold cross-validation instead (as LIBSVM): the
+# model on every row, the sigmoids on every row's out-of-fold decision values
+CV_FOLDS, CV_MAX_ROWS = 5, 100000
+
+
+def holdout_fraction(n):
+    """The share of ``n`` rows held out for the sigmoid."""
+    rows = min(max(HOLDOUT_FRACTION * n, HOLDOUT_MIN), HOLDOUT_MAX, n // 4)
+    return rows / max(n, 1)
+
+
+def held_mask(a, b, seed, lo, hi):
+    """Which of rows ``a:b`` are held out: their key (a hash of seed and row
+    id, uniform in [0, 1)) in [lo, hi)."""
+    from .problems.progressive import row_keys
+    k = row_keys(np.arange(a, b, dtype=np.int64), seed + HOLDOUT_SEED)
+    return (k >= lo) & (k < hi)
+
+
+class HoldoutStore(BaseStore):
+    """``store`` with its held-out rows (keys in [lo, hi)) labelled NaN (no
+    class): the held-out share of :func:`holdout_fraction`, or a fold."""
+
+    def __init__(self, store, seed, lo, hi):
+        self.inner, self.seed, self.lo, self.hi = store, int(seed), float(lo), float(hi)
+        for name in ("n", "d", "sparse", "chunk_rows", "has_qid", "has_weight", "nnz",
+                     "label_names", "feature_names", "path"):
+            setattr(self, name, getattr(store, name, None))
+        self._classes = store.classes
+        self._counts = None
+        import xxhash
+        self.fingerprint = xxhash.xxh3_128(
+            f"{store.fingerprint}|holdout|{self.seed}|{self.lo!r}|{self.hi!r}".encode()).hexdigest()
+
+    @property
+    def class_counts(self):
+        """Per-chunk counts of the training rows only (one pass over y)."""
+        if self._classes is None:
+            return None
+        if self._counts is None:
+            out = np.zeros((self.n_chunks, len(self._classes)), np.int64)
+            for i in range(self.n_chunks):
+                y = self.chunk(i).y
+                y = y[~np.isnan(y)]
+                out[i] = np.bincount(np.searchsorted(self._classes, y),
+                                     minlength=len(self._classes))
+            out.flags.writeable = False
+            self._counts = out
+        return self._counts
+
+    def decode_labels(self, y):
+        return self.inner.decode_labels(y)
+
+    def _read(self, a, b):
+        c = self.inner.rows(a, b)
+        y = np.array(c.y, np.float64)
+        y[held_mask(a, b, self.seed, self.lo, self.hi)] = np.nan
+        return Chunk(c.X, y, c.qid, c.weight)
+
+    def held_out(self):
+        """(X, y) of the held-out rows, chunk by chunk (at most HOLDOUT_MAX)."""
+        import scipy.sparse as sp
+        Xs, ys = [], []
+        for i in range(self.n_chunks):
+            a, b = self.chunk_bounds(i)
+            keep = held_mask(a, b, self.seed, self.lo, self.hi)
+            if keep.any():
+                c = self.inner.rows(a, b)
+                Xs.append(c.X[keep])
+                ys.append(np.asarray(c.y, np.float64)[keep])
+        if not Xs:
+            return None, np.empty(0)
+        X = sp.vstack(Xs).tocsr() if sp.issparse(Xs[0]) else np.concatenate(Xs)
+        return X, np.concatenate(ys)
+
+
+def _nll(f, t, A, B):
+    z = f * A + B
+    # t z + log(1 + exp(-z)) for z >= 0, (t - 1) z + log(1 + exp(z)) else: no overflow
+    return float(np.sum(np.where(z >= 0, t * z + np.log1p(np.exp(-np.abs(z))),
+                                 (t - 1) * z + np.log1p(np.exp(-np.abs(z))))))
+
+
+def platt_fit(f, positive, max_iter=100):
+    """(A, B) of ``P(positive | f) = 1 / (1 + exp(A f + B))``, by Newton's
+    method with backtracking on the log loss against the smoothed targets
+    (n+ + 1) / (n+ + 2) and 1 / (n- + 2)."""
+    f = np.asarray(f, np.float64)
+    positive = np.asarray(positive, bool)
+    n1 = int(positive.sum())
+    n0 = len(f) - n1
+    t = np.where(positive, (n1 + 1.0) / (n1 + 2.0), 1.0 / (n0 + 2.0))
+    A, B = 0.0, float(np.log((n0 + 1.0) / (n1 + 1.0)))
+    fval = _nll(f, t, A, B)
+    sigma = 1e-12
+    for _ in range(max_iter):
+        z = f * A + B
+        e = np.exp(-np.abs(z))
+        p = np.where(z >= 0, e / (1.0 + e), 1.0 / (1.0 + e))     # 1 / (1 + exp(z))
+        q = 1.0 - p
+        d2 = p * q
+        h11 = sigma + float(np.dot(f * f, d2))
+        h22 = sigma + float(d2.sum())
+        h21 = float(np.dot(f, d2))
+        d1 = t - p
+        g1, g2 = float(np.dot(f, d1)), float(d1.sum())
+        if abs(g1) < 1e-5 and abs(g2) < 1e-5:
+            break
+        det = h11 * h22 - h21 * h21
+        dA = -(h22 * g1 - h21 * g2) / det
+        dB = -(-h21 * g1 + h11 * g2) / det
+        gd = g1 * dA + g2 * dB
+        step = 1.0
+        while step >= 1e-10:
+            nA, nB = A + step * dA, B + step * dB
+            nf = _nll(f, t, nA, nB)
+            if nf < fval + 1e-4 * step * gd:
+                A, B, fval = nA, nB, nf
+                break
+            step /= 2.0
+        else:
+            break           # no descent: at the optimum to rounding
+    return A, B
+
+
+def platt_predict(f, A, B):
+    """P(positive side | f), overflow-free."""
+    z = np.asarray(f, np.float64) * A + B
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, e / (1.0 + e), 1.0 / (1.0 + e))
+
+
+def pairwise_coupling(r, max_iter=None):
+    """Class probabilities [n, k] from pairwise ones ``r[n, i, j] = P(i | i
+    or j)`` (``r[:, j, i] = 1 - r[:, i, j]``): the p on the simplex that
+    minimises sum_i sum_{j != i} (r_ji p_i - r_ij p_j)^2 (Wu, Lin, Weng 2004,
+    method 2), by their fixed-point iteration, all rows at once."""
+    n, k, _ = r.shape
+    Q = -r.transpose(0, 2, 1) * r                   # Q_tj = -r_jt r_tj
+    idx = np.arange(k)
+    diag = (r[:, :, :] ** 2).sum(axis=1) - r[:, idx, idx] ** 2    # sum_{j != t} r_jt^2
+    Q[:, idx, idx] = diag
+    p = np.full((n, k), 1.0 / k)
+    eps = 0.005 / k
+    for _ in range(max_iter or max(100, k)):
+        Qp = np.einsum("ntj,nj->nt", Q, p)
+        pQp = np.einsum("nt,nt->n", p, Qp)
+        if np.max(np.abs(Qp - pQp[:, None])) < eps:
+            break
+        for t in range(k):
+            diff = (-Qp[:, t] + pQp) / Q[:, t, t]
+            p[:, t] += diff
+            pQp = (pQp + diff * (diff * Q[:, t, t] + 2 * Qp[:, t])) / (1 + diff) ** 2
+            Qp = (Qp + diff[:, None] * Q[:, t, :]) / (1 + diff)[:, None]
+            p /= (1 + diff)[:, None]
+    return p
