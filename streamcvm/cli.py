@@ -224,8 +224,9 @@ def describe_model(path):
     core = [m["core_size"] for m in ms]
     nsv = [m["shape"][0] for m in ms]
     reached = [m.get("eps_reached") for m in ms]
-    lines.append(f"machines   {len(ms):,}: {sum(nsv):,} support vectors, core sets "
-                 f"{min(core):,}-{max(core):,} ({sum(core):,} in all), "
+    sets = f"core set {core[0]:,}" if len(ms) == 1 else \
+        f"core sets {min(core):,}-{max(core):,} ({sum(core):,} in all)"
+    lines.append(f"machines   {len(ms):,}: {sum(nsv):,} support vectors, {sets}, "
                  f"{sum(m['n_iter'] for m in ms):,} iterations")
     if all(r is not None for r in reached) and reached:
         lines.append(f"eps        reached {min(reached):.3g}" +
