@@ -1,4 +1,5 @@
-"""The ``streamcvm`` command line: ingest, info, demo.
+"""The ``streamcvm`` command line: ingest (text files into a store), info
+(a store, a model or a checkpoint folder), train, predict, evaluate, demo.
 
 Heavy modules (numba, zarr, dask) are imported inside the commands, so
 ``streamcvm --help`` answers at once. User mistakes end with one line on

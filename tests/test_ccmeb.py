@@ -1,4 +1,4 @@
-"""The center-constrained MEB (DESIGN.md sec. 2) against an exact QP.
+"""The center-constrained MEB (docs/design.md section 2) against an exact QP.
 
 For each problem with a linear term or per-point C (L2-SVR, per-class and
 per-sample C, kernels without a constant diagonal, ranking pairs) on a few
@@ -191,7 +191,7 @@ def test_bvm_refuses_center_constrained_problems():
 def test_fvm_line_search_is_exact_with_a_linear_term(svr_problem, toward):
     """One Frank-Wolfe step (and one away step) of FVM on the SVR dual lands
     on the maximum of the dual along its segment: lambda* = (u'q - 2a'Qu) /
-    (2 u'Qu) for u = e_z - a (DESIGN.md: (d^2 - R^2) / (2 (d^2 - Delta_z)))."""
+    (2 u'Qu) for u = e_z - a (docs/design.md: (d^2 - R^2) / (2 (d^2 - Delta_z)))."""
     from streamcvm.solvers import MEBSolver
     X, t, k, store, C, mu, pts, Q, q, _, _ = svr_problem
     s = MEBSolver(k, X.shape[1], False, C=C, b=1.0, method="fvm", eps=1e-3, points=pts)

@@ -1,4 +1,4 @@
-"""tools/datasets.py: the regression sets, prepared as PROTOCOL.md says
+"""tools/datasets.py: the regression sets, prepared as docs/protocol.md says
 (target last, 80/20 split, X and y standardised with training statistics).
 Skipped when ../shared/data/raw is absent."""
 import os

@@ -3,7 +3,7 @@
 against scikit-learn's SVC (LIBSVM) on the protocol datasets.
 
 Data are prepared by ``tools/datasets.py`` exactly as
-``shared/data/PROTOCOL.md`` says (and cached). Both sides get the same data,
+``docs/protocol.md`` says (and cached). Both sides get the same data,
 ``C`` (default 1) and the Gaussian kernel with the protocol's gamma = 1/beta,
 beta the mean squared distance between training rows on 5,000 rows (seed 0);
 SVC runs with ``cache_size=2000``. Note that the two solve different

@@ -1,4 +1,4 @@
-"""Benchmark datasets, prepared exactly as ``shared/data/PROTOCOL.md`` says.
+"""Benchmark datasets, prepared exactly as ``docs/protocol.md`` says.
 
 ``load(name)`` returns ``(Xtr, ytr, Xte, yte)``: X float32 (a dense ndarray,
 or a scipy CSR matrix for the sparse svmlight sets a9a and w8a), y float64.

@@ -1,5 +1,5 @@
 """Problems: which points exist, their transformed kernel, and how a trained
-machine predicts (DESIGN.md sec. 2). One module per formulation
+machine predicts (docs/design.md section 2). One module per formulation
 (classification, regression), over a shared driver and machine format."""
 from .classification import pairs, train_machine
 from .driver import one_blas_thread

@@ -1,6 +1,6 @@
 """Which points a problem's MEB is over, and their center-constrained terms.
 
-The solvers work on the dual of DESIGN.md sec. 2,
+The solvers work on the dual of docs/design.md section 2,
 
     max_a  a'q - a'K~a,   a >= 0, sum(a) = 1,
     K~_ij = s_i s_j (k(x_i, x_j) + b) + [i == j] ic_i,

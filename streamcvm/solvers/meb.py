@@ -1,4 +1,4 @@
-"""CVM, BVM and Frank-Wolfe on the MEB dual of the L2-SVMs (DESIGN.md sec. 2-3).
+"""CVM, BVM and Frank-Wolfe on the MEB dual of the L2-SVMs (docs/design.md, sections 2-3).
 
 Points are rows ``z_i = (x_i, y_i)`` with the transformed kernel
 ``k~_ij = y_i y_j (k_ij + b) + [i == j] / C``: ``b = 1`` for the two-class
@@ -360,7 +360,7 @@ class MEBSolver:
                 self.Ka = np.append(self.Ka, p)
         if self.method == "fvm":
             # exact line search: lambda = (d^2 - R^2) / (2 (d^2 - Delta_z))
-            # (DESIGN.md sec. 3; Delta_z = q_z - K~_zz, 0 for the plain MEB)
+            # (docs/design.md section 3; Delta_z = q_z - K~_zz, 0 for the plain MEB)
             kd = self._kd(slot)
             R2 = self.radius2
             lam = min(max((d2 - R2) / (2.0 * (d2 - (cs.q[slot] - kd))), 0.0), 1.0)

@@ -1,4 +1,4 @@
-"""Full violator passes as chunk tasks (DESIGN.md sec. 4: the core set stays
+"""Full violator passes as chunk tasks (docs/design.md section 4: the core set stays
 with the driver, the rows stay with the data).
 
 A pass freezes the center in a :class:`Center` (the core rows, their

@@ -4,7 +4,7 @@ Minimises ``f(a) = a' Q a - a' q`` over the simplex ``{a >= 0, sum a = 1}``
 where ``Q_ij = y_i y_j (K_ij + b) + [i == j] ic_i`` is the transformed kernel
 of the core vectors (``K``: float32 kernel cache, ``y``: signs, ``ic``: the
 points' 1/C_i) and ``q = diag(Q) + Delta`` the linear term (maximising the
-center-constrained MEB dual ``a' (diag(Q) + Delta) - a'Qa``, DESIGN.md sec. 2;
+center-constrained MEB dual ``a' (diag(Q) + Delta) - a'Qa``, docs/design.md section 2;
 the plain MEB when ``q`` is constant). Pairs are chosen with
 LIBSVM's second-order rule: ``i = argmin grad`` (the variable to grow),
 then the ``j`` with ``a_j > 0`` that maximises the guaranteed decrease
