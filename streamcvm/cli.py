@@ -293,12 +293,14 @@ def _add_train(sub):
     p.add_argument("--class-weight", default=None, metavar="W",
                    help="'balanced' or LABEL:WEIGHT,... (C of a class's rows times WEIGHT; "
                         "write --class-weight=-1:2,1:1 when a label is negative)")
-    p.add_argument("-t", "--kernel", default="rbf",
+    p.add_argument("-t", "--kernel", default=None,
                    help="rbf (default), laplacian, npoly; linear, poly (cvm, fvm)")
-    p.add_argument("-g", "--gamma", default="auto",
-                   help="kernel width: 'auto' (1 / mean squared distance) or a number")
-    p.add_argument("-e", "--eps", default="auto", help="ball tolerance: 'auto' or a number")
-    p.add_argument("-a", "--sample-size", type=_positive_int, default=59)
+    p.add_argument("-g", "--gamma", default=None,
+                   help="kernel width: 'auto' (default: 1 / mean squared distance) or a number")
+    p.add_argument("-e", "--eps", default=None,
+                   help="ball tolerance: 'auto' (default; ranking: 1e-4) or a number")
+    p.add_argument("-a", "--sample-size", type=_positive_int, default=None,
+                   help="rows per violator search (default 59)")
     p.add_argument("-f", "--max-core", type=_positive_int, default=None,
                    help="cap on core vectors per machine (default: none; ranking 20,000; "
                         "regression 20,000 on every row, 11,000 per progressive stage)")
@@ -421,24 +423,27 @@ def cmd_train(args):
     store = open_store(args.store)
     if task == "classification":
         _check_classes(store, args)
-    method = args.method or ("cvm" if task in ("regression", "ranking") else "bvm")
-    C = _num_or_auto(args.C, "C") if args.C is not None else \
-        ("auto" if task == "regression" else 1.0)
+    C = None if args.C is None else _num_or_auto(args.C, "C")
     if C == "auto" and task != "regression":
         raise SystemExit("streamcvm train: error: --C auto is for regression")
-    max_core = args.max_core if args.max_core is not None or task != "ranking" else 20000
-    kw = dict(method=method, C=C, kernel=args.kernel,
-              gamma=_num_or_auto(args.gamma, "gamma"), eps=_num_or_auto(args.eps, "eps"),
-              sample_size=args.sample_size, max_core=max_core, scale=args.scale,
-              full_pass=args.full_pass, random_state=args.seed, verbose=not args.quiet)
+    # the options given; the rest are the estimator's own defaults (one place)
+    given = dict(method=args.method, C=C, kernel=args.kernel,
+                 gamma=None if args.gamma is None else _num_or_auto(args.gamma, "gamma"),
+                 eps=None if args.eps is None else _num_or_auto(args.eps, "eps"),
+                 sample_size=args.sample_size, max_core=args.max_core)
+    kw = {k: v for k, v in given.items() if v is not None}
+    kw.update(scale=args.scale, full_pass=args.full_pass, random_state=args.seed,
+              verbose=not args.quiet)
     if task == "one-class":
+        # the CLI's one-class default has been bvm, CVMOneClass's cvm: kept as it was
+        # (the models of existing commands stay the same); to settle in one place
+        kw.setdefault("method", "bvm")
         est = CVMOneClass(**kw)
     elif task == "regression":
-        est = CVMRegressor(mu="auto" if args.mu is None else _num_or_auto(args.mu, "mu"),
-                           train_size=_train_size(args.train_size), **kw)
+        if args.mu is not None:
+            kw["mu"] = _num_or_auto(args.mu, "mu")
+        est = CVMRegressor(train_size=_train_size(args.train_size), **kw)
     elif task == "ranking":
-        if kw["eps"] == "auto":
-            kw["eps"] = 1e-4        # CVMRanker's default: "auto" is slow on pairs
         est = CVMRanker(**kw)
     else:
         est = CVMClassifier(multi_class=args.multi_class, probability=bool(args.probability),
@@ -469,7 +474,7 @@ def cmd_train(args):
         nsv = int(np.sum(est.n_support_)) if task != "one-class" else len(est.machine_.coef)
         extra = f", mu {est.mu_:.4g}, tube half width {est.epsilon_bar_:.4g}" \
             if task == "regression" else ""
-        print(f"trained {type(est).__name__} ({method}) on {store.n:,} rows in {dt:.1f} s: "
+        print(f"trained {type(est).__name__} ({est.method}) on {store.n:,} rows in {dt:.1f} s: "
               f"{est.core_set_size_:,} core vectors, {nsv:,} support vectors, "
               f"gamma {est.gamma_:.4g}{extra} -> {args.output}")
         ck = est.checkpoint_stats_

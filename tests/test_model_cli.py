@@ -158,3 +158,34 @@ def test_cli_class_weight(stores, tmp_path, cli):
     assert r.returncode == 1 and "bvm solves the plain MEB only" in r.stderr
     r = cli("train", train, "-o", model, "--method", "cvm", "--class-weight", "7:2", "-q")
     assert r.returncode == 1 and "label 7 is not among the classes" in r.stderr
+
+
+class _Built(Exception):
+    pass
+
+
+@pytest.mark.parametrize("task,cls", [("classification", "CVMClassifier"),
+                                      ("regression", "CVMRegressor"),
+                                      ("ranking", "CVMRanker")])
+def test_cli_train_takes_the_estimators_defaults(stores, tmp_path, monkeypatch, task, cls):
+    """Options not given on the command line are the estimator's own
+    defaults (not a second copy in the CLI); a given one, e.g. -e auto for
+    ranking, is passed as given."""
+    from streamcvm import estimators
+    from streamcvm.cli import main
+    built = {}
+
+    def fit(self, *a, **k):
+        built["params"] = self.get_params()
+        raise _Built
+    monkeypatch.setattr(getattr(estimators, cls), "fit", fit)
+    train, _ = stores
+    with pytest.raises(_Built):
+        main(["train", train, "-o", str(tmp_path / "m"), "--task", task, "-q"])
+    ref = getattr(estimators, cls)().get_params()
+    got = {k: v for k, v in built["params"].items() if k != "verbose"}
+    assert got == {k: v for k, v in ref.items() if k != "verbose"}
+    with pytest.raises(_Built):
+        main(["train", train, "-o", str(tmp_path / "m"), "--task", task, "-q", "-e", "auto",
+              "-f", "1234"])
+    assert built["params"]["eps"] == "auto" and built["params"]["max_core"] == 1234
