@@ -24,7 +24,7 @@ more than two classes.
 """
 import numpy as np
 
-from .store import BaseStore, Chunk
+from .store import BaseStore, Chunk, count_classes
 
 HOLDOUT_FRACTION, HOLDOUT_MIN, HOLDOUT_MAX = 0.1, 1000, 50000
 HOLDOUT_SEED = 0x5BD1E995       # added to the fit's seed: not the progressive sample's draw
@@ -68,14 +68,8 @@ class HoldoutStore(BaseStore):
         if self._classes is None:
             return None
         if self._counts is None:
-            out = np.zeros((self.n_chunks, len(self._classes)), np.int64)
-            for i in range(self.n_chunks):
-                y = self.chunk(i).y
-                y = y[~np.isnan(y)]
-                out[i] = np.bincount(np.searchsorted(self._classes, y),
-                                     minlength=len(self._classes))
-            out.flags.writeable = False
-            self._counts = out
+            self._counts = count_classes(self._classes, (self.chunk(i).y
+                                                         for i in range(self.n_chunks)))
         return self._counts
 
     def decode_labels(self, y):

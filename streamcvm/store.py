@@ -59,6 +59,19 @@ class StoreError(Exception):
     """A path that is not a readable streamcvm store (one-line message)."""
 
 
+def count_classes(classes, ys):
+    """Per-chunk class counts ``[chunks, len(classes)]`` (read-only) of the
+    label arrays ``ys`` (one per chunk; NaN labels, no class, not counted)."""
+    rows = []
+    for y in ys:
+        y = np.asarray(y, np.float64)
+        y = y[~np.isnan(y)]
+        rows.append(np.bincount(np.searchsorted(classes, y), minlength=len(classes)))
+    out = np.array(rows, np.int64).reshape(len(rows), len(classes))
+    out.flags.writeable = False
+    return out
+
+
 class Chunk(NamedTuple):
     X: object                      # ndarray [m, d] float32 or scipy.sparse.csr_matrix
     y: Optional[np.ndarray]        # float64 [m]
@@ -334,13 +347,8 @@ class ArrayStore(BaseStore):
         if self._classes is None:
             return None
         if getattr(self, "_counts", None) is None:      # one count, not one per machine
-            out = np.zeros((self.n_chunks, len(self._classes)), np.int64)
-            for i in range(self.n_chunks):
-                a, b = self.chunk_bounds(i)
-                out[i] = np.bincount(np.searchsorted(self._classes, self.y[a:b]),
-                                     minlength=len(self._classes))
-            self._counts = out
-            out.flags.writeable = False
+            self._counts = count_classes(self._classes, (self.y[slice(*self.chunk_bounds(i))]
+                                                         for i in range(self.n_chunks)))
         return self._counts
 
     def _read(self, a, b):
@@ -399,13 +407,8 @@ class DaskStore(BaseStore):
         if self._classes is None:
             return None
         if self._counts is None:
-            out = np.zeros((self.n_chunks, len(self._classes)), np.int64)
-            for i in range(self.n_chunks):
-                y = np.asarray(self._y.blocks[i].compute(), np.float64)
-                out[i] = np.bincount(np.searchsorted(self._classes, y),
-                                     minlength=len(self._classes))
-            out.flags.writeable = False
-            self._counts = out
+            self._counts = count_classes(self._classes, (self._y.blocks[i].compute()
+                                                         for i in range(self.n_chunks)))
         return self._counts
 
     def _read(self, a, b):
