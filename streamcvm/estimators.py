@@ -976,8 +976,10 @@ class CVMRegressor(RegressorMixin, _OneMachine):
                               method=self.method, eps=eps, seed=seed, runner=runner,
                               log=_log if self.verbose else None,
                               # a progressive fit: every (mu, gamma) pair, since the SV
-                              # share sets how many rows its core budget reaches
-                              full_grid=plan(store, None, self.train_size) is not None)
+                              # share sets how many rows its core budget reaches; no
+                              # row-statistics pass (the stages use their samples')
+                              progressive=not self.full_pass and
+                              plan(store, None, self.train_size) is not None)
         self.mu_, gamma, self.selection_, stats = pre["mu"], pre["gamma"], pre["trials"], \
             pre["stats"]
         self.gamma_ = float(gamma)

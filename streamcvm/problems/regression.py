@@ -243,20 +243,23 @@ def fit_warnings(f, y, epsilon_bar, sd):
 
 
 def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method="cvm", eps=1e-3,
-                seed=0, runner=None, log=None, full_grid=False):
+                seed=0, runner=None, log=None, progressive=False):
     """What :class:`~streamcvm.estimators.CVMRegressor` needs before its fit:
     one pass for the targets' statistics (``stats``, for
-    :func:`train_regressor`), one for a held-out sample, and mu and gamma
-    (:func:`select_params`, ``full_grid`` as there; ``log(message)`` first
-    says what is chosen).
+    :func:`train_regressor`; None for a ``progressive`` fit, whose stages
+    take their samples' own), one for a held-out sample, and mu and gamma
+    (:func:`select_params`, over the full grid when ``progressive``;
+    ``log(message)`` first says what is chosen).
     Returns a dict: mu, gamma, trials, stats, sd, check (the validation rows
     (X, y), for :func:`fit_warnings`)."""
-    stats = row_stats(store, runner=runner)
+    stats = None if progressive else row_stats(store, runner=runner)
     sample = held_out(store, SELECT_FIT, SELECT_VAL, seed, runner)
     # the spread from the sample (centred in float64: no cancellation on a target
-    # far from 0), the store's moments when it is too small
+    # far from 0), the store's moments when it is too small (never progressive:
+    # those stores have more than MIN_ROWS rows)
     ys = np.concatenate([sample[0][1], sample[1][1]]).astype(np.float64)
-    sd = float(ys.std()) if len(ys) >= SELECT_MIN_ROWS else target_moments(stats)[1]
+    sd = float(ys.std()) if len(ys) >= SELECT_MIN_ROWS or stats is None else \
+        target_moments(stats)[1]
     sd = sd if sd > 0 else 1.0
     chosen = [name for name, v in (("mu", mu), ("gamma", gamma)) if v == "auto"]
     if log is not None and chosen:
@@ -265,6 +268,6 @@ def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method="cvm", e
     mu_, gamma_, trials = select_params(store, make_kernel, c=c, mu=mu, gamma=gamma,
                                         base_gamma=base_gamma, sd=sd, method=method, eps=eps,
                                         seed=seed, runner=runner, sample=sample,
-                                        full_grid=full_grid)
+                                        full_grid=progressive)
     return {"mu": mu_, "gamma": gamma_, "trials": trials, "stats": stats, "sd": sd,
             "check": sample[1]}
