@@ -20,16 +20,19 @@ from .store import BaseStore, Chunk
 
 
 def _moments_task(i, store):
+    """Chunk ``i``: (rows, mean, sum of squared deviations from it, None),
+    or for sparse rows (rows, None, None, max |x| per column)."""
     X = store.chunk(i).X
     if sp.issparse(X):
-        X = X.tocsc() if X.shape[0] else X
         mx = np.zeros(store.d)
         if X.nnz:
-            a = abs(X).max(axis=0)
-            mx = np.asarray(a.todense()).ravel().astype(np.float64)
+            mx = np.asarray(abs(X).max(axis=0).todense(), np.float64).ravel()
         return X.shape[0], None, None, mx
     x = np.asarray(X, np.float64)
-    return x.shape[0], x.sum(axis=0), (x * x).sum(axis=0), None
+    if len(x) == 0:
+        return 0, np.zeros(store.d), np.zeros(store.d), None
+    mean = x.mean(axis=0)
+    return len(x), mean, ((x - mean) ** 2).sum(axis=0), None
 
 
 class Scaler:
@@ -44,21 +47,21 @@ class Scaler:
     def fit(cls, store, runner=None):
         """From one pass over ``store``."""
         from .parallel import as_runner
-        n, s1, s2, mx = 0, None, None, None
-        for r in as_runner(runner).map(_moments_task, store.n_chunks, store):
-            n += r[0]
-            if r[3] is not None:
-                mx = r[3] if mx is None else np.maximum(mx, r[3])
-            else:
-                s1 = r[1] if s1 is None else s1 + r[1]
-                s2 = r[2] if s2 is None else s2 + r[2]
+        n, mean, m2, mx = 0, 0.0, 0.0, None
+        for k, mk, m2k, mxk in as_runner(runner).map(_moments_task, store.n_chunks, store):
+            if mxk is not None:
+                mx = mxk if mx is None else np.maximum(mx, mxk)
+            elif k:     # chunks' moments merged by deviations (Chan et al.): no
+                # cancellation on a column far from 0 (timestamps, byte counts)
+                delta = mk - mean
+                m2 = m2 + m2k + delta * delta * (n * k / (n + k))
+                mean = mean + delta * (k / (n + k))
+            n += k
         if n == 0:
             raise ValueError("scale: the store has no rows")
         if store.sparse:
             return cls(None, np.where(mx > 0, mx, 1.0))
-        mean = s1 / n
-        var = np.maximum(s2 / n - mean * mean, 0.0)
-        sd = np.sqrt(var)
+        sd = np.sqrt(m2 / n)
         # a constant column (sd ~ 0 against its size): left unscaled
         sd = np.where(sd > 1e-12 * np.maximum(np.abs(mean), 1.0), sd, 1.0)
         return cls(mean, sd)
