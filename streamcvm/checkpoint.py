@@ -256,7 +256,7 @@ class Checkpointer:
             arrays.update({"cur_" + n: a for n, a in sarr.items()})
             current = {"solver": meta, "pool": pool.state(), "position": list(position)}
             progress.update(in_progress=True, iteration=meta["n_iter"],
-                            core_size=int(meta.get("core_size", solver.core.n)),
+                            core_size=int(meta.get("core_size", solver.ball.core.n)),
                             eps=meta["level_eps"], elapsed=meta["elapsed"])
         manifest = {"run": self.base, "machines_done": recs, "current": current,
                     "progress": progress}

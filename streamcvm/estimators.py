@@ -21,12 +21,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .kernels import Kernel, estimate_beta
 from .parallel import Runner
 from .problems import one_blas_thread, pairs, train_machine
-from .problems.ranking import train_ranker
+from .problems.ranking import RANKING, train_ranker
 from .problems.progressive import plan
 from .problems.regression import STAGE_CORE, fit_warnings, prepare_fit, train_regressor
+from .solvers.methods import METHODS as _METHODS, method_class
 from .store import BaseStore, DaskStore, DiskStore, as_store, is_dask_array, is_store_like
 
-METHODS = ("bvm", "cvm", "fvm")
+METHODS = tuple(sorted(_METHODS))
 AUTO_C_PER_ROW = 5.0    # CVMRegressor(C="auto"): C = 5 x training rows
 REGRESSION_MAX_CORE = 20000     # CVMRegressor(max_core=None) on every row
 
@@ -725,7 +726,7 @@ class _Progress:
             note = getattr(solver, "note", None)
             self.bar.set_postfix_str(
                 (f"{note}  " if note else "") + f"eps {eps:.1e}  core {solver.core_size:,}  "
-                f"radius {np.sqrt(max(solver.radius2 - solver.ce2, 0)):.5f}  "
+                f"radius {np.sqrt(max(solver.radius2 - solver.ball.ce2, 0)):.5f}  "
                 f"iter {solver.n_iter:,}")
 
 
@@ -938,9 +939,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         if not (isinstance(self.C, str) and self.C == "auto") and \
                 (not isinstance(self.C, numbers.Real) or not self.C > 0):
             raise ValueError(f"C must be 'auto' or positive, got {self.C!r}")
-        if self.method == "bvm":
-            raise ValueError("method='bvm' solves only the plain MEB; regression has a "
-                             "linear term: use method='cvm' or 'fvm'")
+        method_class(self.method, plain=False, problem="regression (a linear term)")
         if not (isinstance(self.mu, str) and self.mu == "auto") and \
                 (not isinstance(self.mu, numbers.Real) or not self.mu > 0):
             raise ValueError(f"mu must be 'auto' or positive, got {self.mu!r}")
@@ -1078,9 +1077,7 @@ class CVMRanker(_OneMachine):
         checkpoint arguments and ``client`` are those of :meth:`CVMClassifier.fit`."""
         t0 = time.perf_counter()
         self._check_params()
-        if self.method == "bvm":
-            raise ValueError("method='bvm' solves only the plain MEB; the pair kernel's "
-                             "diagonal is not constant: use method='cvm' or 'fvm'")
+        method_class(self.method, plain=False, problem=RANKING)
         if isinstance(X, (BaseStore, str)) or hasattr(X, "__fspath__"):
             store, _ = self._prepare(X)
         else:

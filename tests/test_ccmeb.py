@@ -60,7 +60,7 @@ def _friedman(m, seed=0):
 
 def _point_alpha(solver, n_points):
     a = np.zeros(n_points)
-    cs = solver.core
+    cs = solver.ball.core
     a[cs.ids[:cs.n]] = cs.alpha[:cs.n]
     return a
 
@@ -100,7 +100,7 @@ def test_svr_dual_against_exact_qp(svr_problem, method, eps):
     s = run_solver(store, k, pts, b=1.0, C=C, method=method, eps=eps, full_pass=True)
     a = _point_alpha(s, len(q))
     _check_ratio(a, Q, q, R2_opt, eps)
-    assert s.c2 == pytest.approx(a @ Q @ a, rel=1e-6)
+    assert s.ball.c2 == pytest.approx(a @ Q @ a, rel=1e-6)
     assert s.radius2 == pytest.approx(a @ q - a @ Q @ a, rel=1e-6)
 
 
@@ -177,11 +177,11 @@ def test_bvm_refuses_center_constrained_problems():
     X, y = _two_class()
     store = streamcvm.as_store(X, y, chunk_rows=50)
     k = Kernel("rbf", gamma=0.5)
-    with pytest.raises(ValueError, match="bvm solves the plain MEB only"):
+    with pytest.raises(ValueError, match="bvm. solves the plain MEB only"):
         train_machine(store, k, classes=(-1.0, 1.0), method="bvm", class_weight=(1.0, 2.0))
-    with pytest.raises(ValueError, match="bvm needs a kernel with constant"):
+    with pytest.raises(ValueError, match="not the kernel .linear. .k.x, x. not constant"):
         train_machine(store, Kernel("linear"), classes=(-1.0, 1.0), method="bvm")
-    with pytest.raises(ValueError, match="method must be 'cvm' or 'fvm'"):
+    with pytest.raises(ValueError, match="use method=.cvm. or .fvm."):
         train_regressor(store, k, method="bvm")
     with pytest.raises(ValueError, match="weights must be positive"):
         train_machine(store, k, classes=(-1.0, 1.0), method="cvm", class_weight=(0.0, 1.0))
@@ -198,9 +198,9 @@ def test_fvm_line_search_is_exact_with_a_linear_term(svr_problem, toward):
     ids = np.arange(0, 40, 4)
     s.init(ids, X[ids], t[ids])
     allP = pts.from_rows(np.arange(len(t)), t)
-    d2, _ = s.dist2(X, allP, check_core=True)
+    d2, _ = s.ball.dist2(X, allP, check_core=True)
     if toward == "core":        # the furthest core point: a step that is not a first entry
-        core = np.isin(allP[0], s.core.ids[:s.core.n])
+        core = np.isin(allP[0], s.ball.core.ids[:s.ball.core.n])
         d2 = np.where(core, d2, -np.inf)
     j = int(np.argmax(d2))
     a = _point_alpha(s, len(q))
@@ -209,24 +209,24 @@ def test_fvm_line_search_is_exact_with_a_linear_term(svr_problem, toward):
     lam_opt = float(np.clip((u @ q - 2 * a @ Q @ u) / (2 * u @ Q @ u), 0.0, 1.0))
     pid, ridx, sg, qq, ic = allP
     r = ridx[j]
-    s.step(int(pid[j]), X[r:r + 1], sg[j], qq[j], ic[j], float(d2[j]), 1e-3)
-    lam = 1.0 - s._step_w
+    _, w = s.step(int(pid[j]), X[r:r + 1], sg[j], qq[j], ic[j], float(d2[j]), 1e-3)
+    lam = 1.0 - w
     assert 0 < lam_opt < 1 and lam == pytest.approx(lam_opt, rel=1e-6)
     a1 = _point_alpha(s, len(q))
     np.testing.assert_allclose(a1, a + lam * u, atol=1e-12)
-    assert s.c2 == pytest.approx(a1 @ Q @ a1, rel=1e-6)
+    assert s.ball.c2 == pytest.approx(a1 @ Q @ a1, rel=1e-6)
     # the away step: a <- (1 + mu) a - mu e_j, mu the maximum along that line
-    n = s.core.n
-    dd = s.c2 - 2.0 * s.Ka + s.core.q[:n]
-    jj = int(np.argmin(np.where(s.core.alpha[:n] > 0, dd, np.inf)))
+    n = s.ball.core.n
+    dd = s.ball.c2 - 2.0 * s.ball.Ka + s.ball.core.q[:n]
+    jj = int(np.argmin(np.where(s.ball.core.alpha[:n] > 0, dd, np.inf)))
     v = a1.copy()
-    v[s.core.ids[jj]] -= 1.0            # a + mu v, v = a - e_j
+    v[s.ball.core.ids[jj]] -= 1.0            # a + mu v, v = a - e_j
     mu_opt = (v @ q - 2 * a1 @ Q @ v) / (2 * v @ Q @ v)
     got = s.away()
-    assert got is not None and got[1] == pytest.approx(min(mu_opt, a1[s.core.ids[jj]]
-                                                          / (1 - a1[s.core.ids[jj]])), rel=1e-6)
+    assert got is not None and got[1] == pytest.approx(min(mu_opt, a1[s.ball.core.ids[jj]]
+                                                          / (1 - a1[s.ball.core.ids[jj]])), rel=1e-6)
     a2 = _point_alpha(s, len(q))
-    assert s.c2 == pytest.approx(a2 @ Q @ a2, rel=1e-6)
+    assert s.ball.c2 == pytest.approx(a2 @ Q @ a2, rel=1e-6)
 
 
 def test_weight_two_is_a_duplicated_row():
@@ -287,7 +287,7 @@ def test_ranking_dual_against_exact_qp():
                    make_pool=lambda rng, st: PairPool(ChunkPool(store, rng)))
     a = np.zeros(len(pid))
     where = {int(p): r for r, p in enumerate(pid)}
-    cs = s.core
+    cs = s.ball.core
     for slot in range(cs.n):
         a[where[int(cs.ids[slot])]] = cs.alpha[slot]
     _check_ratio(a, Q, q, R2_opt, eps)
@@ -350,7 +350,7 @@ def test_capped_fit_reports_the_eps_its_center_certifies(svr_problem):
     and is tight (the furthest point is at exactly that distance)."""
     X, t, k, store, C, mu, pts, Q, q, R2_opt, _ = svr_problem
     s = run_solver(store, k, pts, b=1.0, C=C, method="cvm", eps=1e-4, max_core=25)
-    assert s.core.n == 25
+    assert s.ball.core.n == 25
     rec = s.history[-1]
     assert rec["capped"] and rec["certified_eps"] == s.certified_eps > 1e-4
     a = _point_alpha(s, len(q))

@@ -17,7 +17,7 @@ import pytest
 import streamcvm
 from streamcvm import CVMClassifier, CVMOneClass, checkpoint
 from streamcvm.checkpoint import CheckpointError
-from streamcvm.solvers import meb
+from streamcvm.solvers import exact_bvm, meb
 
 
 # -- the snapshot files --------------------------------------------------------
@@ -292,7 +292,7 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
     X = rng.standard_normal((30000, 4)).astype(np.float32)
     y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.standard_normal(30000) > 0, 1.0, -1.0)
     store = streamcvm.as_store(X, y)                     # one chunk: exact BVM
-    orig = meb.bvm_exact
+    orig = exact_bvm.bvm_exact
     calls = {"n": 0, "kill": None}
 
     def counting(*a):
@@ -300,7 +300,7 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
         if calls["n"] == calls["kill"]:
             raise _Kill()
         return orig(*a)
-    monkeypatch.setattr(meb, "bvm_exact", counting)
+    monkeypatch.setattr(exact_bvm, "bvm_exact", counting)
     ref = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ref",
                                       checkpoint_every=0.0)
     assert ref.machines_[0].history[-1].get("exact")

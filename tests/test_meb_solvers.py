@@ -12,7 +12,7 @@ from scipy.optimize import minimize
 import streamcvm
 from streamcvm.kernels import Kernel, estimate_beta
 from streamcvm.sampling import ChunkPool
-from streamcvm.solvers import MEBSolver, eps_levels, meb
+from streamcvm.solvers import MEBSolver, eps_levels, exact
 
 
 def _problem(n=160, seed=0, C=1.0, one_class=False):
@@ -53,7 +53,7 @@ def _fit(X, y, k, b, method, eps, C=1.0, seed=0):
     s.fit(ChunkPool(store, np.random.default_rng(seed), pool_chunks=2, refresh=3),
           classes=classes, full_pass=full_pass)
     a = np.zeros(len(y))
-    a[s.core.ids[:s.core.n]] = s.core.alpha[:s.core.n]
+    a[s.ball.core.ids[:s.ball.core.n]] = s.ball.core.alpha[:s.ball.core.n]
     return s, a
 
 
@@ -65,12 +65,12 @@ def test_two_class_meb_against_exact_qp(two_class, method, eps):
     s, a = _fit(X, y, k, b, method, eps)
     assert a.min() >= 0 and a.sum() == pytest.approx(1.0, abs=1e-9)
     c2 = a @ Q @ a
-    assert s.c2 == pytest.approx(c2, rel=1e-6)     # tracked ||c||^2 (float32 kernel cache)
+    assert s.ball.c2 == pytest.approx(c2, rel=1e-6)     # tracked ||c||^2 (float32 kernel cache)
     d2 = np.diag(Q) - 2 * Q @ a + c2
     # every point is inside the (1 + eps)-ball of the method's radius
     assert d2.max() <= (1 + eps) ** 2 * s.radius2 * (1 + 1e-9)
     if method in ("bvm", "fvm"):     # the tracked (K~a) of the core vectors stays exact
-        np.testing.assert_allclose(s.Ka, s._core_Ka(), rtol=1e-5, atol=1e-8)   # float32 kernels
+        np.testing.assert_allclose(s.ball.Ka, s.ball.core_Ka(), rtol=1e-5, atol=1e-8)   # float32 kernels
     R2 = kt - c2
     assert R2 <= R2_opt * (1 + 1e-9)                          # dual feasible
     if method in ("cvm", "fvm"):
@@ -125,12 +125,12 @@ def test_bvm_exact_encloses_every_row(two_class, eps):
     assert s.exact_ok(X)
     s.fit_exact(np.arange(len(y)), X, y)
     a = np.zeros(len(y))
-    a[s.core.ids[:s.core.n]] = s.core.alpha[:s.core.n]
+    a[s.ball.core.ids[:s.ball.core.n]] = s.ball.core.alpha[:s.ball.core.n]
     assert a.min() >= 0 and a.sum() == pytest.approx(1.0, abs=1e-9)
     c2 = a @ Q @ a
-    assert s.c2 == pytest.approx(c2, rel=1e-6)
+    assert s.ball.c2 == pytest.approx(c2, rel=1e-6)
     d2 = np.diag(Q) - 2 * Q @ a + c2
-    assert d2.max() <= (1 + s.certified_eps) ** 2 * s.r2 - s.ce2 + 1e-9
+    assert d2.max() <= (1 + s.certified_eps) ** 2 * s.ball.r2 - s.ball.ce2 + 1e-9
     assert kt - c2 <= R2_opt * (1 + 1e-9)                     # dual feasible
     if eps == "auto":
         assert s.history[-1]["margin_slack"] <= s.margin_tol
@@ -157,13 +157,13 @@ def test_bvm_exact_blocks_and_sparse_rows(layout):
         assert s.exact_ok(Xl)
         s.fit_exact(np.arange(n), Xl, y)
         a = np.zeros(n)
-        a[s.core.ids[:s.core.n]] = s.core.alpha[:s.core.n]
+        a[s.ball.core.ids[:s.ball.core.n]] = s.ball.core.alpha[:s.ball.core.n]
         c2 = a @ Q @ a
-        assert s.c2 == pytest.approx(c2, rel=1e-5)
+        assert s.ball.c2 == pytest.approx(c2, rel=1e-5)
         d2 = np.diag(Q) - 2 * Q @ a + c2
-        assert d2.max() <= (1 + s.certified_eps) ** 2 * s.r2 - s.ce2 + 1e-5
+        assert d2.max() <= (1 + s.certified_eps) ** 2 * s.ball.r2 - s.ball.ce2 + 1e-5
         assert s.full_pass_violators == 0
-        fits[lay] = (a, s.c2)
+        fits[lay] = (a, s.ball.c2)
     a_d, c2_d = fits["dense"]
     a_l, c2_l = fits[layout]
     assert c2_l == pytest.approx(c2_d, rel=1e-3)
@@ -181,10 +181,10 @@ def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     levels = np.array(eps_levels(1e-4))
 
     def run(steps, average):
-        a, h = np.zeros(n), np.zeros((len(levels), meb.EXACT_HIST))
+        a, h = np.zeros(n), np.zeros((len(levels), exact.EXACT_HIST))
         last = bvm_exact(np.ascontiguousarray(X.T), e, e, ef, e, e, ef, sq_norms(X), y,
                          k.gamma, b, 1.0, levels, 0.0, steps, a, h, average,
-                         np.zeros(meb.EXACT_STATE), np.zeros(n), -1, 1, -1, False)
+                         np.zeros(exact.EXACT_STATE), np.zeros(n), -1, 1, -1, False)
         return a, h[last]
 
     T = 60

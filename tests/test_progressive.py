@@ -6,7 +6,7 @@ import pytest
 import streamcvm
 from streamcvm import CVMClassifier, checkpoint
 from streamcvm.problems import progressive as pg
-from streamcvm.solvers import meb
+from streamcvm.solvers import exact_bvm, meb
 
 
 def _noisy(n=24000, seed=0, chunk_rows=3000):
@@ -82,7 +82,7 @@ def test_stop_by_validation_records_every_level():
 def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch):
     store = _noisy()
     ref = CVMClassifier(train_size=16000).fit(store)
-    orig = meb.bvm_exact
+    orig = exact_bvm.bvm_exact
     calls = {"n": 0}
 
     def killing(*a):      # the first piece of the second stage (8,000 rows)
@@ -90,11 +90,11 @@ def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch)
         if a[22] >= 8000:
             raise KeyboardInterrupt
         return orig(*a)
-    monkeypatch.setattr(meb, "bvm_exact", killing)
+    monkeypatch.setattr(exact_bvm, "bvm_exact", killing)
     with pytest.raises(KeyboardInterrupt):
         CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path,
                                             checkpoint_every=0.0)
-    monkeypatch.setattr(meb, "bvm_exact", orig)
+    monkeypatch.setattr(exact_bvm, "bvm_exact", orig)
     man = checkpoint.latest(tmp_path)[0]
     stage = man["current"]["pool"]["progressive"]["stage"]
     assert stage >= 1, "the kill should land after the first stage"
@@ -103,7 +103,7 @@ def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch)
     def counting(*a):
         seen.append(a[22])
         return orig(*a)
-    monkeypatch.setattr(meb, "bvm_exact", counting)
+    monkeypatch.setattr(exact_bvm, "bvm_exact", counting)
     res = CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path, resume=True)
     assert seen and min(seen) >= 8000        # it continued: the first stage was not redone
     a, b = ref.machines_[0], res.machines_[0]
@@ -200,7 +200,7 @@ def test_progressive_regression_resume_inside_a_later_stage_is_exact(tmp_path, m
     orig, searches = meb.MEBSolver.search, []
 
     def counted(self, *a, **k):
-        searches.append(self.core.n)
+        searches.append(self.ball.core.n)
         return orig(self, *a, **k)
     monkeypatch.setattr(meb.MEBSolver, "search", counted)
     ref = CVMRegressor(**REG).fit(store)

@@ -87,7 +87,7 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
         m, solver = _fit(store, kernel, classes, resume=None, runner=runner,
                          make_pool=make_pool, **dict(kw, max_core=cap, checkpointer=None,
                                                      stop="slack"))
-        if solver.core.n < cap:
+        if solver.ball.core.n < cap:
             return m
     if sizes is not None:
         def stage(sub, val, stage_pool, stage_resume, warm):
@@ -115,7 +115,7 @@ def _fit(store, kernel, classes, *, C, method, class_weight, sample_weight, runn
                         target="ones" if one_class else "binary", b=0.0 if one_class else 1.0,
                         C=C, method=method, runner=runner, **solver_kw)
     slots, alpha = solver.support()
-    cs = solver.core
+    cs = solver.ball.core
     rows = cs.rows()[slots]
     coef = alpha * cs.y[slots]
     b = 0.0 if one_class else 1.0
@@ -123,7 +123,7 @@ def _fit(store, kernel, classes, *, C, method, class_weight, sample_weight, runn
                 coef=coef, intercept=float(b * coef.sum()), sv_ids=cs.ids[slots].copy(),
                 classes=None if one_class else tuple(_side(c) for c in classes),
                 n_iter=solver.n_iter, core_size=cs.n,
-                full_pass_violators=getattr(solver, "full_pass_violators", None),
+                full_pass_violators=solver.full_pass_violators,
                 history=solver.history)
     if one_class:
         # The MEB lives in the augmented space phi~ = [phi; e_i / sqrt(C)], with
@@ -141,7 +141,7 @@ def _fit(store, kernel, classes, *, C, method, class_weight, sample_weight, runn
         a2 = float((alpha ** 2).sum())
         # the certified ball: R~^2 = kt - a'K~a (CVM, FVM), or BVM's fixed r^2
         # less its extra coordinate ce^2 (bvm paper sec. 3.3)
-        R2t = solver.r2 - solver.ce2 if method == "bvm" else 1.0 + 1.0 / C - m.c2 - a2 / C
+        R2t = solver.ball.r2 - solver.ball.ce2 if solver.method.fixed_radius else 1.0 + 1.0 / C - m.c2 - a2 / C
         m.radius2 = float((1.0 + solver.certified_eps) ** 2 * R2t - a2 / C - 1.0 / C)
     return m, solver
 

@@ -4,7 +4,7 @@ and the one pass of row statistics that some problems' eta needs."""
 import numpy as np
 
 from ..sampling import ChunkPool, relabel
-from ..solvers import MEBSolver, eps_levels
+from ..solvers import MEBSolver
 
 
 class RowSource:
@@ -201,17 +201,16 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
         exact = rows is not None and solver.exact_ok(rows[1])
         m = 0 if rows is None else len(rows[0])
         position = None if cur is None else tuple(cur["position"])
-        if warm is not None and cur is None and rows is not None and warm.core.n:
+        if warm is not None and cur is None and rows is not None and warm.ball.core.n:
             solver = warm       # (a resumed run restores its own state instead)
             if stop == "validation":
                 solver.set_validation(validation[0], validation[1], rule=True)
             # the sampled path continues at the level the last problem ended on
-            position = (eps_levels(solver.eps_floor if solver.auto_eps else solver.eps)
-                        .index(solver.level_eps), 0)
-        cheaper_exact = (lambda s: s.core.n * SWITCH_RATIO >= m) if exact else None
+            position = (solver.levels().index(solver.level_eps), 0)
+        cheaper_exact = (lambda s: s.ball.core.n * SWITCH_RATIO >= m) if exact else None
         if solver is warm and exact and cheaper_exact(solver):
             solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
-        elif solver is not warm and exact and (solver._exact is not None
+        elif solver is not warm and exact and (solver.exact_pending
                                                    or exact_start and exact_from_start(rows[1])):
             solver.fit_exact(*rows, checkpoint=hook, callback=callback)  # fresh, or resumed
         else:
@@ -223,7 +222,7 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
             if solver.switched:
                 solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
             elif passes is None and make_pool is None and dim is None and \
-                    max_core is not None and solver.core.n >= max_core:
+                    max_core is not None and solver.ball.core.n >= max_core:
                 # stopped by the cap before its eps (points are the store's
                 # rows): the eps its center satisfies, from one pass
                 solver.certify(RowSource(store, classes, target, points.weighted),

@@ -26,9 +26,12 @@ import scipy.sparse as sp
 
 from ..kernels import LAPLACIAN, LINEAR, NPOLY, RBF
 from ..sampling import ChunkPool
+from ..solvers.methods import method_class
 from .driver import kernel_bound, row_stats, run_solver
 from .machine import Machine
 from .points import RowPoints
+
+RANKING = "ranking (the pair kernel's diagonal is not constant)"
 
 
 class PairKernel:
@@ -178,9 +181,7 @@ def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59
     """Train a ranking SVM on ``store`` (labels = relevance, ``qid`` =
     query); returns a :class:`Machine` scoring rows (``regression=True``: a
     real-valued function, ``f(x) = sum coef_r k(x_r, x)``, no intercept)."""
-    if method == "bvm":
-        raise ValueError("ranking is a center-constrained MEB (the pair kernel's diagonal "
-                         "is not constant): method must be 'cvm' or 'fvm', not 'bvm'")
+    method_class(method, plain=False, problem=RANKING)
     if not store.has_qid:
         raise ValueError("ranking needs query ids: the store has no qid column "
                          "(ingest svmlight files with qid:, or CSV with --qid-col)")
@@ -198,7 +199,7 @@ def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59
                         make_pool=make_pool, dim=2 * store.d, sparse=False, runner=runner,
                         pass_progress=pass_progress)
     slots, alpha = solver.support()
-    cs = solver.core
+    cs = solver.ball.core
     n, d = store.n, store.d
     hi, lo = np.divmod(cs.ids[slots], n)
     rows = cs.rows()[slots]

@@ -21,6 +21,7 @@ looks for the rows furthest outside the tube.
 """
 import numpy as np
 
+from ..solvers.methods import method_class
 from .driver import kernel_bound, row_stats, run_solver
 from .machine import Machine
 from .points import SignedPoints
@@ -61,9 +62,7 @@ def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
     vectors grow like the rows), would pass ``stage_core`` (and
     ``max_core``); ``stats`` is then unused (each stage's are its sample's)."""
     from .progressive import SquaredVerdict, plan, train_progressive
-    if method == "bvm":
-        raise ValueError("regression is a center-constrained MEB (a linear term): "
-                         "method must be 'cvm' or 'fvm', not 'bvm'")
+    method_class(method, plain=False, problem="regression (a linear term)")
     if not C > 0 or not mu > 0:
         raise ValueError(f"C and mu must be positive, got C={C!r}, mu={mu!r}")
     kw = dict(mu=mu, method=method, eps=eps, sample_size=sample_size, max_core=max_core,
@@ -112,7 +111,7 @@ def _fit(store, kernel, *, C, mu, method, eps, sample_size, max_core, seed, chec
                         checkpointer=checkpointer, resume=resume, runner=runner,
                         pass_progress=pass_progress, make_pool=make_pool)
     slots, alpha = solver.support()
-    cs = solver.core
+    cs = solver.ball.core
     s = cs.y[slots]
     rows_of = cs.ids[slots] // 2
     # a row with both signs in the core set: one support row, coefficients summed
@@ -123,13 +122,13 @@ def _fit(store, kernel, *, C, mu, method, eps, sample_size, max_core, seed, chec
     # eq. 10: epsbar = sum_p a_p s_p t_p - C a'K~a, with s_p t_p = C (q_p - eta) / 2
     # (t_p centred on the offset)
     st = 0.5 * C * (cs.q[slots] - points.eta)
-    epsbar = float(alpha @ st - C * solver.c2)
+    epsbar = float(alpha @ st - C * solver.ball.c2)
     return Machine(sv=rows.copy() if not hasattr(rows, "tocsr") else rows.tocsr(copy=True),
                    coef=coef, intercept=float(coef.sum() + points.offset),
                    sv_ids=uniq.astype(np.int64),
                    classes=None, regression=True, epsilon_bar=epsbar, n_iter=solver.n_iter,
                    core_size=cs.n,
-                   full_pass_violators=getattr(solver, "full_pass_violators", None),
+                   full_pass_violators=solver.full_pass_violators,
                    history=solver.history), solver
 
 

@@ -1,14 +1,14 @@
 """Full violator passes as chunk tasks (docs/design.md section 4: the core set stays
 with the driver, the rows stay with the data).
 
-A pass freezes the center in a :class:`Center` (the core rows, their
+A pass freezes the center in a :class:`~.ball.Center` (the core rows, their
 weights and the ball's radius: small, picklable, sent to the workers once
 per pass) and runs :func:`violator_task` on every chunk of a point source:
 the task reads its chunk, computes every point's distance to the frozen
 center and returns how many points lie outside the (1 + eps) ball, and its
 ``PER_CHUNK`` furthest rows outside the radius itself: violators, and the
 near-violators that the steps about to be taken may push out. The driver
-(:meth:`MEBSolver.confirm`) keeps the ``PER_PASS`` furthest of all of them,
+(:meth:`~.meb.MEBSolver.confirm`) keeps the ``PER_PASS`` furthest of all of them,
 ordered by (distance, id), and takes its steps on those, furthest first,
 with their distances updated after every step. Passes repeat until one
 finds no violator (its steps then find none either: the center it certifies
@@ -24,7 +24,7 @@ A point source (:class:`streamcvm.problems.driver.RowSource`,
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels import sq_norms, weighted_sum
+from ..kernels import sq_norms
 
 # Rows a chunk task returns at most, and rows the driver keeps per pass (the
 # furthest of all chunks'; dense rows: at most PASS_BYTES of them). An ad-hoc
@@ -39,41 +39,6 @@ BLOCK_ROWS = 4096    # rows per kernel block against the core set
 def pass_rows(d, sparse):
     """Candidate rows the driver keeps per pass for rows of ``d`` features."""
     return PER_PASS if sparse else int(min(PER_PASS, max(BLOCK_ROWS, PASS_BYTES // (4 * d))))
-
-
-class Center:
-    """A frozen copy of a solver's center: enough to compute any point's
-    squared distance to it (``MEBSolver.dist2``'s formula) away from the
-    solver. ``thr``: the squared radius of the (1 + eps) ball."""
-
-    def __init__(self, solver):
-        cs = solver.core
-        n = cs.n
-        self.kernel, self.points, self.b = solver.kernel, solver.points, solver.b
-        self.rows = cs.rows().copy()
-        rt = cs.rows_t()
-        self.rows_t = None if rt is None else rt.copy()
-        self.sq = cs.sq[:n].copy()
-        self.ay = cs.alpha[:n] * cs.y[:n]
-        self.ay_sum = float(self.ay.sum())
-        order = np.argsort(cs.ids[:n], kind="stable")
-        self.ids = cs.ids[:n][order]                    # sorted, for core lookups
-        self.aic = (cs.alpha[:n] * cs.ic[:n])[order]    # a_l / C_l of those
-        self.c2, self.ce2 = float(solver.c2), float(solver.ce2)
-        self.floor = float(solver.radius2)              # candidates lie beyond R
-        self.thr = (1.0 + solver.eps) ** 2 * self.floor  # violators beyond (1 + eps) R
-
-    def dist2(self, X, P, sq):
-        """Squared distances of the points ``P = (pid, ridx, s, q, ic)`` over
-        rows ``X``; a point that is a core vector gets its a_l / C_l term."""
-        pid, ridx, s, q, _ = P
-        Kc = self.kernel.block(X, self.rows, sq, self.sq, BT=self.rows_t)
-        Ka = s * (weighted_sum(Kc, self.ay) + self.b * self.ay_sum)[ridx]
-        if len(self.ids):
-            at = np.minimum(np.searchsorted(self.ids, pid), len(self.ids) - 1)
-            hit = self.ids[at] == pid
-            Ka[hit] += self.aic[at[hit]]
-        return self.c2 - 2.0 * Ka + q + self.ce2
 
 
 def sub_blocks(chunks, rows):

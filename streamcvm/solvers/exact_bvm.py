@@ -1,0 +1,261 @@
+"""Exact BVM over every row of a problem held in memory (docs/design.md,
+section 3): the driver around the compiled loop :func:`.exact.bvm_exact`.
+
+The sampled methods find violators in random samples; a small problem, whose
+rows the sampler holds whole, can afford (K~a) of every row instead, so no
+violator is missed. :class:`ExactBVM` runs that loop for an
+:class:`~streamcvm.solvers.meb.MEBSolver` with method BVM: from the start,
+or warm from the solver's sampled center (a run that found the exact pass
+cheaper), in pieces of about 0.1 s so that it checkpoints, shows progress
+and resumes; then it hands the center back to the solver's ball.
+"""
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..kernels import RBF, kernel_sums, sq_norms
+from .exact import EXACT_HIST, EXACT_STATE, bvm_exact, half_last_step
+
+EXACT_MAX_CELLS = 64_000_000  # rows x features (or nnz) the exact pass may hold (256 MB float32)
+
+
+class _Threads:
+    """How many tasks :func:`bvm_exact`'s passes run as, piece by piece of
+    the run: the faster of one and ``most`` by the seconds per pass measured
+    on recent pieces (each count retried every ``RETRY`` pieces), so a
+    machine busy with other work falls back to one thread rather than wait
+    at every step for a descheduled one. The model is the same either way:
+    each row's arithmetic does not depend on the count."""
+
+    RETRY = 16
+    MIN_ROWS = 8192         # fewer rows: one thread (a pass is too short to share)
+
+    def __init__(self, most, n_rows):
+        self.most = most if n_rows >= self.MIN_ROWS else 1
+        self.cost = {}
+        self.pieces = 0
+
+    def pick(self):
+        self.pieces += 1
+        if self.most == 1:
+            return 1
+        for k in (self.most, 1):
+            if k not in self.cost:
+                return k
+        best = min(self.cost, key=self.cost.get)
+        if self.pieces % self.RETRY == 0:
+            return self.most if best == 1 else 1
+        return best
+
+    def took(self, tasks, seconds_per_pass):
+        old = self.cost.get(tasks)
+        self.cost[tasks] = seconds_per_pass if old is None else 0.5 * (old + seconds_per_pass)
+
+
+class ExactBVM:
+    """The exact pass of one solver (``solver.exact``). ``run``: the loop's
+    state while it runs (or restored from a snapshot, to resume); ``ended_Ka``:
+    ``(ids, (K~a))`` where the last run ended, reused by a warm start on a
+    superset of those rows (a progressive fit's next stage)."""
+
+    def __init__(self, solver):
+        self.s = solver
+        self.run = None
+        self.ended_Ka = None
+
+    @property
+    def running(self):
+        return self.run is not None
+
+    def ok(self, X):
+        """Whether :meth:`fit` applies to the rows ``X`` (dense or CSR): the
+        plain MEB, the RBF kernel, no core cap, and rows that fit the exact
+        pass's memory (stored values, rows x features or nnz, at most
+        EXACT_MAX_CELLS). Whether it is cheaper than sampling is
+        :func:`~streamcvm.problems.driver.run_solver`'s call."""
+        ball = self.s.ball
+        cells = X.nnz if sp.issparse(X) else X.shape[0] * X.shape[1]
+        return (ball.plain and ball.kernel.code == RBF and self.s.max_core is None
+                and cells <= EXACT_MAX_CELLS)
+
+    def core_size(self):
+        return int(self.run["state"][2])
+
+    def state(self, levels):
+        """(meta, arrays) of a paused run (see :meth:`MEBSolver.state`)."""
+        s, st = self.s, self.run["state"]
+        return ({"exact": True, "elapsed": time.perf_counter() - s.t0,
+                 "n_iter": int(st[1]), "core_size": int(st[2]),
+                 "level_eps": levels[min(int(st[0]), len(levels) - 1)],
+                 "history": s.history, "warm": self.run.get("warm", False)},
+                {"ex_" + k: v for k, v in self.run.items() if k != "warm"})
+
+    def restore(self, meta, arrays):
+        self.run = {k[3:]: np.array(v) for k, v in arrays.items() if k.startswith("ex_")}
+        self.run["elapsed"] = meta["elapsed"]
+        self.run["warm"] = meta.get("warm", False)
+        self.s.history = meta.get("history", [])
+
+    def fit(self, ids, X, y, checkpoint=None, warm=False, callback=None):
+        """BVM on every row of a small in-memory problem (:func:`bvm_exact`):
+        ``ids``, dense ``X`` and labels ``y`` of all its rows. Same schedule,
+        same stopping rule; no sampling, so no violator is missed. The
+        held-out rows of :meth:`MEBSolver.set_validation` ride along: their margins are
+        kept each step, so every level records its validation error.
+        ``warm``: continue from this solver's current center (a sampled
+        :meth:`MEBSolver.fit` that stopped because the exact pass became cheaper; its
+        core vectors are among ``ids``).
+        ``checkpoint(solver, position)``: as in :meth:`MEBSolver.fit`; the compiled loop
+        then runs in pieces of about 0.1 s, and a state :meth:`MEBSolver.restore` d from
+        such a snapshot continues where it was. ``callback(solver)``: after
+        each piece of about 0.1 s (progress). The center ends in the solver's
+        ball, its history and counters in the solver."""
+        s, ball = self.s, self.s.ball
+        resumed = self.run
+        n_cand = len(ids)
+        if s.val is not None:            # validation rows after the candidates
+            Xv, yv = s.val
+            X = sp.vstack([sp.csr_matrix(X), sp.csr_matrix(Xv)]).tocsr() if sp.issparse(X) \
+                else np.concatenate([np.asarray(X, np.float32), np.asarray(Xv, np.float32)])
+            y = np.concatenate([np.asarray(y, np.float64), np.asarray(yv, np.float64)])
+        if sp.issparse(X):
+            X = sp.csr_matrix(X, dtype=np.float32)
+            X.sum_duplicates()
+            XT = np.zeros((X.shape[1], 0), np.float32)
+            ip, ind, dat = X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
+            Xc = X.tocsc()
+            cp, ri, cv = Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64), Xc.data
+        else:
+            X = np.ascontiguousarray(X, np.float32)
+            XT = np.ascontiguousarray(X.T)
+            ip = ind = cp = ri = np.zeros(0, np.int64)
+            dat = cv = np.zeros(0, np.float32)
+        levels = np.array(s.levels())
+        n = X.shape[0]
+        sq, yv = sq_norms(X), np.asarray(y, np.float64)
+        if resumed:
+            st, Ka, alpha, hist = (resumed[k] for k in ("state", "Ka", "alpha", "hist"))
+            s.t0 = time.perf_counter() - resumed["elapsed"]
+        elif warm:
+            st, Ka, alpha, hist = self.warm_state(np.asarray(ids), X, sq, yv, levels)
+        else:
+            s.t0 = time.perf_counter()
+            st, Ka, alpha = np.zeros(EXACT_STATE), np.zeros(n), np.zeros(n)
+            hist = np.full((len(levels), EXACT_HIST), np.nan)
+        self.run = {"state": st, "Ka": Ka, "alpha": alpha, "hist": hist,
+                    "warm": bool(warm or (resumed and resumed.get("warm")))}
+        max_steps = 200 * n_cand + 10000       # (a warm start's sampled steps count too)
+        per_call = max(16, int(2e7 // max(n, 1)))       # ~5 ns a row a step: ~0.1 s
+        threads = _Threads(s.n_tasks(), n)
+        while True:
+            if checkpoint is not None:
+                checkpoint(s, (int(st[0]), 0))
+            t, passes0 = time.perf_counter(), st[15]
+            tasks = threads.pick()
+            last = bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, yv, ball.kernel.gamma, ball.b,
+                             1.0 / ball.C, levels, s.margin_tol if s.auto_eps else 0.0,
+                             max_steps, alpha, hist, True, st, Ka, int(st[1]) + per_call,
+                             tasks, n_cand, s.val_rule)
+            if last >= 0:
+                break
+            threads.took(tasks, (time.perf_counter() - t) / max(st[15] - passes0, 1.0))
+            if callback is not None:
+                s.n_iter, s.level_eps = int(st[1]), float(levels[int(st[0])])
+                callback(s)
+        self.run = None
+        Ka = self.averaged_Ka(X, sq, yv, st, Ka, hist[last, 1])[:n_cand]
+        self.ended_Ka = (np.array(ids), Ka)
+        alpha = alpha[:n_cand]
+        keep = np.flatnonzero(alpha > 0)
+        # the sampled path may go on from here (a progressive fit's next stage):
+        # (K~a) of the core vectors, and no step of its own to halve
+        ball.Ka = Ka[keep].copy()
+        s.method.last = None
+        Xk = X[keep]
+        if sp.issparse(Xk) and not ball.core.sparse:
+            Xk = Xk.toarray()   # the core set keeps sparse rows dense up to DENSE_MAX_D
+        ball.core.clear()
+        ball.core.add_many(np.asarray(ids)[keep], Xk, yv[keep], alpha[keep], ball.kernel,
+                           1.0 / ball.C, ball.kt)
+        s.eps = s.level_eps = float(levels[last])
+        s.n_iter = int(hist[last, 1])
+        for e, it, c2, ce2, core, _, _, _, verr in hist[:last + 1]:
+            if np.isnan(e):
+                continue        # a level the sampled run before a warm start recorded
+            ball.c2, ball.ce2 = float(c2), float(ce2)
+            rec = {"iteration": int(it), "core_size": int(core),
+                   "radius": float(np.sqrt(ball.r2)), "eps": float(e),
+                   "elapsed": time.perf_counter() - s.t0, "c2": float(c2),
+                   "ce2": float(ce2), "margin_slack": float(s.margin_slack(e)),
+                   "exact": True}
+            if s.val is not None:
+                rec["validation_error"] = float(verr)
+            s.history.append(rec)
+        s.cert_eps = float(hist[last, 5])
+        ball.c2, ball.ce2 = float(hist[last, 6]), float(hist[last, 7])
+        s.history[-1]["certified_eps"] = s.cert_eps
+        # every row was checked at the last level, unless the step cap cut it short
+        capped = hist[last, 1] >= max_steps
+        s.full_pass_violators = None if capped else 0
+        if capped:
+            s.history[-1]["stopped"] = "max_steps"
+
+    def averaged_Ka(self, X, sq, y, st, Ka, steps):
+        """:func:`bvm_exact` keeps ``(K~a)`` of its last center ``c_T``; it
+        returns the mean of the last two (:func:`half_last_step`). ``(K~a)``
+        of that mean, from one kernel column (the last step's row ``z``):
+        ``Ka_{T-1} = (Ka_T - (1 - beta) col_z) / beta``, then the step at
+        ``beta'``. Kept for a warm start on a superset of these rows."""
+        ball = self.s.ball
+        if steps <= 1:
+            return Ka.copy()
+        z, beta = int(st[11]), float(st[12])
+        bp = half_last_step(beta, st[8], st[9], st[10], ball.kt)[0]
+        k = ball.kernel.block(X, X[z:z + 1], sq, sq[z:z + 1])[:, 0]
+        col = y * y[z] * (k + ball.b)
+        col[z] += 1.0 / ball.C
+        return bp * (Ka - (1.0 - beta) * col) / beta + (1.0 - bp) * col
+
+    def warm_state(self, ids, X, sq, y, levels):
+        """:func:`bvm_exact`'s state continuing from this solver's sampled
+        run: its weights placed on the rows ``ids`` (the candidates, first in
+        ``X``), ``(K~a)`` of every row (one kernel block against the core),
+        the level it was on and its last step (for the final averaging)."""
+        s, ball = self.s, self.s.ball
+        cs = ball.core
+        nc = cs.n
+        n = X.shape[0]
+        order = np.argsort(ids, kind="stable")
+        pos = order[np.searchsorted(ids, cs.ids[:nc], sorter=order)]
+        alpha = np.zeros(n)
+        alpha[pos] = cs.alpha[:nc]
+        ay = cs.alpha[:nc] * cs.y[:nc]
+        # rows where the last exact run ended keep its (K~a) (the first rows
+        # of a progressive fit's next stage): only the others need kernel values
+        prev, r = self.ended_Ka, 0
+        if prev is not None and len(prev[0]) <= len(ids) \
+                and np.array_equal(prev[0], ids[:len(prev[0])]):
+            r = len(prev[0])
+        Ka = np.empty(n)
+        Ka[:r] = prev[1] if r else 0.0
+        Ka[r:] = y[r:] * (kernel_sums(ball.kernel, X[r:], cs.rows(), ay, sq[r:], cs.sq[:nc],
+                                      BT=cs.rows_t(), n_jobs=s.n_tasks()) + ball.b * ay.sum())
+        new = pos >= r
+        Ka[pos[new]] += cs.alpha[:nc][new] * cs.ic[:nc][new]
+        kt = ball.kt
+        cand = Ka[:len(ids)]
+        best = int(np.argmin(cand))
+        st = np.zeros(EXACT_STATE)
+        li = int(np.flatnonzero(levels <= s.level_eps * (1 + 1e-9))[0])
+        st[0], st[1], st[2] = li, max(s.n_iter, 1), nc
+        st[3], st[4], st[5] = ball.c2, ball.ce2, 1.0
+        st[6], st[7] = best, ball.distances(cand[best], kt)
+        if s.method.last is not None:
+            slot, beta, c2p, ce2p, d2 = s.method.last
+            st[8], st[9], st[10], st[11], st[12] = c2p, ce2p, d2, pos[slot], beta
+        else:       # no step to halve: the averaging step is then the identity
+            st[8], st[9], st[10], st[11], st[12] = ball.c2, ball.ce2, st[7], pos[0], 1.0
+        st[13], st[14] = s._val_best, s._val_stale
+        hist = np.full((len(levels), EXACT_HIST), np.nan)
+        return st, Ka, alpha, hist
