@@ -302,7 +302,7 @@ def _ensure_compiled():
     os.makedirs(cache, exist_ok=True)
     if not os.access(cache, os.W_OK):
         return      # nowhere to cache: compile here, as numba would anyway
-    subprocess.run([sys.executable, "-c", "import ingest.pipeline as p; p.warm_up()"],
+    subprocess.run([sys.executable, "-c", "import streamcvm.ingest.pipeline as p; p.warm_up()"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
                    env={**os.environ, "PYTHONPATH": os.pathsep.join(
                        [os.path.dirname(os.path.dirname(os.path.abspath(P.__file__)))]
@@ -385,7 +385,7 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
     if sparse not in ("auto", True, False):
         raise ValueError("sparse must be 'auto', True or False")
     srcs = [Source(p, block_size=block_size) for p in sources]
-    from streamcvm.outputs import OutputError, check_output
+    from ..outputs import OutputError, check_output
     try:        # before any work: never over an input, a folder of other files ...
         overwrite = check_output(out, what="store", inputs=sources,
                                  overwrite=overwrite) == "replace"
@@ -415,7 +415,7 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
                                "qid_col": qid_col,
                                "weight_col": weight_col},
         }
-        from streamcvm import __version__
+        from .. import __version__
         attrs["created_by"] = f"streamcvm {__version__}"
         path = st.writer.close(attrs)       # (counts the last chunk's labels)
         if label_col == "auto" and st.label_info["column"] not in (None, "svmlight") \

@@ -9,133 +9,21 @@ blocks a rerun.
 Memory: at most one chunk of rows (plus one block being appended) is held.
 """
 import datetime
-import json
 import os
-import shutil
 
 import numpy as np
 
-from streamcvm.store import FORMAT_VERSION, MAX_CLASSES, ContentHash, default_chunk_rows
+from ..atomic import finish, remove, remove_stale, temporary_name
+from ..formats import FORMATS
+from ..store import FORMAT_VERSION, MAX_CLASSES, ContentHash, default_chunk_rows
 
 NNZ_CHUNK = 1 << 20         # entries per chunk of sparse indices/data
 
 
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def partial_name(path, pid=None):
-    head, tail = os.path.split(os.path.abspath(path))
-    return os.path.join(head, f".{tail}.partial-{pid or os.getpid()}")
-
-
-def remove_stale_partials(path):
-    """Delete ``.NAME.partial-PID`` leftovers of processes that are gone."""
-    head, tail = os.path.split(os.path.abspath(path))
-    prefix = f".{tail}.partial-"
-    try:
-        names = os.listdir(head)
-    except FileNotFoundError:
-        return
-    for name in names:
-        if not name.startswith(prefix):
-            continue
-        try:
-            pid = int(name[len(prefix):].split(".")[0])
-        except ValueError:
-            continue
-        if pid != os.getpid() and _pid_alive(pid):
-            continue
-        _remove(os.path.join(head, name))
-
-
-def _remove(p):
-    if os.path.isdir(p) and not os.path.islink(p):
-        shutil.rmtree(p, ignore_errors=True)
-    elif os.path.lexists(p):
-        os.remove(p)
-
-
-def _fsync_dir(d):
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-# ---------------------------------------------------------------------------
-# Backends: the few operations the writer needs from zarr or h5py
-# ---------------------------------------------------------------------------
-
-class _ZarrBackend:
-    def __init__(self, path, clevel):
-        import zarr
-        from zarr.codecs import ZstdCodec
-        self._zarr = zarr
-        self.path = path
-        self.group = zarr.open_group(path, mode="w", zarr_format=3)
-        self.codec = ZstdCodec(level=clevel)
-
-    def create(self, name, shape, dtype, chunks):
-        return self.group.create_array(
-            name, shape=shape, dtype=dtype, chunks=chunks,
-            compressors=self.codec, fill_value=0,
-            # every chunk we write is data: skip zarr's per-chunk "is it empty?" scan
-            config={"write_empty_chunks": True})
-
-    @staticmethod
-    def resize(arr, shape):
-        arr.resize(shape)
-
-    def set_attrs(self, attrs):
-        self.group.attrs.update(attrs)
-
-    def finish(self):
-        import warnings
-        with warnings.catch_warnings():
-            # consolidated metadata is a zarr-python extension of v3; we want it
-            # (one read opens the store) and zarr-python reads it back
-            warnings.simplefilter("ignore")
-            self._zarr.consolidate_metadata(self.path)
-
-
-class _HDF5Backend:
-    def __init__(self, path, clevel):
-        import h5py
-        import hdf5plugin
-        self.path = path
-        self.file = h5py.File(path, "w")
-        self.comp = hdf5plugin.Zstd(clevel=clevel)
-
-    def create(self, name, shape, dtype, chunks):
-        maxshape = (None,) + tuple(None for _ in shape[1:])
-        return self.file.create_dataset(
-            name, shape=shape, dtype=dtype, chunks=chunks, maxshape=maxshape,
-            fillvalue=0, **self.comp)
-
-    @staticmethod
-    def resize(arr, shape):
-        arr.resize(shape)
-
-    def set_attrs(self, attrs):
-        for k, v in attrs.items():
-            self.file.attrs[k] = json.dumps(v)
-
-    def finish(self):
-        self.file.flush()
-        self.file.close()
+    """``.NAME.partial-PID``: where a store is written before it is published."""
+    name = temporary_name(path, "partial")
+    return name if pid is None else name.rsplit("-", 1)[0] + f"-{pid}"
 
 
 # ---------------------------------------------------------------------------
@@ -161,9 +49,9 @@ class StoreWriter:
         self.path = os.path.abspath(os.fspath(path))
         if os.path.lexists(self.path) and not overwrite:
             raise FileExistsError(f"{path}: already exists (pass --overwrite to replace it)")
-        remove_stale_partials(self.path)
+        remove_stale(self.path, "partial")
         self.tmp = partial_name(self.path)
-        _remove(self.tmp)
+        remove(self.tmp)
         self.fmt = fmt
         self.overwrite = overwrite
         self.d = int(n_features)
@@ -193,7 +81,7 @@ class StoreWriter:
 
     def _create_arrays(self, clevel):
         self._closed = False
-        self.be = (_ZarrBackend if self.fmt == "zarr" else _HDF5Backend)(self.tmp, clevel)
+        self.be = FORMATS[self.fmt](self.tmp, "w", clevel)
         cr = self.chunk_rows
         if self.sparse:
             self.a_indptr = self.be.create("indptr", (1,), "int64", (cr,))
@@ -442,17 +330,9 @@ class StoreWriter:
         return self.path
 
     def _publish(self):
-        head = os.path.dirname(self.path)
-        if os.path.lexists(self.path):
-            if not self.overwrite:
-                raise FileExistsError(f"{self.path}: appeared while ingesting")
-            trash = partial_name(self.path) + ".old"
-            os.rename(self.path, trash)
-            os.rename(self.tmp, self.path)
-            _remove(trash)
-        else:
-            os.rename(self.tmp, self.path)
-        _fsync_dir(head)
+        if os.path.lexists(self.path) and not self.overwrite:
+            raise FileExistsError(f"{self.path}: appeared while ingesting")
+        finish(self.tmp, self.path)
 
     def abort(self):
         if self._closed:
@@ -464,7 +344,7 @@ class StoreWriter:
                 f.close()
         except Exception:
             pass
-        _remove(self.tmp)
+        remove(self.tmp)
 
     def __enter__(self):
         return self

@@ -22,6 +22,8 @@ import warnings
 import numpy as np
 import xxhash
 
+from .atomic import atomic_dir
+
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"
 
@@ -36,14 +38,6 @@ def _versions():
     from . import __version__
     return {"streamcvm": __version__, "numpy": np.__version__, "numba": numba.__version__,
             "scipy": scipy.__version__}
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def file_digest(path):
@@ -74,34 +68,23 @@ def write(path, manifest, arrays, keep=2):
     snaps = _snapshots(path)
     seq = snaps[-1][0] + 1 if snaps else 1
     final = os.path.join(path, f"{PREFIX}{seq:08d}")
-    tmp = os.path.join(path, f".tmp-{PREFIX}{seq:08d}-{os.getpid()}")
-    if os.path.exists(tmp):
-        shutil.rmtree(tmp)
-    os.mkdir(tmp)
-    files = {}
     for name, a in arrays.items():
-        a = np.asarray(a)
-        if a.dtype == object:
+        if np.asarray(a).dtype == object:
             raise TypeError(f"checkpoint array {name!r} has dtype object")
-        fn = os.path.join(tmp, name + ".npy")
-        with open(fn, "wb") as f:
-            np.save(f, a, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        files[name] = file_digest(fn)
-    m = dict(manifest)
-    m["format_version"] = FORMAT_VERSION
-    m["library_versions"] = _versions()
-    m["written"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-    m["arrays"] = files
-    fn = os.path.join(tmp, "manifest.json")
-    with open(fn, "w") as f:
-        json.dump(m, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    _fsync_dir(tmp)
-    os.rename(tmp, final)
-    _fsync_dir(path)
+    with atomic_dir(final, tmp=os.path.join(path, f".tmp-{PREFIX}{seq:08d}-{os.getpid()}")) \
+            as tmp:
+        files = {}
+        for name, a in arrays.items():
+            fn = os.path.join(tmp, name + ".npy")
+            np.save(fn, np.asarray(a), allow_pickle=False)
+            files[name] = file_digest(fn)
+        m = dict(manifest)
+        m["format_version"] = FORMAT_VERSION
+        m["library_versions"] = _versions()
+        m["written"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+        m["arrays"] = files
+        with open(os.path.join(tmp, "manifest.json"), "w") as f:
+            json.dump(m, f, indent=1, sort_keys=True)
     for _, name in _snapshots(path)[:-keep] if keep > 0 else []:
         shutil.rmtree(os.path.join(path, name), ignore_errors=True)
     return final

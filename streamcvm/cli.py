@@ -94,12 +94,12 @@ def _col(v):
 
 
 def cmd_ingest(args):
-    from ingest import ingest
+    from .ingest import ingest
     fmt = args.store_format
     if fmt is None:
         fmt = "hdf5" if args.output.lower().endswith((".h5", ".hdf5")) else "zarr"
     import warnings
-    from ingest.pipeline import IngestWarning, describe_label
+    from .ingest.pipeline import IngestWarning, describe_label
     skip = [_col(c) for c in args.skip_cols.split(",")] if args.skip_cols else None
     with _runner(args, args.quiet) as runner, \
             warnings.catch_warnings(record=True, action="always",
@@ -602,7 +602,7 @@ def _predict_to_store(est, store, out, model_path, runner=None, proba=False):
     class), y = the predicted label (codes + label map when the labels are
     not numbers). Written under a temporary name, then renamed."""
     import numpy as np
-    from ingest.writer import StoreWriter
+    from .ingest.writer import StoreWriter
     classes = getattr(est, "classes_", None)
     numeric = classes is None or np.issubdtype(np.asarray(classes).dtype, np.number)
     w = None
@@ -676,8 +676,8 @@ def _predict_text(est, store, output, runner, mode="new", proba=False):
     output (mode "stdout"), straight into a special file such as a pipe
     ("special"), or under a temporary name renamed into place when complete."""
     import numpy as np
-    from .outputs import publish
-    labels = hasattr(est, "classes_") or type(est).__name__ == "CVMOneClass"
+    from .atomic import atomic_file
+    labels = est.task in ("classification", "one-class")
 
     def write(f):
         n = 0
@@ -699,18 +699,8 @@ def _predict_text(est, store, output, runner, mode="new", proba=False):
     if mode == "special":
         with open(output, "w") as f:
             return write(f)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(output)),
-                       f".{os.path.basename(output)}.writing-{os.getpid()}")
-    try:
-        with open(tmp, "w") as f:
-            n = write(f)
-            os.fsync(f.fileno())
-        publish(tmp, output)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return n
+    with atomic_file(output) as f:
+        return write(f)
 
 
 def _add_evaluate(sub):
@@ -744,51 +734,42 @@ def evaluate_report(store_path, model_path, runner=None):
     (default: threads). A model of another task than the store's labels is
     refused in one line."""
     import numpy as np
-    from .metrics import AUCSketch
+    from .metrics import ClassTotals
     from .model import load_model
     from .store import open_store
     est = load_model(model_path)
     store = open_store(store_path)
-    kind = type(est).__name__
-    if kind == "CVMRegressor":
+    if est.task == "regression":
         _check_regression_store(est, store, store_path)
         return _regression_report(est, store, runner)
-    if kind == "CVMRanker":
+    if est.task == "ranking":
         return _ranking_report(est, store, runner)
-    one_class = kind == "CVMOneClass"
+    one_class = est.task == "one-class"
     classes = np.array([-1, 1]) if one_class else est.classes_
     table = _class_table(est, store, store_path, one_class)     # store label -> class index
-    cm = np.zeros((len(classes), len(classes)), np.int64)
-    auc = AUCSketch() if len(classes) == 2 else None
-    unknown = 0
+    tot = ClassTotals(len(classes))
     for c, pred, dec in _predict_chunks(est, store, runner, "evaluate"):
         t = table[np.searchsorted(store.classes, c.y)]
         p = (np.asarray(pred) == 1).astype(np.int64) if one_class else \
             label_codes(classes, pred)
-        ok = t >= 0
-        unknown += int((~ok).sum())
-        cm += np.bincount(t[ok] * len(classes) + p[ok],
-                          minlength=cm.size).reshape(cm.shape)
-        if auc is not None and dec.ndim == 1:
-            auc.add(dec[ok], t[ok] == 1)
-    total = cm.sum()
-    acc = np.trace(cm) / max(total, 1)
-    recall = np.diag(cm) / np.maximum(cm.sum(axis=1), 1)
-    present = cm.sum(axis=1) > 0
+        tot.add(t, p, dec)
+    r = tot.result()
     names = [f"{c:g}" if isinstance(c, (float, np.floating)) else str(c) for c in classes]
-    figures = {"task": "one-class" if one_class else "classification", "rows": int(total),
-               "unknown_label_rows": unknown, "accuracy": float(acc),
-               "balanced_loss": float(1 - recall[present].mean()) if present.any() else None,
-               "classes": names, "confusion": cm.tolist()}
-    lines = [f"rows        {total:,}"]
-    if unknown:
-        lines[0] += f"  (and {unknown:,} rows of labels the model does not know, not counted)"
-    lines += [f"accuracy    {acc:.4f}",
+    figures = {"task": "one-class" if one_class else "classification", "rows": r["rows"],
+               "unknown_label_rows": r["unknown_label_rows"], "accuracy": r["accuracy"],
+               "balanced_loss": r["balanced_loss"], "classes": names,
+               "confusion": r["confusion"]}
+    lines = [f"rows        {r['rows']:,}"]
+    if r["unknown_label_rows"]:
+        lines[0] += (f"  (and {r['unknown_label_rows']:,} rows of labels the model does "
+                     f"not know, not counted)")
+    lines += [f"accuracy    {r['accuracy']:.4f}",
               f"balanced loss {figures['balanced_loss']:.4f}  (1 - mean per-class recall)"]
-    if auc is not None and auc.both_classes():
-        figures["auc"] = auc.result()
+    if "auc" in r:
+        figures["auc"] = r["auc"]
         lines.append(f"AUC         {figures['auc']:.4f}")
     lines.append("confusion   rows: true class, columns: predicted")
+    cm = tot.cm
     w = max(max(len(n) for n in names), len(f"{cm.max():,}")) + 2
     lines.append(" " * w + "".join(f"{n:>{w}}" for n in names))
     for n, row in zip(names, cm):
@@ -845,38 +826,23 @@ def _ranking_report(est, store, runner=None):
 
 def _regression_report(est, store, runner=None):
     """RMSE, the cvr paper's normalised RMSE (RMSE / max y) and MRE (mean
-    |(f - y) / y| over rows with y != 0), and R^2, from sums kept chunk by chunk."""
-    import numpy as np
-    n = 0
-    sse = sy = syy = rel = 0.0
-    nrel = 0
-    ymax = -np.inf
+    |(f - y) / y| over rows with y != 0), and R^2 (:class:`~streamcvm.metrics.RegressionTotals`)."""
+    from .metrics import RegressionTotals
+    tot = RegressionTotals()
     for c, f, _ in _predict_chunks(est, store, runner, "evaluate"):
-        y = np.asarray(c.y, np.float64)
-        e = f - y
-        n += len(y)
-        sse += float(e @ e)
-        sy += float(y.sum())
-        syy += float(y @ y)
-        ymax = max(ymax, float(y.max())) if len(y) else ymax
-        nz = y != 0
-        rel += float(np.abs(e[nz] / y[nz]).sum())
-        nrel += int(nz.sum())
-    if n == 0:
+        tot.add(c.y, f)
+    if tot.n == 0:
         raise SystemExit("streamcvm evaluate: error: the store has no rows")
-    rmse = np.sqrt(sse / n)
-    sst = syy - sy * sy / n
-    lines = [f"rows        {n:,}",
-             f"RMSE        {rmse:.6g}",
-             f"nRMSE       {rmse / ymax:.6g}  (RMSE / max y, cvr paper)" if ymax > 0 else
-             "nRMSE       -  (max y <= 0)",
-             f"MRE         {rel / nrel:.6g}  (mean |(f - y) / y| over {nrel:,} rows with y != 0)"
-             if nrel else "MRE         -  (every y is 0)",
-             f"R^2         {1.0 - sse / sst:.6g}" if sst > 0 else "R^2         -  (constant y)"]
-    figures = {"task": "regression", "rows": n, "rmse": float(rmse),
-               "nrmse": float(rmse / ymax) if ymax > 0 else None,
-               "mre": rel / nrel if nrel else None,
-               "r2": float(1.0 - sse / sst) if sst > 0 else None}
+    figures = {"task": "regression", **tot.result()}
+    nrel = figures.pop("rows_nonzero_y")
+    lines = [f"rows        {figures['rows']:,}",
+             f"RMSE        {figures['rmse']:.6g}",
+             f"nRMSE       {figures['nrmse']:.6g}  (RMSE / max y, cvr paper)"
+             if figures["nrmse"] is not None else "nRMSE       -  (max y <= 0)",
+             f"MRE         {figures['mre']:.6g}  (mean |(f - y) / y| over {nrel:,} rows with "
+             f"y != 0)" if nrel else "MRE         -  (every y is 0)",
+             f"R^2         {figures['r2']:.6g}" if figures["r2"] is not None else
+             "R^2         -  (constant y)"]
     return lines, figures
 
 
@@ -900,7 +866,7 @@ def cmd_demo(args):
     from .estimators import CVMClassifier
     from .model import save_model
     from .store import open_store
-    from ingest import ingest
+    from .ingest import ingest
     os.makedirs(args.dir, exist_ok=True)
     src = os.path.join(args.dir, "mixture.svm.gz")
     store = os.path.join(args.dir, "mixture.zarr")
@@ -954,7 +920,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import signal
     signal.signal(signal.SIGTERM, _sigterm)
-    from ingest.errors import IngestError
+    from .ingest.errors import IngestError
     from .model import ModelError
     from .checkpoint import CheckpointError
     from .outputs import OutputError

@@ -260,6 +260,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     verbose : show a progress bar (eps level, core-set size, radius)
     """
 
+    task = "classification"  # what `streamcvm train --task` calls it
+
     def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
                  multi_class="ovo", decision_function_shape="ovr", class_weight=None,
@@ -431,6 +433,23 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 F[a:b, mach] += Kd @ W
         F += np.array([m.intercept for m in self.machines_])
         return F
+
+    def _model_record(self):
+        """(machines, this estimator's fields of the model manifest): what
+        :func:`streamcvm.model.save_model` writes (with :meth:`_model_restore`)."""
+        probability = None if getattr(self, "probA_", None) is None else \
+            {"A": [float(v) for v in self.probA_], "B": [float(v) for v in self.probB_],
+             "rows": getattr(self, "n_probability_rows_", None)}
+        return self.machines_, {"classes": [c.item() if hasattr(c, "item") else c
+                                            for c in self.classes_],
+                                "probability": probability}
+
+    def _model_restore(self, machines, man):
+        self.classes_ = np.asarray(man["classes"])
+        self._set_machines(machines)
+        pr = man.get("probability")
+        self.probA_ = None if pr is None else np.asarray(pr["A"], np.float64)
+        self.probB_ = None if pr is None else np.asarray(pr["B"], np.float64)
 
     def _set_machines(self, machines):
         """Set ``machines_`` and the distinct support rows they share, sorted
@@ -775,6 +794,14 @@ class _OneMachine(_CVMBase):
         self.training_ = _training_record(self, store,
                                            time.perf_counter() if t0 is None else t0)
 
+    def _model_record(self):
+        """(machines, this estimator's fields of the model manifest): see
+        :meth:`CVMClassifier._model_record`."""
+        return [self.machine_], {}
+
+    def _model_restore(self, machines, man):
+        self.machine_ = machines[0]
+
     @property
     def support_vectors_(self):
         check_is_fitted(self)
@@ -803,6 +830,8 @@ class CVMOneClass(OutlierMixin, _OneMachine):
     ``problems.classification.train_machine``). ``C`` trades the ball's size
     against the slack of the rows outside it.
     """
+
+    task = "one-class"  # what `streamcvm train --task` calls it
 
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
@@ -851,6 +880,13 @@ class CVMOneClass(OutlierMixin, _OneMachine):
 
     def score_samples(self, X):
         return self.decision_function(X) + self.offset_
+
+    def _model_record(self):
+        return [self.machine_], {"offset": self.offset_}
+
+    def _model_restore(self, machines, man):
+        self.machine_ = machines[0]
+        self.offset_ = man["offset"]
 
     def predict_with_decision(self, X):
         dec = self.decision_function(X)
@@ -912,6 +948,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     or the fit is worse than predicting the mean, measured on up to 2,000
     random training rows.
     """
+
+    task = "regression"  # what `streamcvm train --task` calls it
 
     def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
                  coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
@@ -1016,6 +1054,19 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         check_is_fitted(self)
         return len(self.machine_.coef)
 
+    def _model_record(self):
+        # the C and mu used (C="auto", mu="auto"); "continuous" or "integer"
+        # targets (evaluate refuses class stores)
+        return [self.machine_], {"C_": self.C_, "mu_": self.mu_,
+                                 "target_type": getattr(self, "target_type_", None)}
+
+    def _model_restore(self, machines, man):
+        self.machine_ = machines[0]
+        self.epsilon_bar_ = machines[0].epsilon_bar
+        self.C_ = man.get("C_")
+        self.mu_ = man.get("mu_")
+        self.target_type_ = man.get("target_type")
+
     def predict(self, X):
         """f(x) for arrays, a store, its path or URL, or a dask array (streamed)."""
         got = self._streamed(X)
@@ -1052,6 +1103,8 @@ class CVMRanker(_OneMachine):
     first). Parameters are those of :class:`CVMClassifier`; ``max_core`` caps
     the core pairs (default 20,000).
     """
+
+    task = "ranking"  # what `streamcvm train --task` calls it
 
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps=1e-4, sample_size=59, max_core=20000, full_pass=False,
@@ -1132,3 +1185,7 @@ class CVMRanker(_OneMachine):
             raise ValueError("score(X, y, qid): y and qid are needed with arrays")
         from .metrics import ndcg_at_k
         return ndcg_at_k(y, self.predict(X), qid, k=10)
+
+
+# the estimators a model file may name (streamcvm.model), by task
+ESTIMATORS = ("CVMClassifier", "CVMOneClass", "CVMRegressor", "CVMRanker")

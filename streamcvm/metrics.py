@@ -117,3 +117,73 @@ class AUCSketch:
         below = np.cumsum(self.neg) - self.neg          # negatives in lower bins
         wins = float(self.pos @ below) + 0.5 * float(self.pos @ self.neg)
         return wins / (float(self.pos.sum()) * float(self.neg.sum()))
+
+
+class ClassTotals:
+    """Classification (or one-class) figures streamed chunk by chunk: the
+    confusion counts (one bincount per chunk) and, for two classes, the AUC
+    of the decision values (:class:`AUCSketch`). Rows are given as class
+    indices: ``t`` true (-1: a label the model does not know, counted apart),
+    ``p`` predicted."""
+
+    def __init__(self, n_classes):
+        self.k = int(n_classes)
+        self.cm = np.zeros((self.k, self.k), np.int64)
+        self.auc = AUCSketch() if self.k == 2 else None
+        self.unknown = 0
+
+    def add(self, t, p, dec=None):
+        ok = t >= 0
+        self.unknown += int((~ok).sum())
+        self.cm += np.bincount(t[ok] * self.k + p[ok], minlength=self.cm.size).reshape(self.cm.shape)
+        if self.auc is not None and dec is not None and dec.ndim == 1:
+            self.auc.add(dec[ok], t[ok] == 1)
+
+    def result(self):
+        """rows, unknown_label_rows, accuracy, balanced_loss (1 - the mean
+        recall of the classes present), confusion, and auc when known."""
+        cm = self.cm
+        total = cm.sum()
+        recall = np.diag(cm) / np.maximum(cm.sum(axis=1), 1)
+        present = cm.sum(axis=1) > 0
+        out = {"rows": int(total), "unknown_label_rows": self.unknown,
+               "accuracy": float(np.trace(cm) / max(total, 1)),
+               "balanced_loss": float(1 - recall[present].mean()) if present.any() else None,
+               "confusion": cm.tolist()}
+        if self.auc is not None and self.auc.both_classes():
+            out["auc"] = self.auc.result()
+        return out
+
+
+class RegressionTotals:
+    """RMSE, nRMSE (RMSE / max y, the cvr paper's), MRE (mean |(f - y) / y|
+    over rows with y != 0) and R^2, from sums kept chunk by chunk."""
+
+    def __init__(self):
+        self.n = self.nrel = 0
+        self.sse = self.sy = self.syy = self.rel = 0.0
+        self.ymax = -np.inf
+
+    def add(self, y, f):
+        y = np.asarray(y, np.float64)
+        e = f - y
+        self.n += len(y)
+        self.sse += float(e @ e)
+        self.sy += float(y.sum())
+        self.syy += float(y @ y)
+        self.ymax = max(self.ymax, float(y.max())) if len(y) else self.ymax
+        nz = y != 0
+        self.rel += float(np.abs(e[nz] / y[nz]).sum())
+        self.nrel += int(nz.sum())
+
+    def result(self):
+        """rows, rmse, nrmse, mre, r2 (None where undefined: max y <= 0, every
+        y 0, a constant y)."""
+        n, sse = self.n, self.sse
+        rmse = np.sqrt(sse / n)
+        sst = self.syy - self.sy * self.sy / n
+        return {"rows": n, "rmse": float(rmse),
+                "nrmse": float(rmse / self.ymax) if self.ymax > 0 else None,
+                "mre": self.rel / self.nrel if self.nrel else None,
+                "r2": float(1.0 - sse / sst) if sst > 0 else None,
+                "rows_nonzero_y": self.nrel}

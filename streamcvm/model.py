@@ -15,7 +15,6 @@ It is written under a temporary name next to the destination and renamed
 """
 import json
 import os
-import shutil
 
 import numpy as np
 
@@ -36,24 +35,15 @@ def save_model(est, path, overwrite=False):
     the folder ``path``. An existing model folder there is replaced; any other
     existing file or streamcvm output only with ``overwrite=True``, and a
     folder of other files never (:func:`streamcvm.outputs.check_output`)."""
-    from .outputs import check_output, publish
-    from .estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
-    if isinstance(est, CVMClassifier):
-        machines, kind = est.machines_, "CVMClassifier"
-    elif isinstance(est, CVMOneClass):
-        machines, kind = [est.machine_], "CVMOneClass"
-    elif isinstance(est, CVMRegressor):
-        machines, kind = [est.machine_], "CVMRegressor"
-    elif isinstance(est, CVMRanker):
-        machines, kind = [est.machine_], "CVMRanker"
-    else:
-        raise TypeError(f"cannot save {type(est).__name__}")
+    from .atomic import atomic_dir
+    from .outputs import check_output
+    kind = type(est).__name__
+    if _estimators().get(kind) is not type(est):
+        raise TypeError(f"cannot save {kind}: not a streamcvm estimator")
+    machines, fields = est._model_record()
     path = os.path.abspath(os.fspath(path))
     check_output(path, what="model folder", own_kind="model", overwrite=overwrite)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.writing-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    try:
+    with atomic_dir(path) as tmp:
         files = {}
 
         def put(name, arr):
@@ -76,7 +66,6 @@ def save_model(est, path, overwrite=False):
             put("scale_scale", scaler.scale)
             if scaler.offset is not None:
                 put("scale_offset", scaler.offset)
-        classes = getattr(est, "classes_", None)
         manifest = {
             "streamcvm_model_format": FORMAT_VERSION,
             "created_by": f"streamcvm {__version__}",
@@ -86,36 +75,22 @@ def save_model(est, path, overwrite=False):
             "kernel": {"name": est.kernel_.name, "gamma": est.kernel_.gamma,
                        "coef0": est.kernel_.coef0, "degree": est.kernel_.degree},
             "n_features_in": int(est.n_features_in_),
-            "classes": None if classes is None else [c.item() if hasattr(c, "item") else c
-                                                     for c in classes],
-            "offset": getattr(est, "offset_", None),
-            "C_": getattr(est, "C_", None),      # CVMRegressor: the C used (C="auto")
-            "mu_": getattr(est, "mu_", None),    # ... and the mu (mu="auto")
-            # CVMRegressor: "continuous" or "integer" (evaluate refuses class stores)
-            "target_type": getattr(est, "target_type_", None),
+            # the estimator's own fields (_model_record), None where it has none
+            "classes": None, "offset": None, "C_": None, "mu_": None, "target_type": None,
             "training": getattr(est, "training_", None),   # seconds, rows, store fingerprint
             "scaler": None if scaler is None else {"centred": scaler.offset is not None},
-            # probability=True: Platt's (A, B) per machine
-            "probability": None if getattr(est, "probA_", None) is None else
-            {"A": [float(v) for v in est.probA_], "B": [float(v) for v in est.probB_],
-             "rows": getattr(est, "n_probability_rows_", None)},
+            "probability": None,
             "machines": recs,
             "files": files,
         }
+        manifest.update(fields)
         with open(os.path.join(tmp, "model.json"), "w") as f:
             json.dump(manifest, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        publish(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return path
 
 
 def load_model(path):
     """Read a model folder written by :func:`save_model`."""
-    from .estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
     path = os.fspath(path)
     mf = os.path.join(path, "model.json")
     if not os.path.isfile(mf):
@@ -142,8 +117,9 @@ def load_model(path):
         names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"]
                                    else ["sv"])
         machines.append(machine_from(r, {n: get(f"m{k}_{n}") for n in names}))
-    cls = {"CVMClassifier": CVMClassifier, "CVMOneClass": CVMOneClass,
-           "CVMRegressor": CVMRegressor, "CVMRanker": CVMRanker}[man["estimator"]]
+    cls = _estimators().get(man["estimator"])
+    if cls is None:
+        raise ModelError(f"{path}: unknown estimator {man['estimator']!r}")
     params = dict(man["params"])
     if isinstance(params.get("class_weight"), dict):
         params["class_weight"] = _class_weight_keys(params["class_weight"], man["classes"])
@@ -161,24 +137,14 @@ def load_model(path):
         from .scaling import Scaler
         est.scaler_ = Scaler(get("scale_offset") if man["scaler"]["centred"] else None,
                              get("scale_scale"))
-    if man["estimator"] == "CVMClassifier":
-        est.classes_ = np.asarray(man["classes"])
-        est._set_machines(machines)
-        pr = man.get("probability")
-        est.probA_ = None if pr is None else np.asarray(pr["A"], np.float64)
-        est.probB_ = None if pr is None else np.asarray(pr["B"], np.float64)
-    elif man["estimator"] == "CVMRanker":
-        est.machine_ = machines[0]
-    elif man["estimator"] == "CVMRegressor":
-        est.machine_ = machines[0]
-        est.epsilon_bar_ = machines[0].epsilon_bar
-        est.C_ = man.get("C_")
-        est.mu_ = man.get("mu_")
-        est.target_type_ = man.get("target_type")
-    else:
-        est.machine_ = machines[0]
-        est.offset_ = man["offset"]
+    est._model_restore(machines, man)
     return est
+
+
+def _estimators():
+    """Estimator name -> class, for the names model.json records."""
+    from . import estimators
+    return {name: getattr(estimators, name) for name in estimators.ESTIMATORS}
 
 
 def _class_weight_keys(cw, classes):

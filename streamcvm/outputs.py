@@ -18,7 +18,6 @@ A refusal is an :class:`OutputError` with a one-line message.
 """
 import json
 import os
-import shutil
 import stat
 
 STDOUT = "-"
@@ -129,17 +128,3 @@ def check_output(path, *, what, own_kind=None, inputs=(), overwrite=False, strea
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(path, f"cannot write in the folder {parent} (permission denied)")
     return "new"
-
-
-def publish(tmp, path):
-    """Move the finished output ``tmp`` to ``path``, replacing what is there
-    (already checked by :func:`check_output`): the old one is renamed aside
-    first and removed only once the new one is in place."""
-    if os.path.lexists(path):
-        trash = f"{tmp}.old"
-        os.rename(path, trash)
-        os.rename(tmp, path)
-        shutil.rmtree(trash) if os.path.isdir(trash) and not os.path.islink(trash) \
-            else os.remove(trash)
-    else:
-        os.rename(tmp, path)

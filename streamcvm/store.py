@@ -6,7 +6,6 @@ nothing ever reads more than one chunk at a time unless asked to. The same
 interface wraps numpy/scipy arrays (:class:`ArrayStore`) without copying, so
 every solver runs on either. The on-disk layout is docs/store-format.md.
 """
-import json
 import os
 from typing import NamedTuple, Optional
 
@@ -183,28 +182,14 @@ class DiskStore(BaseStore):
                              "(use a Zarr store for object storage)")
         if not url and not os.path.exists(path):
             raise StoreError(f"{path}: no such store")
-        if url or os.path.isdir(path):
-            self.backend = "zarr"
-            import zarr
-            try:
-                g = zarr.open_group(path, mode="r")
-            except Exception as e:  # noqa: BLE001 - any failure means not a store
-                raise StoreError(f"{path}: not a Zarr store ({type(e).__name__})") from None
-            attrs = dict(g.attrs)
-            self._arr = lambda name: g[name]
-            self._has = lambda name: name in g
-        else:
-            self.backend = "hdf5"
-            import h5py
-            import hdf5plugin  # noqa: F401 - registers the Zstd filter
-            try:
-                f = h5py.File(path, "r")
-            except OSError:
-                raise StoreError(f"{path}: not an HDF5 store") from None
-            self._h5 = f
-            attrs = {k: json.loads(v) for k, v in f.attrs.items()}
-            self._arr = lambda name: f[name]
-            self._has = lambda name: name in f
+        from .formats import FORMATS, StoreOpenError
+        self.backend = "zarr" if url or os.path.isdir(path) else "hdf5"
+        try:
+            self._src = FORMATS[self.backend](path, "r")
+        except StoreOpenError as e:
+            raise StoreError(f"{path}: {e}") from None
+        attrs = self._src.attrs
+        self._arr, self._has = self._src.array, self._src.has
         ver = attrs.get("streamcvm_format")
         if ver is None:
             raise StoreError(f"{path}: not a streamcvm store (no streamcvm_format attribute)")
@@ -242,9 +227,8 @@ class DiskStore(BaseStore):
         self._open()
 
     def close(self):
-        if getattr(self, "_h5", None) is not None:
-            self._h5.close()
-            self._h5 = None
+        if getattr(self, "_src", None) is not None:
+            self._src.close()
 
     @property
     def class_counts(self):

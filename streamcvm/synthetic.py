@@ -122,7 +122,7 @@ def blocks(kind, n, block_rows=65536, d=None, seed=0, n_jobs=None, first_block=0
 def write_store(path, kind, n, *, d=None, seed=0, chunk_rows=None, fmt="zarr",
                 overwrite=False, progress=False, **kw):
     """Generate ``n`` rows of ``kind`` straight into a store; returns the path."""
-    from ingest.writer import StoreWriter
+    from .ingest.writer import StoreWriter
     d = DEFAULT_D[kind] if d is None else int(d)
     sparse = kind == "text"
     nnz_row = kw.get("words_per_row", 60) * 0.9 if sparse else None
@@ -148,50 +148,44 @@ def write_text(path, kind, n, *, text_format="svmlight", d=None, seed=0, decimal
 
     ``compress``: None, "gzip" or "bz2" (or inferred from a .gz / .bz2 name).
     Dense rows written as svmlight keep their nonzero values only; CSV rows
-    put the label first. Written to a temporary name, then renamed.
+    put the label first. Written atomically (:func:`streamcvm.atomic.atomic_file`).
     """
     from ._textfmt import format_csv, format_svmlight
+    from .atomic import atomic_file
+    if text_format not in ("svmlight", "csv"):
+        raise ValueError(f"unknown text format {text_format!r}")
     d = DEFAULT_D[kind] if d is None else int(d)
     if compress is None:
         compress = "gzip" if path.endswith(".gz") else "bz2" if path.endswith(".bz2") else None
-    tmp = path + ".writing"
     if compress == "gzip":
-        f = gzip.open(tmp, "wb", compresslevel=1)
+        opener, okw = gzip.open, {"compresslevel": 1}
     elif compress == "bz2":
         import bz2
-        f = bz2.open(tmp, "wb", compresslevel=1)
+        opener, okw = bz2.open, {"compresslevel": 1}
     else:
-        f = open(tmp, "wb", buffering=1 << 20)
+        opener, okw = open, {"buffering": 1 << 20}
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=n, unit="rows", unit_scale=True, desc=f"write {os.path.basename(path)}")
     try:
-        for X, y in blocks(kind, n, d=d, seed=seed, **kw):
-            if text_format == "svmlight":
-                if isinstance(X, tuple):
-                    ip, ind, dat = X
+        with atomic_file(path, "wb", opener, **okw) as f:
+            for X, y in blocks(kind, n, d=d, seed=seed, **kw):
+                if text_format == "svmlight":
+                    if isinstance(X, tuple):
+                        ip, ind, dat = X
+                    else:
+                        import scipy.sparse as sp
+                        C = sp.csr_matrix(X)
+                        ip, ind, dat = C.indptr.astype(np.int64), C.indices, C.data
+                    buf = format_svmlight(y, ip, ind, dat, decimals, True)
                 else:
-                    import scipy.sparse as sp
-                    C = sp.csr_matrix(X)
-                    ip, ind, dat = C.indptr.astype(np.int64), C.indices, C.data
-                buf = format_svmlight(y, ip, ind, dat, decimals, True)
-            elif text_format == "csv":
-                if isinstance(X, tuple):
-                    raise ValueError("sparse data cannot be written as CSV")
-                buf = format_csv(y, X, decimals, ord(delimiter))
-            else:
-                raise ValueError(f"unknown text format {text_format!r}")
-            f.write(buf.data)
-            if bar is not None:
-                bar.update(len(y))
-        f.close()
-        os.replace(tmp, path)
-    except BaseException:
-        f.close()
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+                    if isinstance(X, tuple):
+                        raise ValueError("sparse data cannot be written as CSV")
+                    buf = format_csv(y, X, decimals, ord(delimiter))
+                f.write(buf.data)
+                if bar is not None:
+                    bar.update(len(y))
     finally:
         if bar is not None:
             bar.close()

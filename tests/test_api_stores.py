@@ -45,6 +45,21 @@ def test_top_level_helpers_and_dir(tmp_path):
                                   clf.predict(X.astype(np.float32)))
 
 
+def test_a_users_own_ingest_module_does_not_shadow_streamcvms(tmp_path):
+    """streamcvm installs no top-level package ``ingest``: a user's ingest.py
+    in the working folder (first on sys.path) is not what streamcvm imports."""
+    import subprocess
+    import sys
+    (tmp_path / "ingest.py").write_text("raise ImportError('the user ingest.py was imported')\n")
+    code = ("import streamcvm, streamcvm.ingest as m; from streamcvm.ingest import StoreWriter; "
+            "assert callable(streamcvm.ingest) and m.ingest is streamcvm.ingest.ingest; "
+            "print(m.__file__)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert str(tmp_path) not in r.stdout
+
+
 @pytest.mark.parametrize("kind", ["store", "path", "dask"])
 def test_classifier_predicts_and_scores_a_store_as_its_arrays(stores, kind):
     train, test, _ = stores
@@ -70,7 +85,7 @@ def test_score_on_a_store_without_the_models_classes_is_refused(stores, tmp_path
     clf = CVMClassifier(eps=1e-2).fit(train)
     X, y = _arrays(train)
     other = str(tmp_path / "other.zarr")
-    from ingest.writer import StoreWriter
+    from streamcvm.ingest.writer import StoreWriter
     w = StoreWriter(other, X.shape[1])
     w.append(X, y + 10.0)
     w.close()

@@ -236,7 +236,7 @@ def test_evaluate_refuses_a_store_of_another_task(work, tmp_path):
     # a classification store whose labels the model does not have
     X, y = synthetic.gaussian_block(0, 600, d=22)
     streamcvm_store = tmp_path / "codes.zarr"
-    from ingest.writer import StoreWriter
+    from streamcvm.ingest.writer import StoreWriter
     with StoreWriter(str(streamcvm_store), 22) as w:
         w.append(X, np.where(y > 0, 7.0, 5.0))
         w.close()
@@ -253,7 +253,7 @@ def test_train_refuses_a_continuous_target_as_classes(work, tmp_path):
     # integer targets with many classes: the limit, then raising it
     X, _ = synthetic.gaussian_block(0, 2000, d=4)
     y = (np.arange(2000) % 150).astype(np.float64)
-    from ingest.writer import StoreWriter
+    from streamcvm.ingest.writer import StoreWriter
     with StoreWriter(str(tmp_path / "many.zarr"), 4) as w:
         w.append(X, y)
         w.close()

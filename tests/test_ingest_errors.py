@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from conftest import partials, read_all, run_cli
-from ingest import IngestError, ingest
+from streamcvm.ingest import IngestError, ingest
 from streamcvm import open_store
 from streamcvm.synthetic import write_text
 
@@ -335,7 +335,7 @@ def test_cli_bad_line_after_chunks_were_written(tmp_path):
 def test_truncated_streams_remove_partial_store(tmp_path, monkeypatch):
     """Small parse blocks: rows were appended (a partial store existed) before
     the truncation is found; abort removes it."""
-    import ingest.writer as W
+    import streamcvm.ingest.writer as W
     seen = []
     orig = W.StoreWriter.abort
 
@@ -518,15 +518,15 @@ def test_float32_max_is_not_an_overflow(tmp_path, text):
 
 
 def test_no_debris_when_writer_construction_fails(tmp_path, monkeypatch):
-    import ingest.writer as W
-    orig = W._ZarrBackend.create
+    import streamcvm.formats as F
+    orig = F.ZarrFormat.create
 
     def create(self, name, *a, **k):
         if name == "y":
             raise KeyboardInterrupt          # what Ctrl-C at that moment does
         return orig(self, name, *a, **k)
 
-    monkeypatch.setattr(W._ZarrBackend, "create", create)
+    monkeypatch.setattr(F.ZarrFormat, "create", create)
     (tmp_path / "ok.txt").write_text(GOOD2_SVM)
     with pytest.raises(KeyboardInterrupt):
         ingest(tmp_path / "ok.txt", tmp_path / "out.zarr")

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from ingest import _parse as P
-from ingest.pipeline import _parse_csv_task, _parse_svmlight_task
+from streamcvm.ingest import _parse as P
+from streamcvm.ingest.pipeline import _parse_csv_task, _parse_svmlight_task
 
 
 def _buf(text):

@@ -17,7 +17,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from ingest._parse import parse_float
+from streamcvm.ingest._parse import parse_float
 
 # Hypothesis caches (constants, unicode tables) go to a temporary folder, not
 # to .hypothesis/ in the checkout; there is no example database (database=None).
@@ -163,7 +163,7 @@ def test_end_limits_the_token():
 def test_ingested_values_are_float32_of_float(tmp_path_factory, xs, fmt):
     """Through ingest(): X is float32(float(text)), y is float(text), exactly,
     as scikit-learn's loader followed by ``.astype(np.float32)``."""
-    from ingest import ingest
+    from streamcvm.ingest import ingest
     from streamcvm import open_store
     d = tmp_path_factory.mktemp("num")
     texts = [repr(x) if fmt == "r" else format(x, fmt) for x in xs]

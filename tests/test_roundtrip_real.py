@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 from conftest import RAW, raw_file, read_all, run_cli
-from ingest import ingest
+from streamcvm.ingest import ingest
 from streamcvm import ArrayStore, open_store
 
 if not RAW.is_dir():

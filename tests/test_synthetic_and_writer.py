@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import streamcvm
-from ingest import StoreWriter, ingest
+from streamcvm.ingest import StoreWriter, ingest
 from streamcvm import synthetic
 
 

@@ -1,0 +1,145 @@
+"""Atomic writes: every file streamcvm writes appears whole or not at all.
+
+One rule for models, checkpoints, stores, prediction files and generated
+text: the output is written under a temporary name next to its
+destination, every file in it is flushed to disk (fsync), then it is
+renamed into place and the folder holding it is fsynced. A crash or a kill
+leaves the previous output (or nothing) and, at worst, a temporary name
+that the next writer removes. An existing destination is renamed aside
+first and removed only once the new one is in place (:func:`publish`); the
+caller has already checked that it may be replaced
+(:func:`streamcvm.outputs.check_output`).
+
+- :func:`atomic_dir`: a folder (a model, a snapshot, a Zarr store);
+- :func:`atomic_file`: one file, through any opener (``open``, ``gzip.open``);
+- :func:`temporary_name`: the temporary name, for writers that create the
+  output themselves (an HDF5 file) and finish with :func:`finish`.
+"""
+import contextlib
+import os
+import shutil
+
+
+def temporary_name(path, tag="writing"):
+    """``.NAME.TAG-PID`` next to ``path``: hidden, and one per process."""
+    head, name = os.path.split(os.path.abspath(os.fspath(path)))
+    return os.path.join(head, f".{name}.{tag}-{os.getpid()}")
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(path, tag="writing"):
+    """Delete the :func:`temporary_name` leftovers of ``path`` (``tag``) whose
+    writing process is gone (killed): they are never a finished output."""
+    head, tail = os.path.split(os.path.abspath(os.fspath(path)))
+    prefix = f".{tail}.{tag}-"
+    try:
+        names = os.listdir(head)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        try:
+            pid = int(name[len(prefix):].split(".")[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and _pid_alive(pid):
+            continue
+        remove(os.path.join(head, name))
+
+
+def remove(path):
+    """Remove a file or a folder tree, if there."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def fsync_dir(path):
+    """Flush a folder's entries (names created, renamed) to disk; a file
+    system that cannot (some network mounts) is left as it is."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(path):
+    """fsync every file below ``path`` (or the file itself), then the folders."""
+    if not os.path.isdir(path):
+        with open(path, "rb+") as f:
+            os.fsync(f.fileno())
+        return
+    for head, _, files in os.walk(path, topdown=False):
+        for name in files:
+            with open(os.path.join(head, name), "rb+") as f:
+                os.fsync(f.fileno())
+        fsync_dir(head)
+
+
+def publish(tmp, path):
+    """Rename the finished output ``tmp`` to ``path``, replacing what is there:
+    the old one is renamed aside first and removed only once the new one is
+    in place; then the folder is fsynced."""
+    if os.path.lexists(path):
+        trash = f"{tmp}.old"
+        os.rename(path, trash)
+        os.rename(tmp, path)
+        remove(trash)
+    else:
+        os.rename(tmp, path)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def finish(tmp, path):
+    """fsync the finished output ``tmp`` (a file or a folder), then :func:`publish` it."""
+    fsync_tree(tmp)
+    publish(tmp, path)
+
+
+@contextlib.contextmanager
+def atomic_dir(path, tmp=None):
+    """Write a folder: yields the temporary folder to write into; on success
+    it is fsynced and renamed to ``path``, on an exception removed.
+    ``tmp``: its name (default :func:`temporary_name`)."""
+    tmp = temporary_name(path) if tmp is None else tmp
+    remove(tmp)
+    os.makedirs(tmp)
+    try:
+        yield tmp
+        finish(tmp, path)
+    except BaseException:
+        remove(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_file(path, mode="w", opener=open, tmp=None, **kw):
+    """Write a file: yields ``opener(tmp, mode, **kw)``; on success it is
+    closed, fsynced and renamed to ``path``, on an exception removed."""
+    tmp = temporary_name(path) if tmp is None else tmp
+    f = opener(tmp, mode, **kw)
+    try:
+        yield f
+        f.close()
+        finish(tmp, path)
+    except BaseException:
+        f.close()
+        remove(tmp)
+        raise
