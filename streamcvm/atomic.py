@@ -14,10 +14,23 @@ caller has already checked that it may be replaced
 - :func:`atomic_file`: one file, through any opener (``open``, ``gzip.open``);
 - :func:`temporary_name`: the temporary name, for writers that create the
   output themselves (an HDF5 file) and finish with :func:`finish`.
+
+A folder may also go to an fsspec URL (``s3://``, ``gs://``, ``file://``,
+``memory://`` ..., with the file system's fsspec package installed), where
+object stores have no rename: it is written to a local temporary folder,
+then uploaded file by file with its manifest (``last``) uploaded last, so a
+reader that finds the manifest finds the files it names (their checksums
+catch a half-replaced output).
 """
 import contextlib
 import os
 import shutil
+import tempfile
+
+
+def is_url(path):
+    """Whether ``path`` is an fsspec URL rather than a local path."""
+    return "://" in os.fspath(path)
 
 
 def temporary_name(path, tag="writing"):
@@ -113,11 +126,27 @@ def finish(tmp, path):
     publish(tmp, path)
 
 
+def upload(folder, url, last=None):
+    """Copy the files of the local ``folder`` to the fsspec ``url``, ``last``
+    (the manifest) after all the others."""
+    import fsspec
+    fs, root = fsspec.core.url_to_fs(url)
+    fs.makedirs(root, exist_ok=True)
+    for name in sorted(os.listdir(folder), key=lambda n: (n == last, n)):
+        fs.put_file(os.path.join(folder, name), root.rstrip("/") + "/" + name)
+
+
 @contextlib.contextmanager
-def atomic_dir(path, tmp=None):
+def atomic_dir(path, tmp=None, last=None):
     """Write a folder: yields the temporary folder to write into; on success
     it is fsynced and renamed to ``path``, on an exception removed.
-    ``tmp``: its name (default :func:`temporary_name`)."""
+    ``tmp``: its name (default :func:`temporary_name`). ``path`` may be an
+    fsspec URL: see the module docstring (``last``: the manifest's name)."""
+    if is_url(path):
+        with tempfile.TemporaryDirectory(prefix=".streamcvm-") as local:
+            yield local
+            upload(local, os.fspath(path), last)
+        return
     tmp = temporary_name(path) if tmp is None else tmp
     remove(tmp)
     os.makedirs(tmp)

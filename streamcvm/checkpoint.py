@@ -271,3 +271,72 @@ class Checkpointer:
 def _short(v):
     s = json.dumps(v, sort_keys=True, default=str)
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+# -- a fit's checkpoints (the estimators' side) -------------------------------
+def for_fit(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
+    """(Checkpointer or None, finished machines, resume state of the machine
+    in progress or None) for a fit with these checkpoint arguments."""
+    est.resumed_from_ = None
+    if checkpoint_dir is None:
+        if resume:
+            raise ValueError("resume=True needs checkpoint_dir")
+        return None, [], None
+    from .problems.machine import machine_from
+    skip = ("verbose", "decision_function_shape", "n_jobs")      # do not change the model
+    params = {k: v for k, v in est.get_params().items() if k not in skip}
+    # numpy scalars as Python numbers, so a snapshot compares equal to its run
+    params = json.loads(json.dumps(params, default=lambda v: v.item() if hasattr(v, "item")
+                                   else str(v)))
+    # the chunking too: the sampler's state names chunks
+    base = {"estimator": type(est).__name__, "params": params,
+            "store": store.fingerprint, "rows": int(store.n), "features": int(store.d),
+            "chunk_rows": int(store.chunk_rows), "gamma": float(kern.gamma)}
+    ck = Checkpointer(checkpoint_dir, base, every=every, every_iter=every_iter, keep=keep)
+    got = ck.load() if resume else None
+    if got is None:
+        if resume:
+            import warnings
+            warnings.warn(f"streamcvm: no checkpoint in {checkpoint_dir}; training from the "
+                          f"start", RuntimeWarning, stacklevel=3)
+        return ck, [], None
+    man, arrays = got
+    machines = []
+    start = {}
+    for rec in man["machines_done"]:
+        lengths = rec.pop("lengths")
+        arrs = {}
+        for n, ln in lengths.items():
+            a = start.get(n, 0)
+            arrs[n] = arrays["done_" + n][a:a + ln]
+            start[n] = a + ln
+        ck.done.append((rec, arrs))
+        machines.append(machine_from(rec, arrs))
+    ck.machine = len(machines)
+    cur = None
+    if man["current"] is not None:
+        cur = {"current": man["current"],
+               "arrays": {n[4:]: a for n, a in arrays.items() if n.startswith("cur_")}}
+    # where the run continues from (training_, streamcvm info): a resume that
+    # ignored its snapshot would be indistinguishable from a fresh fit otherwise
+    est.resumed_from_ = {"machines_done": len(machines),
+                         "n_iter": None if cur is None else
+                         (cur["current"].get("solver") or {}).get("n_iter")}
+    return ck, machines, cur
+
+
+def stats(ck):
+    """Snapshots written by this fit and the seconds spent writing them."""
+    return None if ck is None else {"written": ck.n_written, "seconds": ck.writing_s}
+
+
+def machine_done(ck, m, n_machines):
+    """Record a finished machine; snapshot the run (no machine in progress)
+    after the last machine, and after others when a snapshot is due."""
+    if ck is None:
+        return
+    from .problems.machine import machine_arrays
+    ck.done.append(machine_arrays(m))
+    ck.machine = len(ck.done)
+    if ck.machine == n_machines or ck.due():
+        ck.save(machines=n_machines)

@@ -5,7 +5,6 @@ large data never goes through a dense in-memory copy. The estimators only
 validate and translate parameters; training is
 :func:`streamcvm.problems.train_machine` on plain arrays and scalars.
 """
-import json
 import numbers
 import sys
 import time
@@ -18,14 +17,18 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import checkpoint
 from .kernels import Kernel, estimate_beta
 from .parallel import Runner
+from .predict import ovo_votes
 from .problems import one_blas_thread, pairs, train_machine
+from .progress import FitProgress
 from .problems.ranking import RANKING, train_ranker
 from .problems.progressive import plan
 from .problems.regression import STAGE_CORE, fit_warnings, prepare_fit, train_regressor
+from .sampling import sample_rows, small_in_memory
 from .solvers.methods import METHODS as _METHODS, method_class
-from .store import BaseStore, DaskStore, DiskStore, as_store, is_dask_array, is_store_like
+from .store import BaseStore, DaskStore, as_store, is_dask_array, is_store_like
 
 METHODS = tuple(sorted(_METHODS))
 AUTO_C_PER_ROW = 5.0    # CVMRegressor(C="auto"): C = 5 x training rows
@@ -43,42 +46,6 @@ def _resolve_gamma(gamma, store):
     if not isinstance(gamma, numbers.Real) or gamma <= 0:
         raise ValueError(f"gamma must be 'auto' or a positive number, got {gamma!r}")
     return float(gamma)
-
-
-def sample_rows(store, m, seed=0, max_chunks=64):
-    """``m`` random rows of a store (seed 0: the benchmark protocol's sample),
-    read chunk by chunk. Stores of more than ``max_chunks`` chunks are sampled
-    within ``max_chunks`` random chunks, so this never costs a full pass."""
-    rng = np.random.default_rng(seed)
-    if store.n_chunks > max_chunks:
-        chunks = np.sort(rng.choice(store.n_chunks, size=max_chunks, replace=False))
-        spans = [store.chunk_bounds(int(i)) for i in chunks]
-        sizes = np.array([e - a for a, e in spans])
-        pick = np.sort(rng.choice(sizes.sum(), size=min(m, sizes.sum()), replace=False))
-        offs = np.concatenate([[0], np.cumsum(sizes)])
-        which = np.searchsorted(offs, pick, side="right") - 1
-        idx = np.array([spans[w][0] for w in which]) + pick - offs[which]
-    else:
-        idx = np.sort(rng.choice(store.n, size=min(m, store.n), replace=False))
-    parts = []
-    for i in np.unique(idx // store.chunk_rows):
-        a, _ = store.chunk_bounds(int(i))
-        sel = idx[(idx >= a) & (idx < a + store.chunk_rows)] - a
-        parts.append(store.chunk(int(i)).X[sel])
-    return sp.vstack(parts).tocsr() if sp.issparse(parts[0]) else np.concatenate(parts)
-
-
-def _small_in_memory(store, max_chunks=8):
-    """A store of at most ``max_chunks`` chunks (what one machine's sampler
-    pools anyway) read once into memory, so that the machines of a
-    multi-class fit do not each decompress it again; larger stores as they are."""
-    if not isinstance(store, DiskStore) or store.n_chunks > max_chunks:
-        return store
-    chunks = list(store)
-    X = [c.X for c in chunks]
-    X = sp.vstack(X).tocsr() if sp.issparse(X[0]) else np.concatenate(X)
-    return as_store(X, np.concatenate([np.asarray(c.y, np.float64) for c in chunks]),
-                    chunk_rows=store.chunk_rows)
 
 
 MANY_CLASSES = 100      # a warning beyond this many classes (k (k - 1) / 2 machines)
@@ -118,6 +85,26 @@ def _resolve_eps(eps):
 
 
 class _CVMBase(BaseEstimator):
+    # The parameters every estimator has, assigned here once (scikit-learn's
+    # rule: __init__ only stores its arguments); each estimator's own
+    # __init__ names its defaults. These defaults are CVMOneClass's.
+    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+                 degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
+                 scale=False, random_state=0, verbose=False):
+        self.scale = scale
+        self.method = method
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.eps = eps
+        self.sample_size = sample_size
+        self.max_core = max_core
+        self.full_pass = full_pass
+        self.random_state = random_state
+        self.verbose = verbose
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -267,26 +254,17 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                  multi_class="ovo", decision_function_shape="ovr", class_weight=None,
                  train_size="auto", stop="slack", n_jobs=-1, scale=False,
                  probability=False, random_state=0, verbose=False):
-        self.scale = scale
+        super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
+                         degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
+                         full_pass=full_pass, scale=scale, random_state=random_state,
+                         verbose=verbose)
         self.probability = probability
-        self.method = method
-        self.C = C
-        self.kernel = kernel
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.degree = degree
-        self.eps = eps
-        self.sample_size = sample_size
-        self.max_core = max_core
-        self.full_pass = full_pass
         self.multi_class = multi_class
         self.decision_function_shape = decision_function_shape
         self.class_weight = class_weight
         self.train_size = train_size
         self.stop = stop
         self.n_jobs = n_jobs
-        self.random_state = random_state
-        self.verbose = verbose
 
     def fit(self, X, y=None, sample_weight=None, *, checkpoint_dir=None,
             checkpoint_every=60.0, checkpoint_iters=None, checkpoint_keep=2, resume=False,
@@ -340,7 +318,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                              "'rest' side mixes classes): use multi_class='ovo'")
         weighted = bool(store.has_weight)
         source = store
-        store = _small_in_memory(store) if len(subs) > 1 and not weighted else store
+        store = small_in_memory(store) if len(subs) > 1 and not weighted else store
         cv = False
         if self.probability:
             from .probability import CV_MAX_ROWS, HoldoutStore, holdout_fraction
@@ -351,10 +329,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                       max_core=self.max_core, full_pass=self.full_pass,
                       sample_weight=weighted, train_size=self.train_size, stop=self.stop,
                       n_jobs=self.n_jobs)
-        ck, machines, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
+        ck, machines, cur = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
                                            checkpoint_every, checkpoint_iters, checkpoint_keep)
         k_resume = len(machines)            # finished before the interruption
-        with _Progress(self.verbose, len(subs), self.method) as bar, one_blas_thread(), \
+        with FitProgress(self.verbose, len(subs), self.method) as bar, one_blas_thread(), \
                 Runner(client) as runner:
             for k, pair in enumerate(subs):
                 bar.next()
@@ -366,7 +344,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                                   class_weight=None if cw is None else (cw[pair[0]], cw[pair[1]]),
                                   runner=runner, pass_progress=bar.passes, **fit_kw)
                 machines.append(m)
-                _machine_done(ck, m, len(subs))
+                checkpoint.machine_done(ck, m, len(subs))
             self._set_machines(machines)
             self.kernel_ = kern
             self.probA_ = self.probB_ = None
@@ -377,7 +355,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 X, y = store.held_out()
                 F = self._ovo_rows(X) if X is not None else np.zeros((0, len(subs)))
                 self._fit_sigmoids(F, y, subs)
-        self.checkpoint_stats_ = _ck_stats(ck)
+        self.checkpoint_stats_ = checkpoint.stats(ck)
         self.n_iter_ = sum(m.n_iter for m in self.machines_)
         self.core_set_size_ = sum(m.core_size for m in self.machines_)
         self.history_ = [h for m in self.machines_ for h in m.history]
@@ -496,7 +474,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             return self.classes_[(F[:, 0] > 0).astype(int)], F[:, 0]
         if self.multi_class == "ovr":       # machine k: class k against the rest
             return self.classes_[np.argmax(F, axis=1)], F
-        V = _ovr_votes(F, len(self.classes_))
+        V = ovo_votes(F, len(self.classes_))
         dec = F if self.decision_function_shape == "ovo" else V
         return self.classes_[np.argmax(V, axis=1)], dec
 
@@ -637,134 +615,6 @@ def _class_weights(class_weight, store, codes, labels):
     return out
 
 
-def _checkpointing(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
-    """(Checkpointer or None, finished machines, resume state of the machine
-    in progress or None) for a fit with these checkpoint arguments."""
-    est.resumed_from_ = None
-    if checkpoint_dir is None:
-        if resume:
-            raise ValueError("resume=True needs checkpoint_dir")
-        return None, [], None
-    from .checkpoint import Checkpointer
-    from .problems.machine import machine_from
-    skip = ("verbose", "decision_function_shape", "n_jobs")      # do not change the model
-    params = {k: v for k, v in est.get_params().items() if k not in skip}
-    # numpy scalars as Python numbers, so a snapshot compares equal to its run
-    params = json.loads(json.dumps(params, default=lambda v: v.item() if hasattr(v, "item")
-                                   else str(v)))
-    # the chunking too: the sampler's state names chunks
-    base = {"estimator": type(est).__name__, "params": params,
-            "store": store.fingerprint, "rows": int(store.n), "features": int(store.d),
-            "chunk_rows": int(store.chunk_rows), "gamma": float(kern.gamma)}
-    ck = Checkpointer(checkpoint_dir, base, every=every, every_iter=every_iter, keep=keep)
-    got = ck.load() if resume else None
-    if got is None:
-        if resume:
-            import warnings
-            warnings.warn(f"streamcvm: no checkpoint in {checkpoint_dir}; training from the "
-                          f"start", RuntimeWarning, stacklevel=3)
-        return ck, [], None
-    man, arrays = got
-    machines = []
-    start = {}
-    for rec in man["machines_done"]:
-        lengths = rec.pop("lengths")
-        arrs = {}
-        for n, ln in lengths.items():
-            a = start.get(n, 0)
-            arrs[n] = arrays["done_" + n][a:a + ln]
-            start[n] = a + ln
-        ck.done.append((rec, arrs))
-        machines.append(machine_from(rec, arrs))
-    ck.machine = len(machines)
-    cur = None
-    if man["current"] is not None:
-        cur = {"current": man["current"],
-               "arrays": {n[4:]: a for n, a in arrays.items() if n.startswith("cur_")}}
-    # where the run continues from (training_, streamcvm info): a resume that
-    # ignored its snapshot would be indistinguishable from a fresh fit otherwise
-    est.resumed_from_ = {"machines_done": len(machines),
-                         "n_iter": None if cur is None else
-                         (cur["current"].get("solver") or {}).get("n_iter")}
-    return ck, machines, cur
-
-
-def _ck_stats(ck):
-    """Snapshots written by this fit and the seconds spent writing them."""
-    return None if ck is None else {"written": ck.n_written, "seconds": ck.writing_s}
-
-
-def _machine_done(ck, m, n_machines):
-    """Record a finished machine; snapshot the run (no machine in progress)
-    after the last machine, and after others when a snapshot is due."""
-    if ck is None:
-        return
-    from .problems.machine import machine_arrays
-    ck.done.append(machine_arrays(m))
-    ck.machine = len(ck.done)
-    if ck.machine == n_machines or ck.due():
-        ck.save(machines=n_machines)
-
-
-class _Progress:
-    """A tqdm bar over the machines (``verbose``), showing the running
-    machine's eps level, core-set size, radius and iterations."""
-
-    def __init__(self, verbose, total, method):
-        self.bar = None
-        if verbose:
-            from tqdm.auto import tqdm
-            self.bar = tqdm(total=total, unit="machine", desc=f"train {method}",
-                            mininterval=0.5)
-        self.k = 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.update(self.k - self.bar.n)
-            self.bar.close()
-
-    def next(self):
-        """Before each machine: count the finished ones."""
-        if self.bar is not None and self.k:
-            self.bar.update(1)
-        self.k += 1
-        return True
-
-    def passes(self, done, total, k=1):
-        """Full pass ``k``'s progress: chunk tasks done of total."""
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"full pass {k}: chunk {done:,}/{total:,}",
-                                     refresh=done == total)
-
-    def update(self, solver):
-        if self.bar is not None:
-            eps = solver.level_eps if solver.level_eps is not None else solver.eps
-            note = getattr(solver, "note", None)
-            self.bar.set_postfix_str(
-                (f"{note}  " if note else "") + f"eps {eps:.1e}  core {solver.core_size:,}  "
-                f"radius {np.sqrt(max(solver.radius2 - solver.ball.ce2, 0)):.5f}  "
-                f"iter {solver.n_iter:,}")
-
-
-def _ovr_votes(F, k):
-    """One-vs-one decisions -> per-class votes + confidence in (-1/3, 1/3)."""
-    votes = np.zeros((F.shape[0], k))
-    conf = np.zeros((F.shape[0], k))
-    col = 0
-    for i in range(k):
-        for j in range(i + 1, k):
-            f = F[:, col]
-            votes[:, j] += f > 0
-            votes[:, i] += f <= 0
-            conf[:, j] += f
-            conf[:, i] -= f
-            col += 1
-    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
-
-
 class _OneMachine(_CVMBase):
     """Estimators of a single machine (one-class, regression): the fit's
     checkpointing and progress plumbing, and the machine's arrays."""
@@ -775,9 +625,9 @@ class _OneMachine(_CVMBase):
         pass_progress=)`` -> the machine, unless a finished run's snapshot
         already holds it. ``client``: as :meth:`CVMClassifier.fit`'s."""
         seed = 0 if self.random_state is None else int(self.random_state)
-        ck, done, cur = _checkpointing(self, store, kern, checkpoint_dir, resume,
+        ck, done, cur = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
                                        every, every_iter, keep)
-        with _Progress(self.verbose, 1, self.method) as bar, one_blas_thread(), \
+        with FitProgress(self.verbose, 1, self.method) as bar, one_blas_thread(), \
                 Runner(client) as runner:
             bar.next()
             if done:
@@ -785,8 +635,8 @@ class _OneMachine(_CVMBase):
             else:
                 self.machine_ = train(seed=seed, callback=bar.update, checkpointer=ck,
                                       resume=cur, runner=runner, pass_progress=bar.passes)
-                _machine_done(ck, self.machine_, 1)
-        self.checkpoint_stats_ = _ck_stats(ck)
+                checkpoint.machine_done(ck, self.machine_, 1)
+        self.checkpoint_stats_ = checkpoint.stats(ck)
         self.kernel_ = kern
         self.n_iter_ = self.machine_.n_iter
         self.core_set_size_ = self.machine_.core_size
@@ -832,23 +682,6 @@ class CVMOneClass(OutlierMixin, _OneMachine):
     """
 
     task = "one-class"  # what `streamcvm train --task` calls it
-
-    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
-                 degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
-                 scale=False, random_state=0, verbose=False):
-        self.scale = scale
-        self.method = method
-        self.C = C
-        self.kernel = kernel
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.degree = degree
-        self.eps = eps
-        self.sample_size = sample_size
-        self.max_core = max_core
-        self.full_pass = full_pass
-        self.random_state = random_state
-        self.verbose = verbose
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
             checkpoint_iters=None, checkpoint_keep=2, resume=False,
@@ -955,21 +788,12 @@ class CVMRegressor(RegressorMixin, _OneMachine):
                  coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
                  full_pass=False, train_size="auto", scale=False, random_state=0,
                  verbose=False):
-        self.scale = scale
-        self.method = method
-        self.C = C
+        super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
+                         degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
+                         full_pass=full_pass, scale=scale, random_state=random_state,
+                         verbose=verbose)
         self.mu = mu
         self.train_size = train_size
-        self.kernel = kernel
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.degree = degree
-        self.eps = eps
-        self.sample_size = sample_size
-        self.max_core = max_core
-        self.full_pass = full_pass
-        self.random_state = random_state
-        self.verbose = verbose
 
     def _check_params(self):
         if self.method not in METHODS:
@@ -1109,19 +933,10 @@ class CVMRanker(_OneMachine):
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps=1e-4, sample_size=59, max_core=20000, full_pass=False,
                  scale=False, random_state=0, verbose=False):
-        self.scale = scale
-        self.method = method
-        self.C = C
-        self.kernel = kernel
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.degree = degree
-        self.eps = eps
-        self.sample_size = sample_size
-        self.max_core = max_core
-        self.full_pass = full_pass
-        self.random_state = random_state
-        self.verbose = verbose
+        super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
+                         degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
+                         full_pass=full_pass, scale=scale, random_state=random_state,
+                         verbose=verbose)
 
     def fit(self, X, y=None, qid=None, *, checkpoint_dir=None, checkpoint_every=60.0,
             checkpoint_iters=None, checkpoint_keep=2, resume=False,

@@ -10,8 +10,10 @@ A model is a folder::
     m{k}_ids.npy        the support rows' ids in the training store
 
 It is written under a temporary name next to the destination and renamed
-(a model that exists is complete). ``load_model`` checks the format version
-(a newer one is refused) and every array's XXH3 checksum.
+(a model that exists is complete; :mod:`streamcvm.atomic`). The folder may
+also be an fsspec URL (``s3://``, ``gs://``, ``memory://`` ...): the arrays
+are uploaded first, model.json last. ``load_model`` checks the format
+version (a newer one is refused) and every array's XXH3 checksum.
 """
 import json
 import os
@@ -35,15 +37,17 @@ def save_model(est, path, overwrite=False):
     the folder ``path``. An existing model folder there is replaced; any other
     existing file or streamcvm output only with ``overwrite=True``, and a
     folder of other files never (:func:`streamcvm.outputs.check_output`)."""
-    from .atomic import atomic_dir
+    from .atomic import atomic_dir, is_url
     from .outputs import check_output
     kind = type(est).__name__
     if _estimators().get(kind) is not type(est):
         raise TypeError(f"cannot save {kind}: not a streamcvm estimator")
     machines, fields = est._model_record()
-    path = os.path.abspath(os.fspath(path))
+    path = os.fspath(path)
+    if not is_url(path):
+        path = os.path.abspath(path)
     check_output(path, what="model folder", own_kind="model", overwrite=overwrite)
-    with atomic_dir(path) as tmp:
+    with atomic_dir(path, last="model.json") as tmp:
         files = {}
 
         def put(name, arr):
@@ -89,28 +93,53 @@ def save_model(est, path, overwrite=False):
     return path
 
 
+def _reader(path):
+    """``read(name)``: the bytes of a file of the model folder ``path`` (a
+    local path or an fsspec URL), or None if it is not there."""
+    from .atomic import is_url
+    if is_url(path):
+        import fsspec
+        fs, root = fsspec.core.url_to_fs(path)
+
+        def read(name):
+            p = root.rstrip("/") + "/" + name
+            return fs.cat_file(p) if fs.isfile(p) else None
+    else:
+        def read(name):
+            fn = os.path.join(path, name)
+            if not os.path.isfile(fn):
+                return None
+            with open(fn, "rb") as f:
+                return f.read()
+    return read
+
+
 def load_model(path):
-    """Read a model folder written by :func:`save_model`."""
+    """Read a model folder written by :func:`save_model` (a path or an fsspec URL)."""
+    import io
+    import xxhash
     path = os.fspath(path)
+    read = _reader(path)
     mf = os.path.join(path, "model.json")
-    if not os.path.isfile(mf):
+    text = read("model.json")
+    if text is None:
         raise ModelError(f"{path}: not a streamcvm model (no model.json)")
-    with open(mf) as f:
-        try:
-            man = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ModelError(f"{mf}: corrupt manifest ({e})") from None
+    try:
+        man = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ModelError(f"{mf}: corrupt manifest ({e})") from None
     ver = man.get("streamcvm_model_format")
     if ver is None or ver > FORMAT_VERSION:
         raise ModelError(f"{path}: model format {ver} is not readable by this streamcvm "
                          f"(reads {FORMAT_VERSION}); upgrade streamcvm")
 
     def get(name):
-        fn = os.path.join(path, name + ".npy")
+        data = read(name + ".npy")
         want = man["files"].get(name + ".npy")
-        if want is None or not os.path.isfile(fn) or _digest(fn) != want:
-            raise ModelError(f"{fn}: missing or corrupt (checksum mismatch)")
-        return np.load(fn, allow_pickle=False)
+        if want is None or data is None or xxhash.xxh3_128(data).hexdigest() != want:
+            raise ModelError(f"{os.path.join(path, name + '.npy')}: missing or corrupt "
+                             f"(checksum mismatch)")
+        return np.load(io.BytesIO(data), allow_pickle=False)
 
     machines = []
     for k, r in enumerate(man["machines"]):

@@ -82,6 +82,8 @@ def check_output(path, *, what, own_kind=None, inputs=(), overwrite=False, strea
     if stream and path == STDOUT:
         return "stdout"
     if "://" in path:
+        if own_kind == "model":
+            return _check_model_url(path, what, overwrite)
         return "new"            # an fsspec URL: the store layer checks it
     out = _real(path)
     for src in inputs:
@@ -128,3 +130,15 @@ def check_output(path, *, what, own_kind=None, inputs=(), overwrite=False, strea
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(path, f"cannot write in the folder {parent} (permission denied)")
     return "new"
+
+
+def _check_model_url(url, what, overwrite):
+    """A model folder at an fsspec URL: a model there is replaced, anything
+    else only with ``overwrite``."""
+    import fsspec
+    fs, root = fsspec.core.url_to_fs(url)
+    if not fs.exists(root):
+        return "new"
+    if fs.isfile(root.rstrip("/") + "/model.json") or overwrite:
+        return "replace"
+    raise OutputError(url, f"already exists (pass --overwrite to replace it): not a {what}")

@@ -68,3 +68,19 @@ def class_table(classes, store, one_class=False):
                          f"({', '.join(str(c) for c in list(classes)[:5])}"
                          f"{', ...' if len(classes) > 5 else ''})")
     return table
+
+
+def ovo_votes(F, k):
+    """One-vs-one decisions -> per-class votes + confidence in (-1/3, 1/3)."""
+    votes = np.zeros((F.shape[0], k))
+    conf = np.zeros((F.shape[0], k))
+    col = 0
+    for i in range(k):
+        for j in range(i + 1, k):
+            f = F[:, col]
+            votes[:, j] += f > 0
+            votes[:, i] += f <= 0
+            conf[:, j] += f
+            conf[:, i] -= f
+            col += 1
+    return votes + conf / (3.0 * (np.abs(conf) + 1.0))

@@ -354,3 +354,40 @@ def relabel(y, classes, target):
     if target == "ones":
         return np.ones(len(y))
     return y
+
+
+def sample_rows(store, m, seed=0, max_chunks=64):
+    """``m`` random rows of a store (seed 0: the benchmark protocol's sample),
+    read chunk by chunk. Stores of more than ``max_chunks`` chunks are sampled
+    within ``max_chunks`` random chunks, so this never costs a full pass."""
+    rng = np.random.default_rng(seed)
+    if store.n_chunks > max_chunks:
+        chunks = np.sort(rng.choice(store.n_chunks, size=max_chunks, replace=False))
+        spans = [store.chunk_bounds(int(i)) for i in chunks]
+        sizes = np.array([e - a for a, e in spans])
+        pick = np.sort(rng.choice(sizes.sum(), size=min(m, sizes.sum()), replace=False))
+        offs = np.concatenate([[0], np.cumsum(sizes)])
+        which = np.searchsorted(offs, pick, side="right") - 1
+        idx = np.array([spans[w][0] for w in which]) + pick - offs[which]
+    else:
+        idx = np.sort(rng.choice(store.n, size=min(m, store.n), replace=False))
+    parts = []
+    for i in np.unique(idx // store.chunk_rows):
+        a, _ = store.chunk_bounds(int(i))
+        sel = idx[(idx >= a) & (idx < a + store.chunk_rows)] - a
+        parts.append(store.chunk(int(i)).X[sel])
+    return sp.vstack(parts).tocsr() if sp.issparse(parts[0]) else np.concatenate(parts)
+
+
+def small_in_memory(store, max_chunks=8):
+    """A store of at most ``max_chunks`` chunks (what one machine's sampler
+    pools anyway) read once into memory, so that the machines of a
+    multi-class fit do not each decompress it again; larger stores as they are."""
+    from .store import DiskStore, as_store
+    if not isinstance(store, DiskStore) or store.n_chunks > max_chunks:
+        return store
+    chunks = list(store)
+    X = [c.X for c in chunks]
+    X = sp.vstack(X).tocsr() if sp.issparse(X[0]) else np.concatenate(X)
+    return as_store(X, np.concatenate([np.asarray(c.y, np.float64) for c in chunks]),
+                    chunk_rows=store.chunk_rows)

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import streamcvm
 from streamcvm import CVMClassifier, CVMOneClass, synthetic
 from streamcvm.model import ModelError, load_model, save_model
+from streamcvm.outputs import OutputError
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,29 @@ def test_saved_and_reloaded_model_predicts_identically(tmp_path, sparse):
     for name in os.listdir(path):
         if name.endswith(".npy"):
             np.load(os.path.join(path, name), allow_pickle=False)
+
+
+def test_a_model_saved_to_an_fsspec_url_loads_back(tmp_path):
+    """save_model / load_model on URLs (memory://, file://): the same arrays
+    and predictions; a corrupted array is refused by its checksum."""
+    fsspec = pytest.importorskip("fsspec")
+    X, y = synthetic.gaussian_block(0, 800, d=5, n_classes=2)
+    est = CVMClassifier(eps=1e-2).fit(X, y)
+    ref = est.decision_function(X)
+    for url in ("memory://streamcvm-test/m", (tmp_path / "u").as_uri()):
+        assert save_model(est, url) == url
+        back = load_model(url)
+        np.testing.assert_array_equal(back.decision_function(X), ref)
+    fs, root = fsspec.core.url_to_fs("memory://streamcvm-test/m")
+    assert fs.exists(root + "/model.json")
+    fs.pipe_file("memory://streamcvm-test/data.bin", b"user data")
+    with pytest.raises(OutputError, match="already exists"):
+        save_model(est, "memory://streamcvm-test/data.bin")
+    assert fs.cat_file("memory://streamcvm-test/data.bin") == b"user data"
+    fs.pipe_file(root + "/m0_coef.npy", b"garbage")
+    with pytest.raises(ModelError, match="checksum"):
+        load_model("memory://streamcvm-test/m")
+    fs.rm(root, recursive=True)
 
 
 def test_one_class_model_roundtrip(tmp_path):
