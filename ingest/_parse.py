@@ -1,4 +1,6 @@
-"""Numba kernels that parse blocks of svmlight/LIBSVM and CSV text.
+"""Numba kernels that parse blocks of svmlight/LIBSVM and CSV text
+(``streamcvm.ingest._parse``; numba's cache of them is keyed by this file,
+so a change of the module's name must come with a change of the file).
 
 Pure numba: no I/O, no zarr, no dask. Every kernel takes a uint8 buffer that
 holds whole lines (the caller guarantees the block ends with ``\\n``) and

@@ -22,6 +22,7 @@ from .kernels import Kernel, estimate_beta
 from .parallel import Runner
 from .predict import ovo_votes
 from .problems import one_blas_thread, pairs, train_machine
+from .problems.driver import Solve
 from .progress import FitProgress
 from .problems.ranking import RANKING, train_ranker
 from .problems.progressive import plan
@@ -325,10 +326,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             cv = store.n <= CV_MAX_ROWS     # else held-out rows, never trained on
             if not cv:
                 store = HoldoutStore(store, seed, 0.0, holdout_fraction(store.n))
-        fit_kw = dict(C=self.C, method=self.method, eps=eps, sample_size=self.sample_size,
-                      max_core=self.max_core, full_pass=self.full_pass,
-                      sample_weight=weighted, train_size=self.train_size, stop=self.stop,
-                      n_jobs=self.n_jobs)
+        solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
+                      max_core=self.max_core, n_jobs=self.n_jobs)
+        fit_kw = dict(C=self.C, full_pass=self.full_pass, sample_weight=weighted,
+                      train_size=self.train_size, stop=self.stop)
         ck, machines, cur = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
                                            checkpoint_every, checkpoint_iters, checkpoint_keep)
         k_resume = len(machines)            # finished before the interruption
@@ -338,18 +339,20 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 bar.next()
                 if k < k_resume:
                     continue
-                m = train_machine(store, kern, classes=pair, seed=seed + k,
-                                  callback=bar.update, checkpointer=ck, n_machines=len(subs),
-                                  resume=cur if k == k_resume else None,
+                run = solve.but(seed=seed + k, callback=bar.update, checkpointer=ck,
+                                n_machines=len(subs), resume=cur if k == k_resume else None,
+                                runner=runner, pass_progress=bar.passes)
+                m = train_machine(store, kern, run, classes=pair,
                                   class_weight=None if cw is None else (cw[pair[0]], cw[pair[1]]),
-                                  runner=runner, pass_progress=bar.passes, **fit_kw)
+                                  **fit_kw)
                 machines.append(m)
                 checkpoint.machine_done(ck, m, len(subs))
             self._set_machines(machines)
             self.kernel_ = kern
             self.probA_ = self.probB_ = None
             if cv:
-                F, y = self._cv_decisions(store, subs, kern, seed, cw, runner, fit_kw)
+                F, y = self._cv_decisions(store, subs, kern, seed, cw,
+                                          solve.but(runner=runner), fit_kw)
                 self._fit_sigmoids(F, y, subs)
             elif self.probability:
                 X, y = store.held_out()
@@ -492,10 +495,11 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         its path or URL, or a dask array (streamed chunk by chunk)."""
         return self.predict_with_decision(X)[0]
 
-    def _cv_decisions(self, store, subs, kern, seed, cw, runner, fit_kw):
+    def _cv_decisions(self, store, subs, kern, seed, cw, solve, fit_kw):
         """Every row's decision values (one column per machine) from machines
         trained without its fold, and the rows' labels (CV_FOLDS folds by a
-        hash of the row ids); not checkpointed."""
+        hash of the row ids); not checkpointed. ``solve``: the machines'
+        :class:`~streamcvm.problems.driver.Solve` (with the runner)."""
         from .probability import CV_FOLDS, HoldoutStore
         Fs, ys = [], []
         for f in range(CV_FOLDS):
@@ -505,7 +509,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 continue
             F = np.zeros((len(y), len(subs)))     # X: rows as the machines see them
             for k, pair in enumerate(subs):
-                m = train_machine(fold, kern, classes=pair, seed=seed + k, runner=runner,
+                m = train_machine(fold, kern, solve.but(seed=seed + k), classes=pair,
                                   class_weight=None if cw is None else (cw[pair[0]],
                                                                         cw[pair[1]]),
                                   **fit_kw)
@@ -619,11 +623,12 @@ class _OneMachine(_CVMBase):
     """Estimators of a single machine (one-class, regression): the fit's
     checkpointing and progress plumbing, and the machine's arrays."""
 
-    def _fit_one(self, store, kern, train, checkpoint_dir, every, every_iter, keep, resume,
-                 client=None, t0=None):
-        """``train(seed=, callback=, checkpointer=, resume=, runner=,
-        pass_progress=)`` -> the machine, unless a finished run's snapshot
-        already holds it. ``client``: as :meth:`CVMClassifier.fit`'s."""
+    def _fit_one(self, store, kern, solve, train, checkpoint_dir, every, every_iter, keep,
+                 resume, client=None, t0=None):
+        """``train(solve)`` -> the machine, unless a finished run's snapshot
+        already holds it; ``solve`` (:class:`~streamcvm.problems.driver.Solve`)
+        gets the seed, progress, checkpointer, resume state and runner here.
+        ``client``: as :meth:`CVMClassifier.fit`'s."""
         seed = 0 if self.random_state is None else int(self.random_state)
         ck, done, cur = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
                                        every, every_iter, keep)
@@ -633,8 +638,9 @@ class _OneMachine(_CVMBase):
             if done:
                 self.machine_ = done[0]
             else:
-                self.machine_ = train(seed=seed, callback=bar.update, checkpointer=ck,
-                                      resume=cur, runner=runner, pass_progress=bar.passes)
+                self.machine_ = train(solve.but(seed=seed, callback=bar.update,
+                                                checkpointer=ck, resume=cur, runner=runner,
+                                                pass_progress=bar.passes))
                 checkpoint.machine_done(ck, self.machine_, 1)
         self.checkpoint_stats_ = checkpoint.stats(ck)
         self.kernel_ = kern
@@ -693,10 +699,10 @@ class CVMOneClass(OutlierMixin, _OneMachine):
         self._check_params()
         store, _ = self._prepare(X)
         kern = self._kernel(store)
-        self._fit_one(store, kern, lambda **kw: train_machine(
-            store, kern, classes=None, C=self.C, method=self.method,
-            eps=_resolve_eps(self.eps), sample_size=self.sample_size,
-            max_core=self.max_core, full_pass=self.full_pass, **kw),
+        solve = Solve(method=self.method, eps=_resolve_eps(self.eps),
+                      sample_size=self.sample_size, max_core=self.max_core)
+        self._fit_one(store, kern, solve, lambda run: train_machine(
+            store, kern, run, classes=None, C=self.C, full_pass=self.full_pass),
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client,
             t0=t0)
         self.offset_ = -self.machine_.radius2
@@ -846,13 +852,13 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         self.gamma_ = float(gamma)
         kern = self._make_kernel(self.gamma_)
         auto_c = isinstance(self.C, str)
-        self._fit_one(store, kern, lambda **kw: train_regressor(
-            store, kern, C=self.C_, mu=self.mu_, method=self.method, eps=eps,
-            sample_size=self.sample_size,
-            max_core=REGRESSION_MAX_CORE if self.max_core is None else self.max_core,
+        solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
+                      max_core=REGRESSION_MAX_CORE if self.max_core is None else self.max_core)
+        self._fit_one(store, kern, solve, lambda run: train_regressor(
+            store, kern, run, C=self.C_, mu=self.mu_,
             stage_core=STAGE_CORE if self.max_core is None else self.max_core,
             full_pass=self.full_pass, stats=stats, train_size=self.train_size,
-            c_per_row=AUTO_C_PER_ROW if auto_c else None, **kw),
+            c_per_row=AUTO_C_PER_ROW if auto_c else None),
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client,
             t0=t0)
         stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]
@@ -958,10 +964,10 @@ class CVMRanker(_OneMachine):
                 raise ValueError(f"qid has shape {qid.shape}, expected ({X.shape[0]},)")
             store = self._maybe_scale(as_store(X, np.asarray(y, np.float64), qid=qid))
         kern = self._kernel(store)
-        self._fit_one(store, kern, lambda **kw: train_ranker(
-            store, kern, C=self.C, method=self.method, eps=_resolve_eps(self.eps),
-            sample_size=self.sample_size, max_core=self.max_core,
-            full_pass=self.full_pass, **kw),
+        solve = Solve(method=self.method, eps=_resolve_eps(self.eps),
+                      sample_size=self.sample_size, max_core=self.max_core)
+        self._fit_one(store, kern, solve, lambda run: train_ranker(
+            store, kern, run, C=self.C, full_pass=self.full_pass),
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client,
             t0=t0)
         return self

@@ -14,7 +14,7 @@ import pytest
 import streamcvm
 from streamcvm.kernels import Kernel, estimate_beta
 from streamcvm.problems.classification import class_points, train_machine
-from streamcvm.problems.driver import run_solver
+from streamcvm.problems.driver import Solve, run_solver
 from streamcvm.problems.regression import regression_points, train_regressor
 
 
@@ -97,7 +97,7 @@ def svr_problem():
                                         ("fvm", 1e-3)])
 def test_svr_dual_against_exact_qp(svr_problem, method, eps):
     X, t, k, store, C, mu, pts, Q, q, R2_opt, _ = svr_problem
-    s = run_solver(store, k, pts, b=1.0, C=C, method=method, eps=eps, full_pass=True)
+    s = run_solver(store, k, pts, Solve(method=method, eps=eps), b=1.0, C=C, full_pass=True)
     a = _point_alpha(s, len(q))
     _check_ratio(a, Q, q, R2_opt, eps)
     assert s.ball.c2 == pytest.approx(a @ Q @ a, rel=1e-6)
@@ -108,7 +108,7 @@ def test_svr_model_matches_the_exact_solution(svr_problem):
     """f(x) = C sum a_p s_p (k + 1) and epsbar (cvr eq. 10) of the solver's
     machine against those of the exact dual solution."""
     X, t, k, store, C, mu, pts, Q, q, _, a_opt = svr_problem
-    m = train_regressor(store, k, C=C, mu=mu, method="cvm", eps=1e-4, full_pass=True)
+    m = train_regressor(store, k, Solve(method="cvm", eps=1e-4), C=C, mu=mu, full_pass=True)
     s = np.tile([1.0, -1.0], len(t))
     beta = C * (a_opt[0::2] - a_opt[1::2])
     f_opt = (k.block(X, X) + 1) @ beta + pts.offset
@@ -154,8 +154,8 @@ def test_center_constrained_classifiers_against_exact_qp(method, case):
     q = np.full(n, pts.eta)
     assert pts.eta >= np.diag(Q).max() - 1e-9     # Delta >= 0
     R2_opt, _ = _qp_max(Q, q)
-    s = run_solver(store, k, pts, classes=(-1.0, 1.0), target="binary", b=1.0, C=C,
-                   method=method, eps=eps, full_pass=True)
+    s = run_solver(store, k, pts, Solve(method=method, eps=eps), classes=(-1.0, 1.0),
+                   target="binary", b=1.0, C=C, full_pass=True)
     _check_ratio(_point_alpha(s, n), Q, q, R2_opt, eps)
 
 
@@ -164,9 +164,9 @@ def test_weights_change_the_model():
     X, y = _two_class(n=400, seed=2)
     store = streamcvm.as_store(X, y, chunk_rows=100)
     k = Kernel("rbf", gamma=1.0 / estimate_beta(X))
-    kw = dict(classes=(-1.0, 1.0), C=1.0, method="cvm", eps=1e-3)
-    plain = train_machine(store, k, **kw)
-    heavy = train_machine(store, k, class_weight=(1.0, 10.0), **kw)
+    kw = dict(classes=(-1.0, 1.0), C=1.0)
+    plain = train_machine(store, k, Solve(method="cvm", eps=1e-3), **kw)
+    heavy = train_machine(store, k, Solve(method="cvm", eps=1e-3), class_weight=(1.0, 10.0), **kw)
     pos = y > 0
     f0, f1 = plain.decision(k, X), heavy.decision(k, X)
     assert (f1[pos] > 0).mean() > (f0[pos] > 0).mean()        # more positives recalled
@@ -178,13 +178,15 @@ def test_bvm_refuses_center_constrained_problems():
     store = streamcvm.as_store(X, y, chunk_rows=50)
     k = Kernel("rbf", gamma=0.5)
     with pytest.raises(ValueError, match="bvm. solves the plain MEB only"):
-        train_machine(store, k, classes=(-1.0, 1.0), method="bvm", class_weight=(1.0, 2.0))
+        train_machine(store, k, Solve(method="bvm"), classes=(-1.0, 1.0),
+                      class_weight=(1.0, 2.0))
     with pytest.raises(ValueError, match="not the kernel .linear. .k.x, x. not constant"):
-        train_machine(store, Kernel("linear"), classes=(-1.0, 1.0), method="bvm")
+        train_machine(store, Kernel("linear"), Solve(method="bvm"), classes=(-1.0, 1.0))
     with pytest.raises(ValueError, match="use method=.cvm. or .fvm."):
-        train_regressor(store, k, method="bvm")
+        train_regressor(store, k, Solve(method="bvm"))
     with pytest.raises(ValueError, match="weights must be positive"):
-        train_machine(store, k, classes=(-1.0, 1.0), method="cvm", class_weight=(0.0, 1.0))
+        train_machine(store, k, Solve(method="cvm"), classes=(-1.0, 1.0),
+                      class_weight=(0.0, 1.0))
 
 
 @pytest.mark.parametrize("toward", ["new", "core"])
@@ -282,7 +284,7 @@ def test_ranking_dual_against_exact_qp():
     q = np.full(len(pid), pts.eta)
     assert pts.eta >= np.diag(Q).max()
     R2_opt, _ = _qp_max(Q, q)
-    s = run_solver(store, pk, pts, b=0.0, C=C, method="cvm", eps=eps,
+    s = run_solver(store, pk, pts, Solve(method="cvm", eps=eps), b=0.0, C=C,
                    full_pass=all_pairs(store), dim=2 * X.shape[1], sparse=False,
                    make_pool=lambda rng, st: PairPool(ChunkPool(store, rng)))
     a = np.zeros(len(pid))
@@ -349,7 +351,7 @@ def test_capped_fit_reports_the_eps_its_center_certifies(svr_problem):
     point: the certified eps bounds the dual gap against the exact optimum,
     and is tight (the furthest point is at exactly that distance)."""
     X, t, k, store, C, mu, pts, Q, q, R2_opt, _ = svr_problem
-    s = run_solver(store, k, pts, b=1.0, C=C, method="cvm", eps=1e-4, max_core=25)
+    s = run_solver(store, k, pts, Solve(method="cvm", eps=1e-4, max_core=25), b=1.0, C=C)
     assert s.ball.core.n == 25
     rec = s.history[-1]
     assert rec["capped"] and rec["certified_eps"] == s.certified_eps > 1e-4

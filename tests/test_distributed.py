@@ -14,6 +14,7 @@ from streamcvm.kernels import Kernel  # noqa: E402
 from streamcvm.parallel import Runner  # noqa: E402
 from streamcvm.predict import predict_chunks  # noqa: E402
 from streamcvm.problems import one_blas_thread, train_machine  # noqa: E402
+from streamcvm.problems.driver import Solve  # noqa: E402
 from streamcvm.store import open_store  # noqa: E402
 
 
@@ -108,9 +109,10 @@ async def _die():
 def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
     store = open_store(stores["cls"])
     kern = Kernel("rbf", gamma=0.2)
-    kw = dict(classes=(0.0, 1.0), C=1.0, method="cvm", eps=1e-3, full_pass=True)
+    kw = dict(classes=(0.0, 1.0), C=1.0, full_pass=True)
+    solve = Solve(method="cvm", eps=1e-3)
     with one_blas_thread():
-        ref = train_machine(store, kern, runner=Runner(use_active=False), **kw)
+        ref = train_machine(store, kern, solve.but(runner=Runner(use_active=False)), **kw)
     before = set(client.scheduler_info()["workers"])
     killed = []
 
@@ -121,7 +123,8 @@ def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
             killed.append(victim)
 
     with one_blas_thread():
-        got = train_machine(store, kern, runner=Runner(client), pass_progress=kill_one, **kw)
+        got = train_machine(store, kern, solve.but(runner=Runner(client), pass_progress=kill_one),
+                            **kw)
     assert killed, "the pass finished before a worker could be killed"
     _same_machine(ref, got)
     # the victim is gone (its death may be noticed after the pass) and the

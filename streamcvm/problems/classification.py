@@ -14,7 +14,7 @@ which CVM and FVM solve and BVM refuses.
 """
 import numpy as np
 
-from .driver import kernel_bound, row_stats, run_solver
+from .driver import Solve, kernel_bound, row_stats, run_solver
 from .machine import Machine
 from .points import RowPoints
 from .progressive import plan, train_progressive
@@ -49,13 +49,11 @@ def class_points(store, kernel, classes, C, class_weight=None, sample_weight=Fal
                      constant_diagonal=kernel.constant_diagonal, weighted=sample_weight)
 
 
-def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
-                  eps=1e-3, sample_size=59, max_core=None, seed=0, full_pass=False,
-                  callback=None, checkpointer=None, n_machines=1, resume=None,
-                  class_weight=None, sample_weight=False, runner=None, pass_progress=None,
-                  train_size="all", stop="slack", make_pool=None, validation=None,
-                  n_jobs=None):
-    """Train one machine on ``store``.
+def train_machine(store, kernel, solve=None, *, classes=None, C=1.0, full_pass=False,
+                  class_weight=None, sample_weight=False, train_size="all", stop="slack",
+                  make_pool=None, validation=None):
+    """Train one machine on ``store``; ``solve``: the solver's options and
+    the run's plumbing (:class:`~streamcvm.problems.driver.Solve`).
 
     ``classes=(neg, pos)``: a two-class L2-SVM on the rows of those labels.
     ``classes=None``: a one-class L2-SVM (SVDD) on every row.
@@ -65,28 +63,26 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
     set (:mod:`.progressive`; not with ``full_pass``). ``stop``: "slack" or
     "validation", what ends the eps annealing (:meth:`MEBSolver.set_validation`;
     "validation" needs held-out rows: a progressive fit, or ``validation``).
-    The other arguments (``runner``: where O(n) passes run) are
-    :func:`~streamcvm.problems.driver.run_solver`'s.
+    The other arguments are :func:`~streamcvm.problems.driver.run_solver`'s.
     """
+    solve = Solve() if solve is None else solve
+    callback, resume = solve.callback, solve.resume
     one_class = classes is None
     if one_class and (class_weight is not None or sample_weight
                       or not kernel.constant_diagonal):
         raise ValueError("the one-class machine needs one C and a kernel with constant "
                          f"k(x, x) (rbf, laplacian, npoly), not {kernel.name!r} or weights")
-    kw = dict(C=C, method=method, eps=eps, sample_size=sample_size, max_core=max_core,
-              seed=seed, callback=callback, checkpointer=checkpointer, n_machines=n_machines,
-              class_weight=class_weight, sample_weight=sample_weight, stop=stop,
-              n_jobs=n_jobs)
+    kw = dict(C=C, class_weight=class_weight, sample_weight=sample_weight)
     sizes = None if one_class or full_pass else plan(store, classes, train_size)
     if sizes is not None and train_size == "auto" and stop == "slack" and resume is None:
         # every row, sampled, while that is cheap: a core set that stays below
         # PROBE_CORE vectors (clean data) costs at most ~59 PROBE_CORE^2 / 2 kernel
         # values; one that reaches it grows with the rows, so the fit goes
         # progressive (not checkpointed: it is short and deterministic)
-        cap = PROBE_CORE if max_core is None else min(max_core, PROBE_CORE)
-        m, solver = _fit(store, kernel, classes, resume=None, runner=runner,
-                         make_pool=make_pool, **dict(kw, max_core=cap, checkpointer=None,
-                                                     stop="slack"))
+        cap = PROBE_CORE if solve.max_core is None else min(solve.max_core, PROBE_CORE)
+        m, solver = _fit(store, kernel, classes, solve.but(resume=None, max_core=cap,
+                                                           checkpointer=None, pass_progress=None),
+                         make_pool=make_pool, stop="slack", **kw)
         if solver.ball.core.n < cap:
             return m
     if sizes is not None:
@@ -94,26 +90,28 @@ def train_machine(store, kernel, *, classes=None, C=1.0, method="bvm",
             def shown(solver):      # the progress bar says which stage runs
                 solver.note = f"{sub.n:,} sampled rows"
                 callback(solver)
-            return _fit(sub, kernel, (-1.0, 1.0), make_pool=stage_pool, validation=val,
-                        resume=stage_resume, warm=warm, exact_start=False,
-                        **dict(kw, callback=None if callback is None else shown))
-        m = train_progressive(store, kernel, classes, sizes, seed=seed, runner=runner,
-                              weighted=sample_weight, resume=resume, train=stage)
+            # (a stage's rows are in memory: no runner, no full-pass progress)
+            return _fit(sub, kernel, (-1.0, 1.0),
+                        solve.but(resume=stage_resume, runner=None, pass_progress=None,
+                                  callback=None if callback is None else shown),
+                        make_pool=stage_pool, validation=val, warm=warm, exact_start=False,
+                        stop=stop, **kw)
+        m = train_progressive(store, kernel, classes, sizes, seed=solve.seed,
+                              runner=solve.runner, weighted=sample_weight, resume=resume,
+                              train=stage)
         m.classes = tuple(_side(c) for c in classes)
         return m
-    return _fit(store, kernel, classes, full_pass=full_pass, resume=resume, runner=runner,
-                pass_progress=pass_progress, make_pool=make_pool, validation=validation,
-                **kw)[0]
+    return _fit(store, kernel, classes, solve, full_pass=full_pass, make_pool=make_pool,
+                validation=validation, stop=stop, **kw)[0]
 
 
-def _fit(store, kernel, classes, *, C, method, class_weight, sample_weight, runner=None,
-         **solver_kw):
+def _fit(store, kernel, classes, solve, *, C, class_weight, sample_weight, **run_kw):
     """One machine on every row of ``store``: (Machine, the solver)."""
     one_class = classes is None
-    points = class_points(store, kernel, classes, C, class_weight, sample_weight, runner)
-    solver = run_solver(store, kernel, points, classes=classes,
+    points = class_points(store, kernel, classes, C, class_weight, sample_weight, solve.runner)
+    solver = run_solver(store, kernel, points, solve, classes=classes,
                         target="ones" if one_class else "binary", b=0.0 if one_class else 1.0,
-                        C=C, method=method, runner=runner, **solver_kw)
+                        C=C, **run_kw)
     slots, alpha = solver.support()
     cs = solver.ball.core
     rows = cs.rows()[slots]
@@ -141,7 +139,8 @@ def _fit(store, kernel, classes, *, C, method, class_weight, sample_weight, runn
         a2 = float((alpha ** 2).sum())
         # the certified ball: R~^2 = kt - a'K~a (CVM, FVM), or BVM's fixed r^2
         # less its extra coordinate ce^2 (bvm paper sec. 3.3)
-        R2t = solver.ball.r2 - solver.ball.ce2 if solver.method.fixed_radius else 1.0 + 1.0 / C - m.c2 - a2 / C
+        R2t = solver.ball.r2 - solver.ball.ce2 if solver.method.fixed_radius else \
+            1.0 + 1.0 / C - m.c2 - a2 / C
         m.radius2 = float((1.0 + solver.certified_eps) ** 2 * R2t - a2 / C - 1.0 / C)
     return m, solver
 

@@ -1,6 +1,8 @@
 """What every problem's training shares: the sampler and solver of one
 machine, driven to the end (sampled or exact), full passes over a store,
 and the one pass of row statistics that some problems' eta needs."""
+import dataclasses
+
 import numpy as np
 
 from ..sampling import ChunkPool, relabel
@@ -135,36 +137,62 @@ def exact_from_start(X):
     return m <= EXACT_ALWAYS_ROWS or (m <= EXACT_START_ROWS and cells <= EXACT_START_CELLS)
 
 
-def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.0,
-               method="bvm", eps=1e-3, sample_size=59, max_core=None, seed=0,
-               full_pass=False, callback=None, checkpointer=None, n_machines=1, resume=None,
-               make_pool=None, dim=None, sparse=None, runner=None, pass_progress=None,
-               validation=None, stop="slack", warm=None, n_jobs=None,
-               exact_start=True):
+@dataclasses.dataclass
+class Solve:
+    """How one machine's solver runs: what every problem hands on to
+    :func:`run_solver` unchanged, set once by the estimator.
+
+    The solver's options: ``method`` ("bvm", "cvm", "fvm"), ``eps`` (or
+    "auto"), ``sample_size``, ``max_core``, ``seed`` (the sampler's),
+    ``n_jobs`` (threads of the exact pass; None: all). The run's plumbing:
+    ``callback(solver)`` (progress), ``pass_progress(done, total, pass)``
+    (full passes' chunk tasks), ``checkpointer`` (a
+    :class:`streamcvm.checkpoint.Checkpointer` that snapshots the solver as it
+    goes; ``n_machines``: for its progress record), ``resume`` (``{"current":
+    manifest["current"], "arrays": ...}`` of a snapshot taken inside this
+    machine, to continue from), ``runner`` (where O(n) passes run their
+    chunk tasks: a :class:`streamcvm.parallel.Runner`; None: the active dask
+    client, else threads)."""
+
+    method: str = "bvm"
+    eps: object = 1e-3
+    sample_size: int = 59
+    max_core: object = None
+    seed: int = 0
+    n_jobs: object = None
+    callback: object = None
+    pass_progress: object = None
+    checkpointer: object = None
+    n_machines: int = 1
+    resume: object = None
+    runner: object = None
+
+    def but(self, **changes):
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+
+def run_solver(store, kernel, points, solve=None, *, classes=None, target="raw", b=1.0,
+               C=1.0, full_pass=False, make_pool=None, dim=None, sparse=None, validation=None,
+               stop="slack", warm=None, exact_start=True):
     """Train one machine's MEB on ``store`` and return the solver.
 
     ``points``: the problem's points (:mod:`streamcvm.problems.points`);
-    ``classes``/``target``: which rows and how their labels are seen (see
-    :meth:`streamcvm.sampling.ChunkPool.draw`). ``checkpointer``: a
-    :class:`streamcvm.checkpoint.Checkpointer` that snapshots the solver as
-    it goes (``n_machines``: for its progress record); ``resume``:
-    ``{"current": manifest["current"], "arrays": solver arrays}`` of a
-    snapshot taken inside this machine, to continue from. Small plain
-    problems wholly pooled run the exact BVM. ``make_pool(rng, state)``: the
+    ``solve``: the solver's options and the run's plumbing (:class:`Solve`;
+    default ``Solve()``). ``classes``/``target``: which rows and how their
+    labels are seen (see :meth:`streamcvm.sampling.ChunkPool.draw`). Small
+    plain problems wholly pooled run the exact BVM. ``make_pool(rng, state)``: the
     sampler to draw from, fresh (``state`` None) or as saved (default: a
     :class:`ChunkPool` of rows); ``dim``, ``sparse``: the points' feature
     layout when they are not the store's rows. Callers should hold BLAS to
     one thread (:func:`one_blas_thread`). ``full_pass``: True for passes over
     the store's rows, or the problem's own point source (or a factory of
-    point chunks). ``runner``: where full passes run their chunk tasks
-    (:class:`streamcvm.parallel.Runner`; default: the active dask client,
-    else threads); ``pass_progress(done, total, pass number)``: after each task.
-    ``warm``: the solver of a smaller problem over the first rows of this one
+    point chunks). ``warm``: the solver of a smaller problem over the first rows of this one
     (a progressive fit's previous stage); an exact BVM run continues from its
     center. ``stop="validation"``: the annealing ends by the error of the
     held-out ``validation = (X, y)`` (y as the machine sees it), recorded at
     every eps level (:meth:`MEBSolver.set_validation`), rather than by the
-    margin slack. ``n_jobs``: threads of the exact pass (None: all).
+    margin slack.
 
     Exact or sampled, by cost: a small wholly pooled plain BVM problem
     (:func:`exact_from_start`) runs :meth:`MEBSolver.fit_exact` from the
@@ -174,7 +202,10 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     column over the m rows): |S| >= m / ``SWITCH_RATIO``. A ``warm`` start
     goes on the same way: exact if its core set is already that large,
     else sampled from the level it ended on."""
-    rng = np.random.default_rng(seed)
+    solve = Solve() if solve is None else solve
+    sample_size, max_core, resume = solve.sample_size, solve.max_core, solve.resume
+    callback, runner = solve.callback, solve.runner
+    rng = np.random.default_rng(solve.seed)
     cur = None if resume is None else resume.get("current")
     state = None if cur is None else cur["pool"]
     if make_pool is not None:
@@ -184,9 +215,9 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     else:
         pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size)
     solver = MEBSolver(kernel, store.d if dim is None else dim,
-                       store.sparse if sparse is None else sparse, C=C, b=b, method=method,
-                       eps=eps, sample_size=sample_size, max_core=max_core, points=points,
-                       n_jobs=n_jobs)
+                       store.sparse if sparse is None else sparse, C=C, b=b,
+                       method=solve.method, eps=solve.eps, sample_size=sample_size,
+                       max_core=max_core, points=points, n_jobs=solve.n_jobs)
     if stop == "validation":
         if validation is None:
             raise ValueError("stop='validation' needs held-out rows: a progressive fit "
@@ -196,7 +227,8 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
     try:
         if cur is not None:
             solver.restore(cur["solver"], resume["arrays"])
-        hook = None if checkpointer is None else checkpointer.solver_hook(pool, n_machines)
+        hook = None if solve.checkpointer is None else \
+            solve.checkpointer.solver_hook(pool, solve.n_machines)
         rows = pool.all_rows(classes, target)       # a small store, wholly pooled
         exact = rows is not None and solver.exact_ok(rows[1])
         m = 0 if rows is None else len(rows[0])
@@ -218,7 +250,7 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
                 RowSource(store, classes, target, points.weighted) if full_pass else None
             solver.fit(pool, classes=classes, target=target, callback=callback,
                        full_pass=passes, checkpoint=hook, resume=position,
-                       runner=runner, pass_progress=pass_progress, switch=cheaper_exact)
+                       runner=runner, pass_progress=solve.pass_progress, switch=cheaper_exact)
             if solver.switched:
                 solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
             elif passes is None and make_pool is None and dim is None and \
@@ -226,7 +258,7 @@ def run_solver(store, kernel, points, *, classes=None, target="raw", b=1.0, C=1.
                 # stopped by the cap before its eps (points are the store's
                 # rows): the eps its center satisfies, from one pass
                 solver.certify(RowSource(store, classes, target, points.weighted),
-                               runner=runner, progress=pass_progress)
+                               runner=runner, progress=solve.pass_progress)
         if callback is not None:
             callback(solver)
     finally:

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from ..kernels import LAPLACIAN, LINEAR, NPOLY, RBF
 from ..sampling import ChunkPool
 from ..solvers.methods import method_class
-from .driver import kernel_bound, row_stats, run_solver
+from .driver import Solve, kernel_bound, row_stats, run_solver
 from .machine import Machine
 from .points import RowPoints
 
@@ -175,29 +175,27 @@ def all_pairs(store):
     return PairSource(store)
 
 
-def train_ranker(store, kernel, *, C=1.0, method="cvm", eps=1e-3, sample_size=59,
-                 max_core=None, seed=0, full_pass=False, callback=None, checkpointer=None,
-                 resume=None, runner=None, pass_progress=None):
+def train_ranker(store, kernel, solve=None, *, C=1.0, full_pass=False):
     """Train a ranking SVM on ``store`` (labels = relevance, ``qid`` =
     query); returns a :class:`Machine` scoring rows (``regression=True``: a
-    real-valued function, ``f(x) = sum coef_r k(x_r, x)``, no intercept)."""
-    method_class(method, plain=False, problem=RANKING)
+    real-valued function, ``f(x) = sum coef_r k(x_r, x)``, no intercept).
+    ``solve``: the solver's options and the run's plumbing
+    (:class:`~streamcvm.problems.driver.Solve`; default: CVM, eps 1e-3)."""
+    solve = Solve(method="cvm") if solve is None else solve
+    method_class(solve.method, plain=False, problem=RANKING)
     if not store.has_qid:
         raise ValueError("ranking needs query ids: the store has no qid column "
                          "(ingest svmlight files with qid:, or CSV with --qid-col)")
-    points = RowPoints(C, 0.0, kmax=pair_bound(kernel, store, runner), constant_diagonal=False,
-                       skip_core=False)
+    points = RowPoints(C, 0.0, kmax=pair_bound(kernel, store, solve.runner),
+                       constant_diagonal=False, skip_core=False)
 
     def make_pool(rng, state):
-        pool = ChunkPool(store, rng, sample_size=sample_size) if state is None else \
+        pool = ChunkPool(store, rng, sample_size=solve.sample_size) if state is None else \
             ChunkPool.from_state(store, rng, state)
         return PairPool(pool)
-    solver = run_solver(store, PairKernel(kernel), points, b=0.0, C=C, method=method,
-                        eps=eps, sample_size=sample_size, max_core=max_core, seed=seed,
-                        full_pass=all_pairs(store) if full_pass else False, callback=callback,
-                        checkpointer=checkpointer, resume=resume,
-                        make_pool=make_pool, dim=2 * store.d, sparse=False, runner=runner,
-                        pass_progress=pass_progress)
+    solver = run_solver(store, PairKernel(kernel), points, solve, b=0.0, C=C,
+                        full_pass=all_pairs(store) if full_pass else False,
+                        make_pool=make_pool, dim=2 * store.d, sparse=False)
     slots, alpha = solver.support()
     cs = solver.ball.core
     n, d = store.n, store.d

@@ -22,7 +22,7 @@ looks for the rows furthest outside the tube.
 import numpy as np
 
 from ..solvers.methods import method_class
-from .driver import kernel_bound, row_stats, run_solver
+from .driver import Solve, kernel_bound, row_stats, run_solver
 from .machine import Machine
 from .points import SignedPoints
 
@@ -44,15 +44,14 @@ def regression_points(store, kernel, C, mu, stats=None, runner=None):
 STAGE_CORE = 11000
 
 
-def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
-                    sample_size=59, max_core=None, seed=0, full_pass=False, callback=None,
-                    checkpointer=None, resume=None, stats=None, runner=None,
-                    pass_progress=None, warn=True, train_size="all", c_per_row=None,
-                    stage_core=STAGE_CORE):
+def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=False, stats=None,
+                    warn=True, train_size="all", c_per_row=None, stage_core=STAGE_CORE):
     """Train an L2-SVR on ``store`` (targets in its ``y``); returns a
     :class:`Machine` with ``regression=True`` whose support rows are the
     distinct rows with weight (a row's two signs merged into one
     coefficient) and whose ``epsilon_bar`` is the tube's half width.
+    ``solve``: the solver's options and the run's plumbing
+    (:class:`~streamcvm.problems.driver.Solve`; default: CVM, eps 1e-3).
 
     ``train_size``: "all" rows, or "auto" / a number of rows: progressive
     subsampling (:mod:`.progressive`, stages judged by held-out squared
@@ -62,15 +61,15 @@ def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
     vectors grow like the rows), would pass ``stage_core`` (and
     ``max_core``); ``stats`` is then unused (each stage's are its sample's)."""
     from .progressive import SquaredVerdict, plan, train_progressive
-    method_class(method, plain=False, problem="regression (a linear term)")
+    solve = Solve(method="cvm") if solve is None else solve
+    callback, max_core = solve.callback, solve.max_core
+    method_class(solve.method, plain=False, problem="regression (a linear term)")
     if not C > 0 or not mu > 0:
         raise ValueError(f"C and mu must be positive, got C={C!r}, mu={mu!r}")
-    kw = dict(mu=mu, method=method, eps=eps, sample_size=sample_size, max_core=max_core,
-              seed=seed, checkpointer=checkpointer, runner=runner)
     sizes = None if full_pass else plan(store, None, train_size)
     if sizes is None:
-        machine, solver = _fit(store, kernel, C=C, full_pass=full_pass, callback=callback,
-                               resume=resume, stats=stats, pass_progress=pass_progress, **kw)
+        machine, solver = _fit(store, kernel, solve, C=C, mu=mu, full_pass=full_pass,
+                               stats=stats)
     else:
         budget = stage_core if max_core is None else min(stage_core, max_core)
 
@@ -78,14 +77,17 @@ def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
             def shown(solver):      # the progress bar says which stage runs
                 solver.note = f"{sub.n:,} sampled rows"
                 callback(solver)
-            return _fit(sub, kernel, C=C if c_per_row is None else c_per_row * sub.n,
-                        make_pool=make_pool, resume=stage_resume,
-                        callback=None if callback is None else shown, **kw)
+            # (no full-pass progress: a stage's rows are in memory)
+            return _fit(sub, kernel, solve.but(resume=stage_resume, pass_progress=None,
+                                               callback=None if callback is None else shown),
+                        C=C if c_per_row is None else c_per_row * sub.n, mu=mu,
+                        make_pool=make_pool)
 
         def admit(rows, machine, m):
             return machine.core_size * rows / m <= budget
-        machine = train_progressive(store, kernel, None, sizes, seed=seed, runner=runner,
-                                    resume=resume, train=stage, verdict=SquaredVerdict(),
+        machine = train_progressive(store, kernel, None, sizes, seed=solve.seed,
+                                    runner=solve.runner, resume=solve.resume, train=stage,
+                                    verdict=SquaredVerdict(),
                                     admit=admit)
         solver = None
     if warn and max_core is not None and machine.core_size >= max_core:
@@ -100,16 +102,11 @@ def train_regressor(store, kernel, *, C=1.0, mu=0.02, method="cvm", eps=1e-3,
     return machine
 
 
-def _fit(store, kernel, *, C, mu, method, eps, sample_size, max_core, seed, checkpointer,
-         runner, full_pass=False, callback=None, resume=None, stats=None, pass_progress=None,
-         make_pool=None):
+def _fit(store, kernel, solve, *, C, mu, full_pass=False, stats=None, make_pool=None):
     """One L2-SVR on every row of ``store``: (Machine, the solver)."""
-    points = regression_points(store, kernel, C, mu, stats, runner)
-    solver = run_solver(store, kernel, points, classes=None, target="raw", b=1.0, C=C,
-                        method=method, eps=eps, sample_size=sample_size, max_core=max_core,
-                        seed=seed, full_pass=full_pass, callback=callback,
-                        checkpointer=checkpointer, resume=resume, runner=runner,
-                        pass_progress=pass_progress, make_pool=make_pool)
+    points = regression_points(store, kernel, C, mu, stats, solve.runner)
+    solver = run_solver(store, kernel, points, solve, classes=None, target="raw", b=1.0, C=C,
+                        full_pass=full_pass, make_pool=make_pool)
     slots, alpha = solver.support()
     cs = solver.ball.core
     s = cs.y[slots]
@@ -196,8 +193,9 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method="c
 
     def trial(m, g):
         kern = make_kernel(g)
-        mach = train_regressor(sub, kern, C=c * len(yf), mu=m, method=method, eps=eps,
-                               seed=seed, runner=runner, warn=False)
+        mach = train_regressor(sub, kern, Solve(method=method, eps=eps, seed=seed,
+                                                runner=runner),
+                               C=c * len(yf), mu=m, warn=False)
         trials.append({"mu": m, "gamma": g, "val_rmse": rmse(mach.decision(kern, Xv), yv),
                        "n_support": int(len(mach.coef))})
     # gamma at the middle mu first, then the other mus at the best gamma
