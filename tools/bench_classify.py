@@ -74,62 +74,37 @@ measures it again (and refreshes the cache).
 The header gives the command line and the git commit ("-dirty": tracked
 files differ from HEAD, as ``git describe --dirty``).
 """
-import argparse
-import datetime
-import importlib.metadata
-import json
 import os
-import platform
-import shlex
 import subprocess
 import sys
 import time
-import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import benchlib as B     # standard library only
+from benchlib import QUICK_TEST, QUICK_TRAIN, ROOT, fmt, log, peak_rss_bytes
 
-from tools.bench_ingest import peak_rss_bytes, vm_hwm_bytes  # noqa: E402  (standard library only)
+B.use_source_tree()
 
-DATASETS = ["ijcnn1", "a9a", "w8a", "usps", "letter", "shuttle", "kddcup99"]
+DATASETS = B.CLASSIFICATION
 METHODS = ["bvm", "cvm", "fvm"]
-RESULT_TAG = "BENCH_RESULT "
-QUICK_TRAIN, QUICK_TEST = 3000, 1000
 
 
 # ---------------------------------------------------------------------------
 # child: one measurement in a fresh process
 # ---------------------------------------------------------------------------
 
-def _data(spec, train=True):
-    """(Xtr, ytr, Xte, yte) as the spec says (quick subsample; Xtr None if not train)."""
-    from tools import datasets as D
-    parts = ("Xtr", "ytr", "Xte", "yte") if train else ("ytr", "Xte", "yte")
-    got = dict(zip(parts, D.load(spec["dataset"], spec.get("raw_dir"), parts=parts)))
-    if spec["quick"]:
-        tr, te = D.subsample_index(len(got["ytr"]), len(got["yte"]), QUICK_TRAIN, QUICK_TEST)
-        got = {k: v[tr if k.endswith("tr") else te] for k, v in got.items()}
-    return got.get("Xtr"), got["ytr"], got["Xte"], got["yte"]
-
-
 def child_prepare(spec):
-    import numpy as np
     import scipy.sparse as sp
-    from tools import datasets as D
+    import datasets as D
     t0 = time.perf_counter()
-    Xtr, ytr, Xte, yte = _data(spec)
-    counts = lambda y: {f"{k:g}": int(c) for k, c in zip(*np.unique(y, return_counts=True))}
-    out = {"n_train": Xtr.shape[0], "n_test": Xte.shape[0], "d": Xtr.shape[1],
-           "sparse": sp.issparse(Xtr), "gamma": D.protocol_gamma(Xtr),
-           "train_labels": counts(ytr), "test_labels": counts(yte),
-           "cache_key": D.cache_key(spec["dataset"], spec.get("raw_dir")),
-           "prepare_s": time.perf_counter() - t0}
+    Xtr, ytr, Xte, yte = B.load_data(spec)
+    out = dict(D.summary(Xtr, ytr, Xte, yte),
+               cache_key=D.cache_key(spec["dataset"], spec.get("raw_dir")),
+               prepare_s=time.perf_counter() - t0)
     if spec.get("store"):
         path = os.path.join(D.cache_dir(), "stores",
                             f"{out['cache_key']}-{'quick' if spec['quick'] else 'full'}.zarr")
         if not os.path.exists(path):     # StoreWriter publishes atomically on close
-            from ingest import StoreWriter
+            from streamcvm.ingest import StoreWriter
             os.makedirs(os.path.dirname(path), exist_ok=True)
             t = time.perf_counter()
             nnz_row = Xtr.nnz / max(Xtr.shape[0], 1) if sp.issparse(Xtr) else None
@@ -145,19 +120,11 @@ def child_prepare(spec):
     return out
 
 
-def _tiny(X, y, m=200):
-    """Up to ``m`` rows of the two most frequent classes (the warm-up problem)."""
-    import numpy as np
-    cls, cnt = np.unique(y, return_counts=True)
-    idx = np.sort(np.concatenate([np.flatnonzero(y == c)[:m // 2]
-                                  for c in cls[np.argsort(-cnt)[:2]]]))
-    return X[idx], y[idx]
-
-
 def child_run(spec):
     import numpy as np
+    import datasets as D
     method, from_store = spec["method"], bool(spec.get("store"))
-    Xtr, ytr, Xte, yte = _data(spec, train=not from_store)
+    Xtr, ytr, Xte, yte = B.load_data(spec, train=not from_store)
     lib = spec.get("lib")
     if lib:         # --baseline: the library of another revision (tools/ stays this one's)
         sys.path.insert(0, lib)
@@ -175,7 +142,7 @@ def child_run(spec):
         make = lambda **kw: CVMClassifier(method=method, C=spec["C"], gamma=spec["gamma"],
                                           eps=eps, random_state=0, **kw)
         t = time.perf_counter()       # warm-up: numba compile / cache load, imports
-        Xw, yw = _tiny(Xte, yte)
+        Xw, yw = D.warmup_rows(Xte, yte)
         # (without --params: stop="validation" needs more rows than the warm-up has)
         make().fit(Xw, yw).predict(Xw)
         if from_store:
@@ -222,72 +189,16 @@ def child_run(spec):
         out["eps_reached"] = max(eps_final) if eps_final else None
         out["gamma_used"] = float(clf.gamma_)
     out["peak_rss"] = peak_rss_bytes()
-    out["vm_hwm"] = vm_hwm_bytes()
+    out["vm_hwm"] = B.vm_hwm_bytes()
     return out
 
 
-def child_report(spec, prepare, run, tag=RESULT_TAG):
-    """A child's whole job: ``prepare(spec)`` or ``run(spec)``, its result
-    printed as one tagged JSON line (an exception becomes an error row)."""
-    try:
-        out = prepare(spec) if spec["kind"] == "prepare" else run(spec)
-    except Exception as e:  # noqa: BLE001 - reported as an error row
-        traceback.print_exc()
-        out = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
-    print(tag + json.dumps(out), flush=True)
-
-
-def child_main(spec):
-    child_report(spec, child_prepare, child_run)
+CHILD_JOBS = {"prepare": child_prepare, "run": child_run}
 
 
 # ---------------------------------------------------------------------------
 # parent
 # ---------------------------------------------------------------------------
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def run_child(spec, timeout, script=None, tag=RESULT_TAG):
-    """Run ``script`` (default: this file) with ``--child SPEC`` in a fresh
-    process and return the JSON it prints after ``tag``, or an error
-    record (a timeout kills the child). Shared by the other bench tools."""
-    cmd = [sys.executable, os.path.abspath(script or __file__), "--child", json.dumps(spec)]
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:g} s", "timeout": True,
-                "process_s": time.perf_counter() - t0}
-    res = None
-    for line in p.stdout.splitlines():
-        if line.startswith(tag):
-            res = json.loads(line[len(tag):])
-    if res is None:
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        res = {"error": f"child exited {p.returncode}: {tail[:300]}"}
-    if "error" in res:
-        tb = "\n    ".join(p.stderr.strip().splitlines()[-8:])
-        log(f"  ERROR {res['error']}" + (f"\n    {tb}" if tb else ""))
-    res["process_s"] = time.perf_counter() - t0
-    return res
-
-
-def git_commit():
-    def git(*a):
-        return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True,
-                              timeout=30)
-    try:
-        r = git("rev-parse", "--short", "HEAD")
-        if r.returncode != 0:
-            return "unknown"
-        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
-        return r.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
 
 def baseline_worktree(rev):
     """A detached git worktree of ``rev`` (made once, reused): its path."""
@@ -306,31 +217,6 @@ def baseline_worktree(rev):
     return sha, path
 
 
-def svc_key(ds, info, C):
-    return (f"{ds}|n={info['n_train']}/{info['n_test']}|C={C:.10g}|gamma={info['gamma']:.10g}"
-            f"|sklearn={importlib.metadata.version('scikit-learn')}")
-
-
-def load_json(path, default):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return default
-
-
-def save_json(path, obj):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
-
-
-def fmt(v, spec, none="-"):
-    return none if v is None else format(v, spec)
-
-
 def table(rows, with_store, with_base=False):
     head = ["dataset", "method", "train s", "predict s", "accuracy %", "#SV", "peak RSS MB",
             "train vs SVC", "predict speed-up", "predict speed-up 1t", "d acc pp",
@@ -338,9 +224,7 @@ def table(rows, with_store, with_base=False):
     head += ["store/mem"] if with_store else []
     head += ["vs base"] if with_base else []
     head += ["notes"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if i < 2 or h == "notes" else "---:"
-                            for i, h in enumerate(head)) + "|"]
+    lines = []
     for r in rows:
         if "error" in r:
             cells = [r["dataset"], r["method"]] + [""] * (len(head) - 3) + [r["error"]]
@@ -358,8 +242,8 @@ def table(rows, with_store, with_base=False):
             cells += [fmt(r.get("store_ratio"), ".2f")] if with_store else []
             cells += [fmt(r.get("base_ratio"), ".2f")] if with_base else []
             cells += [r.get("note", "")]
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    return "\n".join(lines)
+        lines.append(cells)
+    return B.table(head, lines, left=("dataset", "method", "notes"))
 
 
 def parse_param(text):
@@ -376,9 +260,7 @@ def parse_param(text):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap = B.parser(__doc__)
     ap.add_argument("--datasets", nargs="+", default=DATASETS, choices=DATASETS, metavar="NAME")
     ap.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS + ["svc"])
     ap.add_argument("--no-svc", action="store_true", help="skip the SVC reference")
@@ -406,26 +288,17 @@ def main(argv=None):
     ap.add_argument("--baseline", metavar="REV",
                     help="also run each streamcvm method with the library of git "
                          "revision REV, in the same run (column 'vs base')")
-    ap.add_argument("--raw-dir", help="raw data directory (default $STREAMCVM_DATA or "
-                                      "../shared/data/raw)")
+    B.add_raw_dir(ap)
     a = ap.parse_args(argv)
     if a.child:
-        child_main(json.loads(a.child))
-        return 0
+        return B.child_main(a.child, CHILD_JOBS)
     eps = a.eps if a.eps == "auto" else float(a.eps)
     methods = [m for m in a.methods if m != "svc"]
     with_svc = not a.no_svc
-    command = shlex.join([os.path.basename(sys.executable)] + sys.argv)
-    commit = git_commit()
-    now = datetime.datetime.now().isoformat(timespec="seconds")
-    header = [f"command: `{command}`", f"commit: {commit}, {now}",
-              f"python {platform.python_version()}, scikit-learn "
-              f"{importlib.metadata.version('scikit-learn')}, {os.cpu_count()} CPUs, "
-              f"C={a.C:g}, eps={eps}" + (", QUICK (3,000 train / 1,000 test rows)"
-                                          if a.quick else "")]
-    for line in header:
-        log(line)
-    svc_cache = load_json(a.svc_cache, {}) if a.svc_cache else {}
+    session = B.Session(details=f", C={a.C:g}, eps={eps}"
+                        + (", QUICK (3,000 train / 1,000 test rows)" if a.quick else ""))
+    commit, now, header = session.commit, session.date, session.header
+    svc_cache = B.load_json(a.svc_cache, {}) if a.svc_cache else {}
     if a.svc_cache and with_svc:
         header.append(f"SVC: cached results from {a.svc_cache} where present "
                       "(marked 'cached' in the notes): not this session's")
@@ -443,7 +316,7 @@ def main(argv=None):
     infos, rows = {}, []
     for ds in a.datasets:
         log(f"{ds}: preparing data ...")
-        info = run_child(dict(base, kind="prepare", dataset=ds, store=a.store), a.timeout)
+        info = B.run_child(dict(base, kind="prepare", dataset=ds, store=a.store), a.timeout)
         infos[ds] = info
         if "error" in info:
             rows += [dict(dataset=ds, method=m, error=info["error"])
@@ -455,7 +328,7 @@ def main(argv=None):
         spec = dict(base, kind="run", dataset=ds, gamma=info["gamma"])
         ref = None
         if with_svc:
-            key = svc_key(ds, info, a.C)
+            key = B.svc_key(ds, info, a.C)
             hit = svc_cache.get(key)
             if hit and not a.rerun_svc:
                 ref = dict(hit, note=f"cached {hit['date'][:16]} ({hit.get('commit', '?')})",
@@ -463,12 +336,12 @@ def main(argv=None):
                 log(f"  svc: cached result of {hit['date']}")
             else:
                 log("  svc ...")
-                ref = run_child(dict(spec, method="svc"), a.svc_timeout)
+                ref = B.run_child(dict(spec, method="svc"), a.svc_timeout)
                 if "error" not in ref:
                     ref.update(date=now, commit=commit)
                     if a.svc_cache:
                         svc_cache[key] = ref
-                        save_json(a.svc_cache, svc_cache)
+                        B.save_json(a.svc_cache, svc_cache)
             rows.append(dict(ref, dataset=ds, method="svc"))
             if "error" in ref:
                 ref = None
@@ -479,8 +352,9 @@ def main(argv=None):
                 for at, lib in libs:
                     name = m + tag + (" (store)" if from_store else "") + at
                     log(f"  {name} ...")
-                    r = run_child(dict(spec, method=m, lib=lib,
-                                       store=info["store"] if from_store else None), a.timeout)
+                    r = B.run_child(dict(spec, method=m, lib=lib,
+                                         store=info["store"] if from_store else None),
+                                    a.timeout)
                     r.update(dataset=ds, method=name)
                     rows.append(r)
                     if "error" in r:
@@ -509,10 +383,7 @@ def main(argv=None):
     print()
     print(table(rows, a.store, bool(a.baseline)))
     if a.json:
-        save_json(a.json, {"command": command, "commit": commit, "date": now,
-                           "python": platform.python_version(), "cpus": os.cpu_count(),
-                           "args": vars(a), "datasets": infos, "runs": rows})
-        log(f"wrote {a.json}")
+        session.write(a.json, args=vars(a), datasets=infos, runs=rows)
     return 0
 
 

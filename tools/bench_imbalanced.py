@@ -8,9 +8,9 @@ kddcup99 10% (normal vs attack), the balanced loss of
 ``class_weight="balanced"`` is no worse than SVC's with the same weights,
 and better than our own unweighted model's.
 
-Protocol. Data, splits and gamma as ``tools/bench_classify.py`` (its
-``child_prepare``: ``tools/datasets.py``, gamma = ``protocol_gamma``, the
-same for every model). C = 1 for all. "balanced" is scikit-learn's
+Protocol. Data, splits and gamma as ``tools/bench_classify.py``
+(``tools/datasets.py``, gamma = ``protocol_gamma``, the same for every
+model). C = 1 for all. "balanced" is scikit-learn's
 n / (2 n_c) for both libraries: LIBSVM multiplies class c's C by it, we
 give class c's rows C_i = C n / (2 n_c) (generalized-cvm sec. IV-A, a
 center-constrained MEB: method cvm, eps "auto"). Models, each in its own
@@ -34,21 +34,14 @@ Usage::
     python tools/bench_imbalanced.py
     python tools/bench_imbalanced.py --quick --datasets ijcnn1
 """
-import argparse
 import datetime
-import json
-import os
-import shlex
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import benchlib as B     # standard library only
+from benchlib import fmt, git_commit, log, run_child
 
-from tools.bench_classify import (_data, _tiny, child_prepare, child_report, fmt,  # noqa: E402
-                                  git_commit, log, peak_rss_bytes, save_json)
-from tools.bench_classify import run_child as run_child_  # noqa: E402
+B.use_source_tree()
 
 DATASETS = ("ijcnn1", "kddcup99")
 # (model, class_weight, full_pass), by name for --models
@@ -58,10 +51,16 @@ MODELS = {"svc-balanced": ("svc", "balanced", False), "svc": ("svc", None, False
           "cvm": ("cvm", None, False), "bvm": ("bvm", None, False)}
 
 
+def child_prepare(spec):
+    import datasets as D
+    return D.summary(*B.load_data(spec))
+
+
 def child_run(spec):
     import numpy as np
     from sklearn.metrics import roc_auc_score
-    Xtr, ytr, Xte, yte = _data(spec)
+    import datasets as D
+    Xtr, ytr, Xte, yte = B.load_data(spec)
     out = {}
     cw = spec["class_weight"]
     if spec["model"] == "svc":
@@ -73,29 +72,21 @@ def child_run(spec):
                                      class_weight=cw, random_state=0,
                                      full_pass=spec.get("full_pass", False))
         t = time.perf_counter()
-        Xw, yw = _tiny(Xte, yte)
+        Xw, yw = D.warmup_rows(Xte, yte)
         make().fit(Xw, yw).predict(Xw)
         out["warmup_s"] = time.perf_counter() - t
         clf = make()
-    t = time.perf_counter()
-    clf.fit(Xtr, ytr)
-    out["train_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    dec = clf.decision_function(Xte)
-    out["predict_s"] = time.perf_counter() - t
+    _, out["train_s"] = B.timed(clf.fit, Xtr, ytr)
+    dec, out["predict_s"] = B.timed(clf.decision_function, Xte)
     pred = clf.classes_[(dec > 0).astype(int)]
     recall = [float(np.mean(pred[yte == c] == c)) for c in clf.classes_]
     out.update(accuracy=float(np.mean(pred == yte)), recall=recall,
                balanced_loss=1.0 - float(np.mean(recall)),
                auc=float(roc_auc_score(yte == clf.classes_[1], dec)),
-               n_sv=int(np.sum(clf.n_support_)), peak_rss=peak_rss_bytes())
+               n_sv=int(np.sum(clf.n_support_)), peak_rss=B.peak_rss_bytes())
     if spec["model"] != "svc":
         out["core_set_size"] = int(clf.core_set_size_)
     return out
-
-
-def run_child(spec, timeout):
-    return run_child_(spec, timeout, script=__file__)
 
 
 def label(model, cw, full_pass=False):
@@ -104,9 +95,7 @@ def label(model, cw, full_pass=False):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap = B.parser(__doc__)
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS))
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--json", metavar="OUT", help="write all raw numbers here")
@@ -115,10 +104,8 @@ def main(argv=None):
     ap.add_argument("--raw-dir", help="raw data directory (default ../shared/data/raw)")
     a = ap.parse_args(argv)
     if a.child:
-        spec = json.loads(a.child)
-        child_report(spec, child_prepare, child_run)
-        return 0
-    log(f"command: `{shlex.join([os.path.basename(sys.executable)] + sys.argv)}`")
+        return B.child_main(a.child, {"prepare": child_prepare, "run": child_run})
+    log(f"command: `{B.command_line()}`")
     log(f"commit: {git_commit()}, {datetime.datetime.now().isoformat(timespec='seconds')}")
     rows = []
     for ds in a.datasets:
@@ -165,7 +152,7 @@ def main(argv=None):
                   f"{svc['balanced_loss']:.4f} and ours unweighted {unweighted}: "
                   f"{'met' if ok else 'NOT met'}")
     if a.json:
-        save_json(a.json, {"rows": rows, "commit": git_commit()})
+        B.save_json(a.json, {"rows": rows, "commit": git_commit()})
     return 0
 
 

@@ -53,45 +53,21 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+import benchlib as B     # standard library only
+from benchlib import peak_rss_bytes
+
 # the code under test: this checkout, or the tree given by --src (children
 # get it through the environment); first on sys.path, so it wins over an
 # editable install of another tree
-SRC = os.environ.get("BENCH_INGEST_SRC") or ROOT
-if SRC not in sys.path:
-    sys.path.insert(0, SRC)
+B.use_source_tree(os.environ.get("BENCH_INGEST_SRC"))
 
 D = 22
 KIND = "gaussian"
-RESULT_TAG = "BENCH_RESULT "
 GiB = 1 << 30
 SVM_TARGET_RSS = 400e6             # the issue's peak-RSS target on the svmlight file (400 MB)
-
-
-def peak_rss_bytes():
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r if sys.platform == "darwin" else r * 1024
-
-
-def vm_hwm_bytes():
-    """Peak RSS of this process image (VmHWM), or None where /proc is missing.
-
-    Unlike ru_maxrss it is not carried over from the parent across fork/exec
-    (Linux keeps the larger of the two in ru_maxrss), so it cross-checks it.
-    """
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def cpu_seconds():
@@ -103,32 +79,30 @@ def cpu_seconds():
 # child: one measurement in a fresh process
 # ---------------------------------------------------------------------------
 
-def run_child(spec):
+def child_job(spec):
+    """The job of a child (``benchlib.child_main``): its result record."""
     tool = spec["tool"]
     if tool == "generate":
         path, meta = ensure_file(spec["workdir"], spec["format"], spec["size_gb"],
-                                 spec["seed"], lambda m: print(m, file=sys.stderr, flush=True))
+                                 spec["seed"], B.log)
         warm = ensure_warmup(spec["workdir"], spec["format"], spec["seed"])
-        print(RESULT_TAG + json.dumps({"path": path, "meta": meta, "warmup": warm}), flush=True)
-        return
+        return {"path": path, "meta": meta, "warmup": warm}
     if tool == "env":
-        print(RESULT_TAG + json.dumps(environment()), flush=True)
-        return
+        return environment()
     if tool == "prime":
         # first use: numba compiles the parsers (or loads them from its cache)
         t = time.perf_counter()
-        import ingest as ing
+        import streamcvm.ingest as ing
         t1 = time.perf_counter()
         for src, out, kw in spec["jobs_list"]:
             ing.ingest([src], out, overwrite=True, **kw)
-        print(RESULT_TAG + json.dumps({"import_s": t1 - t, "seconds": time.perf_counter() - t1,
-                                       "peak_rss": peak_rss_bytes()}), flush=True)
-        return
+        return {"import_s": t1 - t, "seconds": time.perf_counter() - t1,
+                "peak_rss": peak_rss_bytes()}
     t = time.perf_counter()
     import numpy as np
     out = {"tool": tool}
     if tool == "streamcvm":
-        import ingest as ing
+        import streamcvm.ingest as ing
         kw = dict(store_format=spec.get("store_format", "zarr"), overwrite=True,
                   n_jobs=spec.get("jobs"))
         if spec["format"] == "csv":
@@ -146,7 +120,7 @@ def run_child(spec):
         out["rows"] = int(res["n"])
         out["d"] = int(res["d"])
         out["sparse"] = bool(res["sparse"])
-        out["out_bytes"] = _path_bytes(res["path"])
+        out["out_bytes"] = B.path_bytes(res["path"])
     elif tool == "load_svmlight_file":
         from sklearn.datasets import load_svmlight_file
         out["import_s"] = time.perf_counter() - t
@@ -176,15 +150,8 @@ def run_child(spec):
     else:
         raise SystemExit(f"unknown tool {tool!r}")
     out["peak_rss"] = peak_rss_bytes()
-    out["vm_hwm"] = vm_hwm_bytes()
-    print(RESULT_TAG + json.dumps(out), flush=True)
-
-
-def _path_bytes(path):
-    if os.path.isdir(path):
-        return sum(os.path.getsize(os.path.join(dp, f))
-                   for dp, _, fn in os.walk(path) for f in fn)
-    return os.path.getsize(path)
+    out["vm_hwm"] = B.vm_hwm_bytes()
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -299,16 +266,11 @@ def measurements(files, workdir, jobs):
     ]
 
 
-def child(spec, log, stderr_to_log=False):
-    """Run ``spec`` in a fresh interpreter; returns (result dict or None, exit code, stderr)."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE,
-                       stderr=None if stderr_to_log else subprocess.PIPE, text=True)
-    res = None
-    for line in p.stdout.splitlines():
-        if line.startswith(RESULT_TAG):
-            res = json.loads(line[len(RESULT_TAG):])
-    return res, p.returncode, p.stderr or ""
+def child(spec, stderr_to_log=False):
+    """Run ``spec`` in a fresh interpreter; returns (result dict, or None when
+    it failed, exit code, stderr)."""
+    res, rc, err, _ = B.spawn(spec, capture_stderr=not stderr_to_log)
+    return (None if res is None or "error" in res else res), rc, err
 
 
 def _busy_seconds():
@@ -357,7 +319,7 @@ def run_one(m, log, rep=None, quiet_wait=0.0):
     pre_load = wait_quiet(quiet_wait, log) if quiet_wait > 0 else None
     log(f"running {m['name']} on {m['file']}" + (f" (run {rep})" if rep else "") + " ...")
     busy0, kid0, t0 = _busy_seconds(), _children_cpu(), time.perf_counter()
-    res, rc, err = child(spec, log)
+    res, rc, err = child(spec)
     wall = time.perf_counter() - t0
     busy1, kid1 = _busy_seconds(), _children_cpu()
     if rc != 0 or res is None:
@@ -440,13 +402,7 @@ def table(results):
             f"{r['cpu_s']:.1f}", f"{r['warmup_s']:.2f}" if "warmup_s" in r else "-",
             f"{r['rss_before'] / 1e6:,.0f}",
             f"{r['bg_cores']:.2f}" if "bg_cores" in r else "-"])
-    w = [max(len(h), *(len(x[i]) for x in rows)) for i, h in enumerate(head)]
-    right = set(range(2, len(head)))
-    fmt = lambda cells: "| " + " | ".join(
-        c.rjust(w[i]) if i in right else c.ljust(w[i]) for i, c in enumerate(cells)) + " |"
-    sep = "|" + "|".join(("-" * (w[i] + 1) + ":") if i in right else ("-" * (w[i] + 2))
-                         for i in range(len(head))) + "|"
-    return "\n".join([fmt(head), sep] + [fmt(x) for x in rows])
+    return B.table(head, rows, left=("tool", "file"), pad=True)
 
 
 def verdict(results):
@@ -512,23 +468,13 @@ def environment():
 
 def source_info():
     """Which code was measured: the imported package paths and its git commit."""
-    import ingest
     import streamcvm
+    import streamcvm.ingest as ingest
+    # the source tree: ingest/ beside streamcvm/ (installed: streamcvm/ingest/)
     root = os.path.dirname(os.path.dirname(os.path.abspath(ingest.__file__)))
+    commit, dirty = B.git_state(root, ("streamcvm", "ingest"), short=False, untracked=True)
     info = {"src": root, "streamcvm_version": getattr(streamcvm, "__version__", "?"),
-            "commit": None, "dirty": None}
-
-    def git(*args):
-        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True,
-                              timeout=30)
-    try:
-        r = git("rev-parse", "HEAD")
-        if r.returncode == 0:
-            info["commit"] = r.stdout.strip()
-            st = git("status", "--porcelain", "--", "streamcvm", "ingest")
-            info["dirty"] = bool(st.stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        pass
+            "commit": commit, "dirty": dirty}
     if info["commit"] is None and os.path.exists(os.path.join(root, "COMMIT")):
         with open(os.path.join(root, "COMMIT")) as f:     # a snapshot made for --src
             info["commit"] = f.read().strip()
@@ -580,8 +526,7 @@ def main(argv=None):
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child is not None:
-        run_child(json.loads(a.child))
-        return 0
+        return B.child_main(a.child, child_job)
 
     size = 0.1 if a.quick else a.size_gb
     if size <= 0:
@@ -591,7 +536,7 @@ def main(argv=None):
     if a.retries < 0:
         ap.error("--retries must be >= 0")
     os.makedirs(a.workdir, exist_ok=True)
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)
+    log = B.log
     if a.src:
         if not os.path.isdir(os.path.join(a.src, "ingest")):
             ap.error(f"--src {a.src}: no ingest/ package there")
@@ -599,7 +544,7 @@ def main(argv=None):
     # This process stays small (stdlib only): Linux carries a parent's peak RSS
     # into a child's ru_maxrss, so generation and version probing run in
     # children too.
-    env, rc, err = child({"tool": "env"}, log)
+    env, rc, err = child({"tool": "env"})
     if env is None:
         log(err)
         return 2
@@ -612,7 +557,7 @@ def main(argv=None):
     files, meta = {}, {}
     for fmt in ("svmlight", "csv"):
         g, rc, _ = child({"tool": "generate", "workdir": a.workdir, "format": fmt,
-                          "size_gb": size, "seed": a.seed}, log, stderr_to_log=True)
+                          "size_gb": size, "seed": a.seed}, stderr_to_log=True)
         if g is None:
             log(f"generating the {fmt} file failed (exit {rc})")
             return 2
@@ -637,7 +582,7 @@ def main(argv=None):
         [files["warmup_svmlight"], st("prime_svm.zarr"), {}],
         [files["warmup_csv"], st("prime_csv.zarr"), {"label_col": 0, "header": False}],
         [files["warmup_csv"], st("prime_csv.h5"),
-         {"label_col": 0, "header": False, "store_format": "hdf5"}]]}, log)
+         {"label_col": 0, "header": False, "store_format": "hdf5"}]]})
     if prime is None:
         log(f"priming failed (exit {rc}):\n{err}")
         return 2

@@ -36,52 +36,34 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import benchlib as B     # standard library only
+from benchlib import git_commit
 
-from tools.bench_classify import git_commit  # noqa: E402
-from tools.datasets import cache_dir  # noqa: E402
+B.use_source_tree()
 
 
 def make_stores(folder, rows, seed):
     """The training and held-out stores (generated unless already there
     with the same rows and seed)."""
-    from streamcvm import synthetic
-    from streamcvm.store import StoreError, open_store
     train = os.path.join(folder, f"gauss-{rows}-s{seed}.zarr")
     test = os.path.join(folder, f"gauss-test-200000-s{seed}.zarr")
     for path, n, first in ((train, rows, 0), (test, 200_000, 10 ** 6)):
-        try:
-            ok = open_store(path).n == n
-        except StoreError:
-            ok = False
-        if not ok:
-            t = time.perf_counter()
-            synthetic.write_store(path, "gaussian", n, seed=seed, first_block=first,
-                                  overwrite=True, progress=True)
-            print(f"  generated {path} in {time.perf_counter() - t:.0f} s", flush=True)
+        _, took = B.generated_store(path, "gaussian", n, seed, first, progress=True)
+        if took is not None:
+            print(f"  generated {path} in {took:.0f} s", flush=True)
     return train, test
 
 
 def limited_child(cmd, limit_bytes):
     """Run ``cmd`` with RLIMIT_AS = ``limit_bytes``; (returncode, wall s,
-    peak RSS MiB, stdout, stderr)."""
+    peak RSS MiB of that process, stdout, stderr)."""
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, preexec_fn=cap, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    out, err = p.communicate()
-    dt = time.perf_counter() - t
-    # wait4 is not exposed by Popen: the children's maximum is this child's
-    # (one child at a time, and no earlier child was bigger: see main)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return p.returncode, dt, rss, out, err
+    r = B.run_timed(cmd, preexec_fn=cap)
+    return r["rc"], r["wall"], r["rss"] / 2 ** 20, r["stdout"], r["stderr"]
 
 
 class Head:
@@ -161,7 +143,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=float, default=75e6)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dir", default=os.path.join(cache_dir(), "big"),
+    ap.add_argument("--dir", default=os.path.join(B.cache_dir(), "big"),
                     help="where the stores are generated (kept for reruns)")
     ap.add_argument("--limit-gb", type=float, default=1.5,
                     help="address-space cap of the training and evaluation processes")

@@ -58,28 +58,18 @@ What each figure is:
 rows (seed 0; gamma then comes from those 5,000 rows). The header gives the
 command line and the git commit ("-dirty": tracked files differ from HEAD).
 """
-import argparse
-import datetime
-import importlib.metadata
-import json
 import os
-import platform
-import shlex
 import shutil
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import benchlib as B     # standard library only
+from benchlib import fmt, log, peak_rss_bytes, run_child
 
-from tools.bench_classify import (child_report, fmt, git_commit, log,  # noqa: E402
-                                  peak_rss_bytes, save_json, vm_hwm_bytes)
-from tools.bench_classify import run_child as run_child_  # noqa: E402
+B.use_source_tree()
 
 DATASET = "kddcup99"
-RESULT_TAG = "BENCH_RESULT "
 QUICK_TRAIN, QUICK_TEST = 5000, 10000
 WARMUP_ROWS = 500
 NUS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.2]
@@ -95,7 +85,7 @@ HEADLINE = ("cvm", 1.0)     # CVMOneClass defaults
 def child_prepare(spec):
     """Normal training rows and the test split -> .npy in spec["dir"]; gamma."""
     import numpy as np
-    from tools import datasets as D
+    import datasets as D
     t0 = time.perf_counter()
     Xtr, ytr, Xte, yte = D.load(DATASET, spec.get("raw_dir"))
     Xn = Xtr[ytr == -1]
@@ -129,12 +119,9 @@ def child_run(spec):
         out["warmup_s"] = time.perf_counter() - t
         est = make()
     out["rss_before_fit"] = peak_rss_bytes()
-    t = time.perf_counter()
-    est.fit(Xtr)
-    out["train_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    dec = np.asarray(est.decision_function(Xte), np.float64).ravel()
-    out["score_s"] = time.perf_counter() - t
+    _, out["train_s"] = B.timed(est.fit, Xtr)
+    dec, out["score_s"] = B.timed(
+        lambda: np.asarray(est.decision_function(Xte), np.float64).ravel())
     if not np.all(np.isfinite(dec)):
         raise FloatingPointError(f"{int(np.sum(~np.isfinite(dec)))} non-finite decisions")
     out["auc"] = float(roc_auc_score(yte == 1, -dec))
@@ -149,21 +136,16 @@ def child_run(spec):
         out["n_iter"] = int(est.n_iter_)
         out["eps_reached"] = est.history_[-1]["eps"] if est.history_ else None
     out["peak_rss"] = peak_rss_bytes()
-    out["vm_hwm"] = vm_hwm_bytes()
+    out["vm_hwm"] = B.vm_hwm_bytes()
     return out
 
 
-def child_main(spec):
-    child_report(spec, child_prepare, child_run, RESULT_TAG)
+CHILD_JOBS = {"prepare": child_prepare, "run": child_run}
 
 
 # ---------------------------------------------------------------------------
 # parent (standard library only: a child's ru_maxrss starts at the parent's)
 # ---------------------------------------------------------------------------
-
-def run_child(spec, timeout):
-    return run_child_(spec, timeout, script=__file__, tag=RESULT_TAG)
-
 
 def label(r):
     if r["model"] == "ocsvm":
@@ -174,8 +156,7 @@ def label(r):
 def table(rows):
     head = ["model", "params", "train s", "score s", "AUC", "#SV", "peak RSS MB",
             "train vs best OCSVM", "notes"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|---|---|" + "---:|" * (len(head) - 3) + "---|"]
+    lines = []
     for r in rows:
         model, params = label(r)
         if "error" in r:
@@ -184,14 +165,12 @@ def table(rows):
             cells = [model, params, f"{r['train_s']:.2f}", f"{r['score_s']:.2f}",
                      f"{r['auc']:.4f}", f"{r['n_sv']:,}", f"{r['peak_rss'] / 1e6:,.0f}",
                      fmt(r.get("train_ratio"), ".3g"), r.get("note", "")]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append(cells)
+    return B.table(head, lines, left=("model", "params", "notes"))
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap = B.parser(__doc__)
     ap.add_argument("--nus", nargs="+", type=float, default=NUS, help="OneClassSVM nu grid")
     ap.add_argument("--Cs", nargs="+", type=float, default=CS, help="CVMOneClass C grid")
     ap.add_argument("--methods", nargs="+", default=METHODS, choices=["cvm", "bvm", "fvm"])
@@ -199,22 +178,12 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per run (default 3600)")
     ap.add_argument("--quick", action="store_true",
                     help=f"{QUICK_TRAIN:,} normal training / {QUICK_TEST:,} test rows (seed 0)")
-    ap.add_argument("--raw-dir", help="raw data directory (default $STREAMCVM_DATA or "
-                                      "../shared/data/raw)")
+    B.add_raw_dir(ap)
     a = ap.parse_args(argv)
     if a.child:
-        child_main(json.loads(a.child))
-        return 0
-    command = shlex.join([os.path.basename(sys.executable)] + sys.argv)
-    commit = git_commit()
-    now = datetime.datetime.now().isoformat(timespec="seconds")
-    header = [f"command: `{command}`", f"commit: {commit}, {now}",
-              f"python {platform.python_version()}, scikit-learn "
-              f"{importlib.metadata.version('scikit-learn')}, {os.cpu_count()} CPUs"
-              + (f", QUICK ({QUICK_TRAIN:,} normal train / {QUICK_TEST:,} test rows, seed 0)"
-                 if a.quick else "")]
-    for line in header:
-        log(line)
+        return B.child_main(a.child, CHILD_JOBS)
+    session = B.Session(details=f", QUICK ({QUICK_TRAIN:,} normal train / {QUICK_TEST:,} "
+                                f"test rows, seed 0)" if a.quick else "")
     tmp = tempfile.mkdtemp(prefix="bench_oneclass-")
     try:
         log(f"{DATASET}: preparing data ...")
@@ -253,7 +222,7 @@ def main(argv=None):
     for r in ok:
         if (r["model"], r.get("C")) == HEADLINE:
             r["note"] = "headline (defaults)"
-    print("\n".join(header) + "\n")
+    print("\n".join(session.header) + "\n")
     print(f"- {data}\n")
     print(table(rows))
     head = next((r for r in ok if (r["model"], r.get("C")) == HEADLINE), None)
@@ -264,10 +233,7 @@ def main(argv=None):
               f"{head['train_s']:.2f} s vs {best['train_s']:.2f} s "
               f"(ratio {head['train_ratio']:.3g})")
     if a.json:
-        save_json(a.json, {"command": command, "commit": commit, "date": now,
-                           "python": platform.python_version(), "cpus": os.cpu_count(),
-                           "args": vars(a), "data": info, "runs": rows})
-        log(f"wrote {a.json}")
+        session.write(a.json, args=vars(a), data=info, runs=rows)
     return 0
 
 

@@ -21,25 +21,28 @@ Usage::
     python tools/bench_probability.py                      # ijcnn1 a9a usps letter
     python tools/bench_probability.py --datasets usps --quick
 """
-import argparse
 import json
-import os
 import shlex
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-from tools import bench_classify as BC  # noqa: E402  (standard library only at import)
+import benchlib as B     # standard library only
+
+B.use_source_tree()
 
 DATASETS = ("ijcnn1", "a9a", "usps", "letter")
+
+
+def child_prepare(spec):
+    import datasets as D
+    return D.summary(*B.load_data(spec))
 
 
 def child_run(spec):
     import time
     import numpy as np
     from threadpoolctl import threadpool_limits
-    Xtr, ytr, Xte, yte = BC._data(spec)
+    import datasets as D
+    Xtr, ytr, Xte, yte = B.load_data(spec)
     with threadpool_limits(2):
         if spec["method"] == "svc":
             from sklearn.svm import SVC
@@ -47,7 +50,7 @@ def child_run(spec):
                       random_state=0)
         else:
             from streamcvm import CVMClassifier
-            Xw, yw = BC._tiny(Xte, yte)         # warm-up: numba compile / cache load
+            Xw, yw = D.warmup_rows(Xte, yte)    # warm-up: numba compile / cache load
             CVMClassifier(gamma=spec["gamma"], probability=True).fit(Xw, yw)
             clf = CVMClassifier(C=spec["C"], gamma=spec["gamma"], probability=True,
                                 random_state=0)
@@ -62,45 +65,37 @@ def child_run(spec):
             "log_loss": float(np.mean(-np.log(p_true))),
             "accuracy": float(np.mean(classes[P.argmax(axis=1)] == yte)),
             "n_train": int(len(ytr)), "n_test": int(len(yte)),
-            "peak_rss": BC.peak_rss_bytes()}
-
-
-def child_main(spec):
-    BC.child_report(spec, BC.child_prepare, child_run)
+            "peak_rss": B.peak_rss_bytes()}
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
-    ap.add_argument("--datasets", nargs="+", default=DATASETS, choices=BC.DATASETS)
+    ap = B.parser(__doc__)
+    ap.add_argument("--datasets", nargs="+", default=DATASETS, choices=B.CLASSIFICATION)
     ap.add_argument("--C", type=float, default=1.0)
     ap.add_argument("--quick", action="store_true",
-                    help=f"{BC.QUICK_TRAIN:,} training / {BC.QUICK_TEST:,} test rows")
+                    help=f"{B.QUICK_TRAIN:,} training / {B.QUICK_TEST:,} test rows")
     ap.add_argument("--timeout", type=float, default=7200)
     ap.add_argument("--raw-dir")
     ap.add_argument("--json", metavar="OUT")
     a = ap.parse_args(argv)
     if a.child:
-        child_main(json.loads(a.child))
-        return 0
-    BC.log(f"command: `{shlex.join(['python'] + sys.argv)}`; commit {BC.git_commit()}")
+        return B.child_main(a.child, {"prepare": child_prepare, "run": child_run})
+    B.log(f"command: `{shlex.join(['python'] + sys.argv)}`; commit {B.git_commit()}")
     base = {"quick": a.quick, "raw_dir": a.raw_dir, "C": a.C, "eps": "auto", "params": {},
             "repeat": 1}
     rows = []
     for ds in a.datasets:
-        info = BC.run_child(dict(base, kind="prepare", dataset=ds, store=False), a.timeout,
-                            script=__file__)
+        info = B.run_child(dict(base, kind="prepare", dataset=ds, store=False), a.timeout)
         if "error" in info:
             rows.append({"dataset": ds, "error": info["error"]})
             continue
         res = {}
         for method in ("svc", "streamcvm"):
-            BC.log(f"{ds}: {method} ...")
-            r = BC.run_child(dict(base, kind="run", dataset=ds, gamma=info["gamma"],
-                                  method=method), a.timeout, script=__file__)
+            B.log(f"{ds}: {method} ...")
+            r = B.run_child(dict(base, kind="run", dataset=ds, gamma=info["gamma"],
+                                 method=method), a.timeout)
             res[method] = r
-            BC.log(f"  {r}")
+            B.log(f"  {r}")
         rows.append({"dataset": ds, "n_train": info["n_train"], "n_test": info["n_test"], **res})
     print("| dataset | train / test rows | method | train s | Brier | log loss | accuracy % "
           "| Brier ratio | log-loss ratio | train ratio |")

@@ -38,11 +38,10 @@ import time
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import benchlib as B
+from datasets import raw_dir
 
-from tools.bench_classify import git_commit  # noqa: E402
+B.use_source_tree()
 
 LSVC_CS = (0.01, 0.1, 1.0)
 CVM_CS = (0.1, 1.0, 10.0)
@@ -112,17 +111,17 @@ def main(argv=None):
     ap.add_argument("--datasets", nargs="+", default=["rank_lightgbm", "mq2008_subset"])
     ap.add_argument("--models", nargs="+", default=["linearsvc", "linear", "rbf"],
                     choices=["linearsvc", "linear", "rbf"])
-    ap.add_argument("--raw-dir", default=os.environ.get(
-        "STREAMCVM_DATA", os.path.join(ROOT, "..", "shared", "data", "raw")))
+    ap.add_argument("--raw-dir")
     a = ap.parse_args(argv)
+    raw = raw_dir(a.raw_dir)        # default $STREAMCVM_DATA, else ../shared/data/raw
     from streamcvm.kernels import estimate_beta
     from streamcvm.problems import one_blas_thread
     print(f"command: `python tools/bench_ranking.py {' '.join(sys.argv[1:])}`  commit "
-          f"{git_commit()}", flush=True)
+          f"{B.git_commit()}", flush=True)
     rows = []
     with one_blas_thread():
         for ds in a.datasets:
-            X, y, q, Xt, yt, qt = load(ds, a.raw_dir)
+            X, y, q, Xt, yt, qt = load(ds, raw)
             gamma = 1.0 / estimate_beta(X)
             rng = np.random.default_rng(0)
             uq = rng.permutation(np.unique(q))

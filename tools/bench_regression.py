@@ -100,31 +100,21 @@ never as a number; a timeout is cached too and reused only while
 The header gives the command line and the git commit ("-dirty": tracked
 files differ from HEAD).
 """
-import argparse
-import datetime
 import importlib.metadata
-import json
 import os
-import platform
-import shlex
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import benchlib as B     # standard library only
+from benchlib import QUICK_TEST, QUICK_TRAIN, fmt, log, peak_rss_bytes, run_child, save_json
 
-from tools.bench_classify import (child_report, fmt, git_commit, load_json, log,  # noqa: E402
-                                  peak_rss_bytes, save_json, vm_hwm_bytes)
-from tools.bench_classify import run_child as run_child_  # noqa: E402
+B.use_source_tree()
 
-# tools.datasets.REGRESSION + the generated set (the parent does not import
-# tools.datasets: it imports numpy)
+# datasets.REGRESSION + the generated set (the parent does not import
+# datasets: it imports numpy)
 SYNTH = "friedman200k"
 DATASETS = ["friedman1", "cadata", "cpu_act", "elevators", "pol", "house_16H", SYNTH]
 METHODS = ["cvm", "fvm"]
-RESULT_TAG = "BENCH_RESULT "
-QUICK_TRAIN, QUICK_TEST = 3000, 1000
 TUNE_FIT, TUNE_VAL = 4000, 2000
 QUICK_TUNE_FIT, QUICK_TUNE_VAL = 1000, 500
 SVR_GRID = [{"C": C, "epsilon": e} for C in (1.0, 10.0, 100.0) for e in (0.01, 0.1, 0.3)]
@@ -162,7 +152,7 @@ def synth_friedman():
 def _data(spec, train=True, test=True):
     """{"Xtr", "ytr", "Xte", "yte"} as the spec says (quick subsample; the X
     not asked for is left out)."""
-    from tools import datasets as D
+    import datasets as D
     ds = spec["dataset"]
     if ds == SYNTH:
         got = dict(zip(("Xtr", "ytr", "Xte", "yte"), synth_friedman()))
@@ -170,11 +160,8 @@ def _data(spec, train=True, test=True):
         if ds not in D.REGRESSION:
             raise ValueError(f"{ds} is not a regression dataset ({', '.join(D.REGRESSION)})")
         parts = ("ytr", "yte") + (("Xtr",) if train else ()) + (("Xte",) if test else ())
-        got = dict(zip(parts, D.load(ds, spec.get("raw_dir"), parts=parts)))
-    if spec["quick"]:
-        tr, te = D.subsample_index(len(got["ytr"]), len(got["yte"]), QUICK_TRAIN, QUICK_TEST)
-        got = {k: v[tr if k.endswith("tr") else te] for k, v in got.items()}
-    return got
+        got = D.load_parts(ds, spec.get("raw_dir"), parts)
+    return D.quick_rows(got, QUICK_TRAIN, QUICK_TEST) if spec["quick"] else got
 
 
 TUNE_SLACK = 0.01   # tuning: validation RMSE within 1% of the best counts as a tie
@@ -231,7 +218,7 @@ def metrics(y, f):
 def child_prepare(spec):
     import numpy as np
     import scipy.sparse as sp
-    from tools import datasets as D
+    import datasets as D
     t0 = time.perf_counter()
     got = _data(spec)
     Xtr, yte = got["Xtr"], got["yte"]
@@ -308,12 +295,8 @@ def child_run(spec):
             out["warmup_s"] = time.perf_counter() - t
         est = make_model(model, params, spec["gamma"], len(ytr), spec.get("method"))
         out["rss_before_fit"] = peak_rss_bytes()
-        t = time.perf_counter()
-        est.fit(Xtr, ytr)
-        out["train_s"] = time.perf_counter() - t
-        t = time.perf_counter()
-        pred = est.predict(Xte)
-        out["predict_s"] = time.perf_counter() - t
+        _, out["train_s"] = B.timed(est.fit, Xtr, ytr)
+        pred, out["predict_s"] = B.timed(est.predict, Xte)
     out.update(metrics(yte, pred))
     out["n_sv"] = n_sv(model, est)
     if model == "svr":
@@ -329,28 +312,16 @@ def child_run(spec):
         out["mu_used"] = float(est.mu_)
         out["selection"] = est.selection_
     out["peak_rss"] = peak_rss_bytes()
-    out["vm_hwm"] = vm_hwm_bytes()
+    out["vm_hwm"] = B.vm_hwm_bytes()
     return out
 
 
-def child_main(spec):
-    run = child_tune if spec["kind"] == "tune" else child_run
-    child_report(spec, child_prepare, run, RESULT_TAG)
+CHILD_JOBS = {"prepare": child_prepare, "tune": child_tune, "run": child_run}
 
 
 # ---------------------------------------------------------------------------
 # parent (standard library only)
 # ---------------------------------------------------------------------------
-
-def run_child(spec, timeout):
-    return run_child_(spec, timeout, script=__file__, tag=RESULT_TAG)
-
-
-def cache_dir():
-    """tools.datasets.cache_dir(), which the parent cannot import (numpy)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "streamcvm-bench")
-
 
 def svr_key(ds, info):
     grid = ",".join(f"{g['C']:g}/{g['epsilon']:g}" for g in SVR_GRID)
@@ -460,13 +431,11 @@ def main_table(infos, refs, rows):
     head = ["dataset", "n_train", "d", "SVR params", "SVR RMSE", "SVR s", "SVR #SV",
             "CVR params", "CVR RMSE", "RMSE ratio", "time ratio", "CVR #SV",
             "R2 SVR / CVR", "MRE SVR / CVR", "accept"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|---|" + "---:|" * 2 + "---|" + "---:|" * 3 + "---|" + "---:|" * 6 + "---|"]
+    lines = []
     for r in rows:
         ds, info = r["dataset"], infos[r["dataset"]]
         if "error" in info:
-            lines.append("| " + " | ".join([ds] + [""] * (len(head) - 2) + [info["error"]])
-                         + " |")
+            lines.append([ds] + [""] * (len(head) - 2) + [info["error"]])
             continue
         sv = svr_cells(refs.get(ds))
         cells = [ds, f"{info['n_train']:,}", str(info["d"]), sv[0], sv[1], sv[2], sv[3]]
@@ -479,15 +448,14 @@ def main_table(infos, refs, rows):
             cells += [r["label"], f"{r['rmse']:.4f}", fmt(r.get("rmse_ratio"), ".3f"), ratio_t,
                       f"{r['n_sv']:,}", f"{sv[4]} / {r['r2']:.4f}",
                       f"{sv[5]} / {fmt(r.get('mre'), '.3g')}", r.get("accept", "-")]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append(cells)
+    return B.table(head, lines, left=("dataset", "SVR params", "CVR params", "accept"))
 
 
 def detail_table(infos, refs, rows):
     head = ["dataset", "model", "params", "RMSE", "nRMSE", "MRE", "R2", "train s",
             "predict s", "#SV", "peak RSS MB", "core", "epsbar", "warm-up s", "notes"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|---|---|---|" + "---:|" * (len(head) - 4) + "---|"]
+    lines = []
 
     def line(ds, model, params, r, note=""):
         if r is None or "error" in r:
@@ -511,23 +479,21 @@ def detail_table(infos, refs, rows):
                 run = {"error": ref.get("error", "?")}
             if ref.get("timeout") and "error" in ref:
                 run = {"error": f"timeout > {ref['svr_timeout']:g} s"}
-            lines.append("| " + " | ".join(line(ds, "SVR", svr_label(tune["best"])
-                                                if "best" in tune else "-", run,
-                                                ref.get("note", "")))
-                         + " |")
+            lines.append(line(ds, "SVR", svr_label(tune["best"]) if "best" in tune else "-",
+                              run, ref.get("note", "")))
         for r in rows:
             if r["dataset"] == ds:
                 params = r.get("label", "-")
                 if "C" in r:
                     params += f" (C={r['C']:.4g})"
-                lines.append("| " + " | ".join(line(ds, "CVMRegressor", params, r)) + " |")
-    return "\n".join(lines)
+                lines.append(line(ds, "CVMRegressor", params, r))
+    return B.table(head, lines, left=("dataset", "model", "params", "notes"))
 
 
 def tuning_table(infos, tunes):
     head = ["dataset", "model", "fit / val rows", "tuned", "val RMSE", "grid val RMSE",
             "tune s", "notes"]
-    lines = ["| " + " | ".join(head) + " |", "|---|---|---:|---|---:|---:|---:|---|"]
+    lines = []
     for ds, per in tunes.items():
         for model, t in per.items():
             name = "SVR" if model == "svr" else f"CVMRegressor ({TUNE_METHOD})"
@@ -547,7 +513,7 @@ def tuning_table(infos, tunes):
             lines.append(f"| {ds} | {name} | {t['n_fit']:,} / {t['n_val']:,} | {label} | "
                          f"{t['best_val_rmse']:.4f} | {lo:.4f} - {hi:.4f} | "
                          f"{t['tune_s']:.1f} | {'; '.join(notes)} |")
-    return "\n".join(lines)
+    return B.table(head, lines, left=("dataset", "model", "tuned", "notes"))
 
 
 DEFAULTS_MAX_RATIO, DEFAULTS_MAX_TUNED_RATIO = 1.05, 1.15   # issue 13's acceptance
@@ -586,8 +552,7 @@ def defaults_table(infos, rows):
     head = ["dataset", "n_train", "SVR() RMSE", "SVR() s", "tuned SVR RMSE", "method",
             "CVR() RMSE", "CVR() s", "CVR #SV", "mu_ / gamma_", "vs SVR()", "vs tuned",
             "accept"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|---|---:|---:|---:|---:|---|" + "---:|" * 6 + "---|"]
+    lines = []
     for row in rows:
         ds = row["dataset"]
         sd, tu = row.get("svr_default"), row.get("tuned")
@@ -596,7 +561,7 @@ def defaults_table(infos, rows):
                      fmt(sd and sd.get("rmse"), ".4f"), fmt(sd and sd.get("train_s"), ".2f"),
                      fmt(tu and tu["rmse"], ".4f") + (f" ({tu['params']})" if tu else ""), m]
             if "error" in r:
-                lines.append("| " + " | ".join(cells + [""] * 6 + [r["error"]]) + " |")
+                lines.append(cells + [""] * 6 + [r["error"]])
                 continue
             v1 = r["rmse"] / sd["rmse"] if sd and "rmse" in sd else None
             v2 = r["rmse"] / tu["rmse"] if tu else None
@@ -605,14 +570,12 @@ def defaults_table(infos, rows):
             cells += [f"{r['rmse']:.4f}", f"{r['train_s']:.2f}", f"{r['n_sv']:,}",
                       f"{r['mu_used']:.3g} / {r['gamma_used']:.3g}", fmt(v1, ".3f"),
                       fmt(v2, ".3f"), ("pass" if all(ok) else "FAIL") if ok else "-"]
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            lines.append(cells)
+    return B.table(head, lines, left=("dataset", "method", "accept"))
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap = B.parser(__doc__)
     ap.add_argument("--datasets", nargs="+", default=DATASETS, choices=DATASETS, metavar="NAME",
                     help=f"default: all ({', '.join(DATASETS)})")
     ap.add_argument("--methods", nargs="+", default=["cvm"], choices=METHODS,
@@ -620,7 +583,7 @@ def main(argv=None):
                          f"{TUNE_METHOD}")
     ap.add_argument("--no-svr", action="store_true", help="skip the SVR reference")
     ap.add_argument("--json", metavar="OUT", help="write all raw numbers here")
-    ap.add_argument("--svr-cache", default=os.path.join(cache_dir(), "svr_cache.json"),
+    ap.add_argument("--svr-cache", default=os.path.join(B.cache_dir(), "svr_cache.json"),
                     help="SVR results cache (default: %(default)s)")
     ap.add_argument("--rerun-svr", action="store_true", help="ignore cached SVR results")
     ap.add_argument("--timeout", type=float, default=1800,
@@ -633,26 +596,19 @@ def main(argv=None):
     ap.add_argument("--defaults", action="store_true",
                     help="no tuning: SVR() and CVMRegressor() with their defaults (gamma "
                          "included), next to the tuned SVR (from the cache, else tuned)")
-    ap.add_argument("--raw-dir", help="raw data directory (default $STREAMCVM_DATA or "
-                                      "../shared/data/raw)")
+    B.add_raw_dir(ap)
     a = ap.parse_args(argv)
     if a.child:
-        child_main(json.loads(a.child))
-        return 0
+        return B.child_main(a.child, CHILD_JOBS)
     methods = list(dict.fromkeys(a.methods))
-    command = shlex.join([os.path.basename(sys.executable)] + sys.argv)
-    commit = git_commit()
-    now = datetime.datetime.now().isoformat(timespec="seconds")
-    header = [f"command: `{command}`", f"commit: {commit}, {now}",
-              f"python {platform.python_version()}, scikit-learn "
-              f"{importlib.metadata.version('scikit-learn')}, {os.cpu_count()} CPUs, "
-              f"one BLAS thread; CVMRegressor {'/'.join(methods)}, eps=auto, (mu, c) tuned "
-              f"with {TUNE_METHOD}, C = c * rows"
-              + (f", QUICK ({QUICK_TRAIN:,} train / {QUICK_TEST:,} test rows, tuning on "
-                 f"{QUICK_TUNE_FIT:,} + {QUICK_TUNE_VAL:,})" if a.quick else "")]
-    for line in header:
-        log(line)
-    cache = {} if a.no_svr else load_json(a.svr_cache, {})
+    session = B.Session(
+        details=f", one BLAS thread; CVMRegressor {'/'.join(methods)}, eps=auto, (mu, c) "
+                f"tuned with {TUNE_METHOD}, C = c * rows"
+                + (f", QUICK ({QUICK_TRAIN:,} train / {QUICK_TEST:,} test rows, tuning on "
+                   f"{QUICK_TUNE_FIT:,} + {QUICK_TUNE_VAL:,})" if a.quick else ""))
+    command, commit, now, header = session.command, session.commit, session.date, \
+        session.header
+    cache = {} if a.no_svr else B.load_json(a.svr_cache, {})
     base = {"quick": a.quick, "raw_dir": a.raw_dir}
     infos, refs, tunes, rows = {}, {}, {}, []
     for ds in a.datasets:
@@ -723,11 +679,8 @@ def main(argv=None):
     print("\nTuning (validation RMSE of the tuned point, and the grid's range):\n")
     print(tuning_table(infos, tunes))
     if a.json:
-        save_json(a.json, {"command": command, "commit": commit, "date": now,
-                           "python": platform.python_version(), "cpus": os.cpu_count(),
-                           "args": vars(a), "grids": {"svr": SVR_GRID, "cvr": CVR_GRID},
-                           "datasets": infos, "tuning": tunes, "svr": refs, "runs": rows})
-        log(f"wrote {a.json}")
+        session.write(a.json, args=vars(a), grids={"svr": SVR_GRID, "cvr": CVR_GRID},
+                      datasets=infos, tuning=tunes, svr=refs, runs=rows)
     return 0
 
 

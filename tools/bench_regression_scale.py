@@ -110,29 +110,20 @@ across runs.
 """
 import argparse
 import datetime
-import importlib.metadata
 import importlib.util
 import json
 import os
-import platform
 import re
 import shlex
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 # standard library only, as this parent must stay (a child's ru_maxrss starts
 # at its parent's peak on Linux)
-from tools.bench_classify import (child_report, fmt, git_commit, load_json, log,  # noqa: E402
-                                  run_child, save_json)
-from tools.bench_ingest import peak_rss_bytes, vm_hwm_bytes  # noqa: E402
-from tools.bench_scale_accuracy import human, mem_available, parse_rows, read_rows  # noqa: E402
+import benchlib as B
+from benchlib import fmt, human_rows, log, parse_rows, peak_rss_bytes, save_json
+
+B.use_source_tree()
 
 KIND = "friedman1"
 SIZES = [200_000, 1_000_000, 10_000_000]
@@ -148,7 +139,6 @@ SVR_C, SVR_EPSILON = 10.0, 0.1          # per unit of the fit rows' target sd
 RIDGE_ALPHA = 1e-3
 BLOCK_BYTES = 256e6                     # one block of Nystroem features (and its kernel)
 SVR_CACHE_MB = 2000
-
 
 
 def positive(kind):
@@ -171,26 +161,15 @@ def child_store(spec):
     """Make sure ``spec["path"]`` is a store of ``spec["n"]`` rows (else
     generate it); its size and shape (and, if asked, its y's mean and sd)."""
     import numpy as np
-    from streamcvm import open_store, synthetic
-    out = {}
-    try:
-        ok = open_store(spec["path"]).n == spec["n"]
-    except Exception:           # missing or unreadable: generated again
-        ok = False
-    if not ok:
-        t = time.perf_counter()
-        synthetic.write_store(spec["path"], KIND, spec["n"], seed=SEED,
-                              first_block=spec["first_block"], overwrite=True)
-        out["generate_s"] = time.perf_counter() - t
-    s = open_store(spec["path"])
+    s, took = B.generated_store(spec["path"], spec["data"], spec["n"], SEED,
+                                spec["first_block"])
+    out = {} if took is None else {"generate_s": took}
     out.update(n=s.n, d=s.d, chunks=s.n_chunks, chunk_rows=s.chunk_rows,
                disk_bytes=s.sizes()[0])
     if spec.get("y_stats"):
         y = np.concatenate([np.asarray(c.y, np.float64) for c in s])
         out.update(y_mean=float(y.mean()), y_sd=float(y.std()))
     return out
-
-
 
 
 def nystroem_block(K):
@@ -231,7 +210,7 @@ def child_reference(spec):
     with threadpool_limits(THREADS), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t = time.perf_counter()
-        X, y = read_rows(open_store(spec["train"]), spec["fit_rows"], SEED)
+        X, y = B.read_rows(open_store(spec["train"]), spec["fit_rows"], SEED)
         y = np.asarray(y, np.float64)
         X = X.astype(np.float64)        # what libsvm and Nystroem would make of it anyway
         out.update(load_s=time.perf_counter() - t, fit_rows=len(y))
@@ -289,20 +268,15 @@ def child_reference(spec):
             syy += float(yt @ yt)
     sst = syy - sy * sy / n
     out.update(rmse=float(np.sqrt(sse / n)), r2=1.0 - sse / sst if sst > 0 else None,
-               test_rows=n, peak_rss=peak_rss_bytes(), vm_hwm=vm_hwm_bytes())
+               test_rows=n, peak_rss=peak_rss_bytes(), vm_hwm=B.vm_hwm_bytes())
     out["n_sv"] = int(len(model.support_)) if spec["method"] == "svr" else spec["K"]
     if spec["method"] == "svr":
         out["n_iter"] = int(np.sum(model.n_iter_))
-    msgs = sorted({f"{w.category.__name__}: {w.message}".splitlines()[0][:200]
-                   for w in caught})
-    if msgs:
-        out["warnings"] = msgs
+    B.add_warnings(out, caught)
     return out
 
 
-def child_main(spec):
-    job = child_store if spec["job"] == "store" else child_reference
-    child_report(dict(spec, kind="run"), None, lambda _: job(spec))
+CHILD_JOBS = {"store": child_store, "reference": child_reference}
 
 
 # ---------------------------------------------------------------------------
@@ -316,41 +290,6 @@ def streamcvm_cmd():
     pkg = os.path.dirname(spec.origin) if spec and spec.origin else None
     has_main = pkg is not None and os.path.exists(os.path.join(pkg, "__main__.py"))
     return [sys.executable, "-m", "streamcvm" if has_main else "streamcvm.cli"]
-
-
-_TIME_OK = None
-
-
-def run_timed(cmd, timeout):
-    """Run ``cmd`` (its process group killed after ``timeout`` s): a dict of
-    rc, wall s, the process's own peak RSS in bytes (``os.wait4``, as
-    ``tools/bench_scale.run_measured``), stdout, stderr and whether it timed
-    out. Output goes to files, not pipes: wait4 reaps the child, and a full
-    pipe would block it meanwhile."""
-    timed_out = False
-    t = time.perf_counter()
-    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
-        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, start_new_session=True)
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() - t > timeout and not timed_out:
-                os.killpg(p.pid, signal.SIGKILL)
-                timed_out = True
-            time.sleep(0.05)
-        p.returncode = rc = os.waitstatus_to_exitcode(status)   # reaped here
-        wall = time.perf_counter() - t
-        fo.seek(0)
-        fe.seek(0)
-        stdout, stderr = fo.read().decode(), fe.read().decode()
-    return {"rc": rc, "wall": wall, "rss": ru.ru_maxrss * 1024, "rss_how": "wait4",
-            "stdout": stdout, "stderr": stderr, "timed_out": timed_out}
-
-
-def stderr_tail(text, lines=1):
-    got = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return " | ".join(got[-lines:])[:300] if got else "no output"
 
 
 def stderr_warnings(text):
@@ -381,10 +320,10 @@ def run_streamcvm(train, test, model, extra, timeout):
     cmd = exe + ["train", train, "-o", model, "--task", "regression", "-q",
                  "--overwrite"] + extra
     out = {"command": shlex.join(["python"] + cmd[1:])}
-    r = run_timed(cmd, timeout)
+    r = B.run_timed(cmd, timeout)
     if r["rc"] != 0:
         out.update(error=f"> {timeout:g} s" if r["timed_out"] else
-                   f"train exited {r['rc']}: {stderr_tail(r['stderr'])}",
+                   f"train exited {r['rc']}: {B.stderr_tail(r['stderr'])}",
                    timeout=r["timed_out"], process_s=r["wall"])
         if not r["timed_out"]:
             log("  " + "\n    ".join(r["stderr"].strip().splitlines()[-8:]))
@@ -394,10 +333,10 @@ def run_streamcvm(train, test, model, extra, timeout):
     if w:
         out["warnings"] = w
     out.update(read_model(model))
-    e = run_timed(exe + ["evaluate", test, model], timeout)
+    e = B.run_timed(exe + ["evaluate", test, model], timeout)
     if e["rc"] != 0:
         out["error"] = ("evaluate: " + (f"> {timeout:g} s" if e["timed_out"] else
-                                        stderr_tail(e["stderr"])))
+                                        B.stderr_tail(e["stderr"])))
         return out
     out.update(predict_s=e["wall"], evaluate_peak_rss=e["rss"], report=e["stdout"].strip())
     rm = re.search(r"^RMSE\s+(\S+)", e["stdout"], re.M)
@@ -405,7 +344,7 @@ def run_streamcvm(train, test, model, extra, timeout):
     try:
         out["rmse"] = float(rm.group(1))
     except (AttributeError, ValueError):
-        out["error"] = f"evaluate: no RMSE in its output: {stderr_tail(e['stdout'])}"
+        out["error"] = f"evaluate: no RMSE in its output: {B.stderr_tail(e['stdout'])}"
         return out
     try:
         out["r2"] = float(r2.group(1)) if r2 else None
@@ -416,29 +355,13 @@ def run_streamcvm(train, test, model, extra, timeout):
     return out
 
 
-
-
-def ensure_store(workdir, n, first_block, y_stats=False):
-    name = f"{KIND}-{'test' if first_block else 'train'}-{n}-s{SEED}.zarr"
-    path = os.path.join(workdir, name)
-    log(f"store {path} ...")
-    r = run_child({"job": "store", "path": path, "n": n, "first_block": first_block,
-                   "y_stats": y_stats}, None, script=__file__)
-    if "error" in r:
-        raise SystemExit(f"cannot make {path}: {r['error']}")
-    if "generate_s" in r:
-        log(f"  generated {n:,} rows in {r['generate_s']:.0f} s "
-            f"({r['disk_bytes'] / 1e9:.2f} GB on disk)")
-    return path, r
-
-
 def reference_specs(methods, n, memory_gb, d):
     """(method key, label, kind, fit rows, extra spec, bytes it needs) in order."""
     for key in methods:
         if key in SVR_ROWS:
             rows = min(n, SVR_ROWS[key])
-            label = f"SVR, {human(SVR_ROWS[key])} subsample" if rows < n else \
-                f"SVR, all {human(n)} rows"
+            label = f"SVR, {human_rows(SVR_ROWS[key])} subsample" if rows < n else \
+                f"SVR, all {human_rows(n)} rows"
             # X float32 + float64, libsvm's own copy (sparse nodes, 16 B a value), its cache
             need = rows * d * (4 + 8 + 16 * 1.5) + SVR_CACHE_MB * 2 ** 20 + 1e9
             yield key, label, "svr", rows, {}, need
@@ -455,7 +378,7 @@ def references(a, methods, n, d, train, test, gamma):
     """The reference runs due for a training store of ``n`` rows, in order."""
     partial = os.path.join(a.workdir, f"partial-{os.getpid()}.json")
     for key, label, kind, rows, kw, need in reference_specs(methods, n, a.memory_gb, d):
-        avail = mem_available()
+        avail = B.mem_available()
         if avail is not None and need > avail:
             why = (f"skipped: needs ~{need / 1e9:.1f} GB, {avail / 1e9:.1f} GB available"
                    + ("; lower --memory-gb" if kind == "nystroem" else ""))
@@ -464,17 +387,9 @@ def references(a, methods, n, d, train, test, gamma):
                    "skipped": True}
             continue
         log(f"  {label} ({rows:,} fit rows) ...")
-        spec = dict(job="reference", method=kind, train=train, test=test, gamma=gamma,
-                    ref_gamma=a.ref_gamma,
-                    fit_rows=rows, partial=partial, **kw)
-        limit = a.svr_timeout if kind == "svr" else a.timeout
-        r = run_child(spec, limit, script=__file__)
-        if r.get("timeout"):        # killed: while fitting, or after (then its fit time)
-            fit = load_json(partial, {})
-            r.update(fit, error=f"killed at {limit:g} s while predicting" if fit else
-                     f"> {limit:g} s")
-        if os.path.exists(partial):
-            os.remove(partial)
+        spec = dict(kind="reference", method=kind, train=train, test=test, gamma=gamma,
+                    ref_gamma=a.ref_gamma, fit_rows=rows, partial=partial, **kw)
+        r = B.run_reference(spec, a.svr_timeout if kind == "svr" else a.timeout)
         r.update(key=key, method=label, fit_rows=r.get("fit_rows", rows))
         if "error" not in r:
             log(f"    fit {r['train_s']:.1f} s (load {r['load_s']:.1f} s), predict "
@@ -486,8 +401,7 @@ def references(a, methods, n, d, train, test, gamma):
 def table(runs):
     head = ["rows", "method", "fit rows", "train s", "predict s", "RMSE", "R^2", "SVs",
             "peak RSS MB", "train ratio", "RMSE ratio", "notes"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if h in ("method", "notes") else "---:" for h in head) + "|"]
+    lines = []
     ours = {}
     for r in runs:
         is_ours = r.get("key") == "streamcvm"
@@ -517,7 +431,7 @@ def table(runs):
             notes.append("; ".join(sorted({w.split(":")[0] for w in r["warnings"]})))
         train_s = fmt(r.get("train_s"), ".1f") if fitted else \
             r["error"] if r.get("timeout") else "-"
-        lines.append("| " + " | ".join([
+        lines.append([
             f"{r['rows']:,}", r["method"], fmt(r.get("fit_rows"), ","), train_s,
             fmt(r.get("predict_s"), ".1f") if ok else "-",
             fmt(r.get("rmse"), ".4f") if ok else "-",
@@ -525,15 +439,8 @@ def table(runs):
             fmt(r.get("n_sv"), ",") if fitted else "-",
             fmt(r.get("peak_rss") and r["peak_rss"] / 1e6, ",.0f"),
             fmt(train_ratio, ".3g"), fmt(rmse_ratio, ".3g"),
-            "; ".join(n for n in notes if n)]) + " |")
-    return "\n".join(lines)
-
-
-def growth(runs):
-    ours = [r for r in runs if r.get("key") == "streamcvm" and r.get("train_s")
-            and r.get("peak_rss")]
-    return [f"{human(b['rows'])} / {human(a['rows'])}: time x{b['train_s'] / a['train_s']:.2f}, "
-            f"RSS x{b['peak_rss'] / a['peak_rss']:.2f}" for a, b in zip(ours, ours[1:])]
+            "; ".join(n for n in notes if n)])
+    return B.table(head, lines, left=("method", "notes"))
 
 
 class Parser(argparse.ArgumentParser):
@@ -542,9 +449,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def main(argv=None):
-    ap = Parser(description=__doc__.split("\n\n")[0],
-                formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap = B.parser(__doc__, Parser)
     ap.add_argument("--sizes", nargs="+", type=parse_rows, metavar="ROWS", default=SIZES,
                     help="training rows, e.g. 200K 1M 10M (the default)")
     ap.add_argument("--test-rows", type=parse_rows, default=TEST_ROWS, metavar="ROWS",
@@ -573,8 +478,7 @@ def main(argv=None):
                                                   "rewritten after each run)")
     a = ap.parse_args(argv)
     if a.child:
-        child_main(json.loads(a.child))
-        return 0
+        return B.child_main(a.child, CHILD_JOBS)
     try:
         extra = shlex.split(a.streamcvm_args)
     except ValueError as e:
@@ -594,28 +498,18 @@ def main(argv=None):
     except OSError as e:
         ap.error(f"--workdir: {e}")
     refs = [m for m in methods if m != "streamcvm"]
-    command = shlex.join([os.path.basename(sys.executable)] + sys.argv)
-    commit = git_commit()
-    now = datetime.datetime.now().isoformat(timespec="seconds")
-    ver = importlib.metadata.version
-    header = [f"command: `{command}`", f"commit: {commit}, {now}",
-              f"python {platform.python_version()}, streamcvm {ver('streamcvm')}, "
-              f"scikit-learn {ver('scikit-learn')}, numpy {ver('numpy')}, "
-              f"{os.cpu_count()} CPUs",
-              f"threads: streamcvm uses every core (numba, BLAS); references run under "
-              f"threadpool_limits({THREADS}): SVR (libsvm) is single-threaded, Nystroem's "
-              f"and Ridge's BLAS products use {THREADS}"]
-    for line in header:
-        log(line)
-    result = {"command": command, "commit": commit, "date": now, "args": vars(a),
-              "methods": methods, "python": platform.python_version(),
-              "cpus": os.cpu_count(), "stores": {}, "runs": []}
-    test, test_info = ensure_store(a.workdir, a.test_rows, TEST_FIRST_BLOCK, y_stats=True)
+    session = B.Session(("streamcvm", "scikit-learn", "numpy"), more=[
+        f"threads: streamcvm uses every core (numba, BLAS); references run under "
+        f"threadpool_limits({THREADS}): SVR (libsvm) is single-threaded, Nystroem's "
+        f"and Ridge's BLAS products use {THREADS}"])
+    result = session.record(args=vars(a), methods=methods, stores={}, runs=[])
+    test, test_info = B.ensure_store(a.workdir, KIND, a.test_rows, TEST_FIRST_BLOCK, SEED,
+                                     y_stats=True)
     result["test"] = dict(test_info, path=test, first_block=TEST_FIRST_BLOCK)
     tag = ("-" + re.sub(r"[^\w.=-]+", "_", a.streamcvm_args.strip())
            if a.streamcvm_args.strip() else "")
     if "streamcvm" in methods:
-        warm, _ = ensure_store(a.workdir, WARMUP_ROWS, 0)
+        warm, _ = B.ensure_store(a.workdir, KIND, WARMUP_ROWS, 0, SEED)
         log(f"warm-up train + evaluate on {WARMUP_ROWS:,} rows (untimed) ...")
         w = run_streamcvm(warm, warm, os.path.join(a.workdir, "models", f"{KIND}-warmup{tag}"),
                           extra, a.timeout)
@@ -623,7 +517,7 @@ def main(argv=None):
             log(f"  warm-up failed: {w['error']}")
     label = "streamcvm" + (f" {a.streamcvm_args.strip()}" if extra else "")
     for n in sizes:
-        train, info = ensure_store(a.workdir, n, 0)
+        train, info = B.ensure_store(a.workdir, KIND, n, 0, SEED)
         result["stores"][str(n)] = dict(info, path=train)
         model = os.path.join(a.workdir, "models", f"{KIND}-{n}{tag}")
         gamma, gamma_from = None, None
@@ -674,16 +568,12 @@ def main(argv=None):
             result["runs"].append(ref)
             save_json(a.json, result)
         save_json(a.json, result)
-    gam = sorted({f"{r['gamma']:.6g}" for r in result["runs"] if r.get("gamma")})
-    ti = result["test"]
-    print("\n".join(header))
-    print(f"\n### Friedman #1, {ti['d']} features, noise sd 1 (RMSE floor 1.0): held-out "
-          f"{ti['n']:,} rows (first_block={TEST_FIRST_BLOCK}, y sd {ti['y_sd']:.3f}), "
-          f"gamma {', '.join(gam) or '-'}\n")
-    print(table(result["runs"]))
-    g = growth(result["runs"])
-    if g:
-        print("\nstreamcvm growth: " + "; ".join(g))
+    ti, runs = result["test"], result["runs"]
+    print("\n".join(session.header))
+    B.print_sizes(f"Friedman #1, {ti['d']} features, noise sd 1 (RMSE floor 1.0): held-out "
+                  f"{ti['n']:,} rows (first_block={TEST_FIRST_BLOCK}, y sd {ti['y_sd']:.3f})",
+                  runs, table(runs), [r for r in runs if r.get("key") == "streamcvm"
+                                      and r.get("train_s") and r.get("peak_rss")])
     log(f"wrote {a.json}")
     return 0
 

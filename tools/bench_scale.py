@@ -26,31 +26,18 @@ Usage::
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+import benchlib as B     # standard library only
+from benchlib import HERE
 
 
 def run_measured(cmd):
     """Run ``cmd``: (wall s, peak RSS bytes of that child alone, stdout)."""
-    t = time.perf_counter()
-    # output to files, not pipes: wait4 (which gives this child's own rusage)
-    # must reap the child, and a full pipe would block it meanwhile
-    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
-        p = subprocess.Popen(cmd, stdout=fo, stderr=fe)
-        _, status, ru = os.wait4(p.pid, 0)
-        p.returncode = status          # reaped here; keep Popen from waiting again
-        fo.seek(0)
-        fe.seek(0)
-        out, err = fo.read().decode(), fe.read().decode()
-    wall = time.perf_counter() - t
-    if status != 0:
-        raise SystemExit(f"failed ({status}): {' '.join(cmd)}\n{err}")
-    return wall, ru.ru_maxrss * 1024, out
+    r = B.run_timed(cmd)
+    if r["rc"] != 0:
+        raise SystemExit(f"failed ({r['rc']}): {' '.join(cmd)}\n{r['stderr']}")
+    return r["wall"], r["rss"], r["stdout"]
 
 
 def main():
@@ -70,8 +57,7 @@ def main():
     kind = "friedman1" if reg else "gaussian"
     os.makedirs(a.workdir, exist_ok=True)
     py = sys.executable
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit = B.git_commit(dirty=False)
     print(f"command: `python tools/bench_scale.py {' '.join(sys.argv[1:])}`  commit {commit}")
     res = []
     tag = "friedman1_d10" if reg else "gaussian_d22"
@@ -97,7 +83,7 @@ def main():
         wall, rss, out = run_measured(cmd)
         line = out.strip().splitlines()[-1] if out.strip() else ""
         core = int(line.split(" s: ")[1].split(" core")[0].replace(",", ""))
-        du = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(store) for f in fs)
+        du = B.path_bytes(store)
         r = {"rows": n, "store_bytes": du, "wall_s": wall, "peak_rss": rss, "core": core,
              "out": line}
         if reg:

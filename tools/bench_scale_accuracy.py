@@ -82,25 +82,17 @@ The header gives the command line and the git commit ("-dirty": tracked
 files differ from HEAD). The machine is shared and noisy: compare figures
 of one run, not across runs.
 """
-import argparse
-import datetime
-import importlib.metadata
 import json
 import os
-import platform
 import re
 import shlex
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import benchlib as B     # standard library only, as this parent must stay
+from benchlib import fmt, human_rows, log, parse_rows, peak_rss_bytes, save_json
 
-# all standard library only, as this parent must stay
-from tools.bench_classify import git_commit, load_json, run_child, save_json  # noqa: E402
-from tools.bench_ingest import peak_rss_bytes, vm_hwm_bytes  # noqa: E402
-from tools.bench_scale import run_measured  # noqa: E402
+B.use_source_tree()
 
 SIZES = {"gaussian": [200_000, 2_000_000, 20_000_000], "text": [1_000_000]}
 TEST_ROWS = {"gaussian": 500_000, "text": 200_000}
@@ -111,25 +103,6 @@ THREADS = 2
 SEED = 0
 
 
-def human(n):
-    """200000 -> "200K", 2000000 -> "2M", 1500 -> "1,500"."""
-    for div, unit in ((10 ** 9, "G"), (10 ** 6, "M"), (10 ** 3, "K")):
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    return f"{n:,}"
-
-
-def parse_rows(s):
-    """ "200K", "1M", "2e6", "20000" -> a positive int."""
-    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][+]?[0-9]+)?)([kKmMgG]?)", s.strip())
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a row count: {s!r} (e.g. 200K, 1M, 20000)")
-    n = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()]
-    if n < 1 or n != int(n):
-        raise argparse.ArgumentTypeError(f"not a whole positive row count: {s!r}")
-    return int(n)
-
-
 # ---------------------------------------------------------------------------
 # children: one job each in a fresh process
 # ---------------------------------------------------------------------------
@@ -137,56 +110,12 @@ def parse_rows(s):
 def child_store(spec):
     """Make sure ``spec["path"]`` is a store of ``spec["n"]`` rows (else
     generate it); its size and shape."""
-    from streamcvm import open_store, synthetic
-    out = {}
-    try:
-        ok = open_store(spec["path"]).n == spec["n"]
-    except Exception:           # missing or unreadable: generated again
-        ok = False
-    if not ok:
-        t = time.perf_counter()
-        synthetic.write_store(spec["path"], spec["data"], spec["n"], seed=SEED,
-                              first_block=spec["first_block"], overwrite=True)
-        out["generate_s"] = time.perf_counter() - t
-    s = open_store(spec["path"])
+    s, took = B.generated_store(spec["path"], spec["data"], spec["n"], SEED,
+                                spec["first_block"])
+    out = {} if took is None else {"generate_s": took}
     out.update(n=s.n, d=s.d, sparse=bool(s.sparse), chunks=s.n_chunks,
                disk_bytes=s.sizes()[0])
     return out
-
-
-def read_rows(store, m, seed=SEED):
-    """(X, y): exactly ``min(m, store.n)`` rows of ``store``, all of them or
-    a uniform random subset, read chunk by chunk. Each chunk gets its share
-    by a hypergeometric draw (the rows still wanted among the rows still
-    unread), then that many random positions: memory stays at the rows kept."""
-    import numpy as np
-    import scipy.sparse as sp
-    rng = np.random.default_rng(seed)
-    m = min(int(m), store.n)
-    need, left = m, store.n
-    Xd = None if store.sparse else np.empty((m, store.d), np.float32)
-    parts, ys, at = [], [], 0
-    for c in store:
-        r = len(c.y)
-        if m == store.n:
-            idx = slice(None)
-            k = r
-        else:
-            k = int(rng.hypergeometric(r, left - r, need)) if need else 0
-            idx = np.zeros(r, bool)
-            idx[rng.choice(r, k, replace=False)] = True
-        left -= r
-        need -= k
-        if k == 0:
-            continue
-        if Xd is None:
-            parts.append(sp.csr_matrix(c.X[idx]))
-        else:
-            Xd[at:at + k] = c.X[idx]
-        ys.append(np.asarray(c.y)[idx])
-        at += k
-    X = sp.vstack(parts, format="csr") if Xd is None else Xd
-    return X, np.concatenate(ys)
 
 
 def fit_nystroem(model, X, y, block=65536):
@@ -215,7 +144,7 @@ def child_reference(spec):
     with threadpool_limits(THREADS), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t = time.perf_counter()
-        X, y = read_rows(open_store(spec["train"]), spec["fit_rows"])
+        X, y = B.read_rows(open_store(spec["train"]), spec["fit_rows"], SEED)
         out.update(load_s=time.perf_counter() - t, fit_rows=len(y))
         if spec["method"] == "svc":
             from sklearn.svm import SVC
@@ -243,32 +172,22 @@ def child_reference(spec):
             correct += int(np.sum(np.asarray(pred, np.float64) == c.y))
             total += len(c.y)
     out.update(accuracy=correct / total, test_rows=total, peak_rss=peak_rss_bytes(),
-               vm_hwm=vm_hwm_bytes())
+               vm_hwm=B.vm_hwm_bytes())
     if spec["method"] == "svc":
         out["n_sv"] = int(np.sum(model.n_support_))
     else:
         out["n_sv"] = spec["K"]
         out["n_iter"] = int(np.max(model[-1].n_iter_))
-    msgs = sorted({f"{w.category.__name__}: {w.message}".splitlines()[0][:200]
-                   for w in caught})
-    if msgs:
-        out["warnings"] = msgs
+    B.add_warnings(out, caught)
     return out
 
 
-def child_main(spec):
-    from tools.bench_classify import child_report
-    job = child_store if spec["job"] == "store" else child_reference
-    child_report(dict(spec, kind="run"), None, lambda _: job(spec))
+CHILD_JOBS = {"store": child_store, "reference": child_reference}
 
 
 # ---------------------------------------------------------------------------
 # parent (standard library only)
 # ---------------------------------------------------------------------------
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
 
 def streamcvm_exe():
     """The ``streamcvm`` console script of this interpreter, as a user runs it."""
@@ -276,55 +195,30 @@ def streamcvm_exe():
     return [exe] if os.access(exe, os.X_OK) else [sys.executable, "-m", "streamcvm.cli"]
 
 
-def ensure_store(workdir, kind, n, first_block):
-    name = f"{kind}-{'test' if first_block else 'train'}-{n}-s{SEED}.zarr"
-    path = os.path.join(workdir, name)
-    log(f"store {path} ...")
-    r = run_child({"job": "store", "data": kind, "path": path, "n": n,
-                   "first_block": first_block}, None,
-                  script=__file__)
-    if "error" in r:
-        raise SystemExit(f"cannot make {path}: {r['error']}")
-    if "generate_s" in r:
-        log(f"  generated {n:,} rows in {r['generate_s']:.0f} s "
-            f"({r['disk_bytes'] / 1e9:.2f} GB on disk)")
-    return path, r
-
-
-def failure(e):
-    """(timed out, last line of stderr) of run_measured's SystemExit; a
-    failure other than a timeout is logged."""
-    msg = str(e)
-    m = re.match(r"failed \((-?\d+)\)", msg)
-    timed_out = m is not None and int(m.group(1)) >> 8 in (124, 137)   # timeout's exit codes
-    if not timed_out:
-        log("  " + "\n    ".join(msg.strip().splitlines()[-8:]))
-    lines = [ln for ln in msg.strip().splitlines()[1:] if ln.strip()]
-    return timed_out, (lines[-1] if lines else msg)[:300]
+def failure(r):
+    """The last line of a failed command's stderr (``run_timed``'s record);
+    the last 8 lines are logged."""
+    log("  " + "\n    ".join(r["stderr"].strip().splitlines()[-8:]))
+    return B.stderr_tail(r["stderr"])
 
 
 def run_streamcvm(train, test, model, extra, timeout):
     """Train (timed, own peak RSS), evaluate, read model.json."""
     exe = streamcvm_exe()
     cmd = exe + ["train", train, "-o", model, "-q", "--overwrite"] + extra
-    guard = ["timeout", "--kill-after=60", f"{timeout:g}"]   # wait4 then sees its child's peak
     out = {"command": shlex.join(["streamcvm"] + cmd[len(exe):])}
-    t = time.perf_counter()
-    try:
-        wall, rss, _ = run_measured(guard + cmd)
-    except SystemExit as e:         # run_measured's way of saying the command failed
-        timed_out, why = failure(e)
-        out.update(error=f"> {timeout:g} s" if timed_out else "train: " + why,
-                   timeout=timed_out, process_s=time.perf_counter() - t)
+    r = B.run_timed(cmd, timeout)
+    if r["rc"] != 0:
+        out.update(error=f"> {timeout:g} s" if r["timed_out"] else "train: " + failure(r),
+                   timeout=r["timed_out"], process_s=r["wall"])
         return out
-    out.update(train_s=wall, peak_rss=rss)
-    try:
-        ev_s, _, ev = run_measured(guard + exe + ["evaluate", test, model])
-    except SystemExit as e:
-        out["error"] = "evaluate: " + failure(e)[1]
+    out.update(train_s=r["wall"], peak_rss=r["rss"])
+    ev = B.run_timed(exe + ["evaluate", test, model], timeout)
+    if ev["rc"] != 0:
+        out["error"] = "evaluate: " + (f"> {timeout:g} s" if ev["timed_out"] else failure(ev))
         return out
-    out["predict_s"] = ev_s
-    out["accuracy"] = next(float(ln.split()[1]) for ln in ev.splitlines()
+    out["predict_s"] = ev["wall"]
+    out["accuracy"] = next(float(ln.split()[1]) for ln in ev["stdout"].splitlines()
                            if ln.startswith("accuracy"))
     with open(os.path.join(model, "model.json")) as f:
         mj = json.load(f)
@@ -336,26 +230,14 @@ def run_streamcvm(train, test, model, extra, timeout):
     return out
 
 
-def mem_available():
-    """MemAvailable (bytes) from /proc/meminfo, or None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def references(a, n, train, test, gamma):
     """The reference runs due for a training store of ``n`` rows, in order."""
     specs = []
     if not a.no_svc:
         if n <= a.svc_max_rows:
-            specs.append(("svc", f"SVC, all {human(n)} rows", n, {}))
+            specs.append(("svc", f"SVC, all {human_rows(n)} rows", n, {}))
         if a.svc_subsample < n:
-            specs.append(("svc", f"SVC, {human(a.svc_subsample)} subsample",
+            specs.append(("svc", f"SVC, {human_rows(a.svc_subsample)} subsample",
                           a.svc_subsample, {}))
     if not a.no_nystroem:
         for K in NYSTROEM_K:
@@ -363,7 +245,7 @@ def references(a, n, train, test, gamma):
             specs.append(("nystroem", f"Nystroem K={K} + LinearSVC", m, {"K": K}))
     partial = os.path.join(a.workdir, f"partial-{os.getpid()}.json")
     for method, label, rows, kw in specs:
-        need, avail = 3 * rows * kw.get("K", 0) * 8 + 1e9, mem_available()
+        need, avail = 3 * rows * kw.get("K", 0) * 8 + 1e9, B.mem_available()
         if method == "nystroem" and avail is not None and need > avail:
             why = (f"skipped: needs ~{need / 1e9:.0f} GB (liblinear copies the features), "
                    f"{avail / 1e9:.0f} GB available; lower --memory-gb")
@@ -371,16 +253,9 @@ def references(a, n, train, test, gamma):
             yield {"method": label, "fit_rows": rows, "error": why}
             continue
         log(f"  {label} ({rows:,} fit rows) ...")
-        spec = dict(job="reference", method=method, train=train, test=test, gamma=gamma,
+        spec = dict(kind="reference", method=method, train=train, test=test, gamma=gamma,
                     fit_rows=rows, partial=partial, **kw)
-        limit = a.svc_timeout if method == "svc" else a.timeout
-        r = run_child(spec, limit, script=__file__)
-        if r.get("timeout"):        # killed: while fitting, or after (then its fit time)
-            fit = load_json(partial, {})
-            r.update(fit, error=f"killed at {limit:g} s while predicting" if fit else
-                     f"> {limit:g} s")
-        if os.path.exists(partial):
-            os.remove(partial)
+        r = B.run_reference(spec, a.svc_timeout if method == "svc" else a.timeout)
         r.update(method=label, fit_rows=r.get("fit_rows", rows))
         if "error" not in r:
             log(f"    fit {r['train_s']:.1f} s, predict {r['predict_s']:.1f} s, "
@@ -388,16 +263,11 @@ def references(a, n, train, test, gamma):
         yield r
 
 
-def fmt(v, spec, none="-"):
-    return none if v is None else format(v, spec)
-
-
 def table(runs):
     head = ["rows", "method", "fit rows", "train s", "predict s", "test accuracy %",
             "core vectors / SVs", "steps", "peak RSS MB", "train ratio", "predict ratio",
             "notes"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if h in ("method", "notes") else "---:" for h in head) + "|"]
+    lines = []
     ours = {}
     for r in runs:
         is_ours = r["method"].startswith("streamcvm")
@@ -414,27 +284,19 @@ def table(runs):
             r["error"] if r.get("timeout") else "-"
         if r.get("warnings"):
             notes.append("; ".join(w.split(":")[0] for w in r["warnings"]))
-        lines.append("| " + " | ".join([
+        lines.append([
             f"{r['rows']:,}", r["method"], fmt(r.get("fit_rows"), ","), train_s,
             fmt(r.get("predict_s"), ".1f") if ok else "-",
             fmt(r.get("accuracy") and 100 * r["accuracy"], ".2f") if ok else "-",
             core, fmt(r.get("n_iter"), ",") if is_ours else "-",
             fmt(r.get("peak_rss") and r["peak_rss"] / 1e6, ",.0f"),
             fmt(ratio("train_s"), ".3g"), fmt(ratio("predict_s"), ".3g"),
-            "; ".join(n for n in notes if n)]) + " |")
-    return "\n".join(lines)
-
-
-def growth(runs):
-    ours = [r for r in runs if r["method"].startswith("streamcvm") and "error" not in r]
-    return [f"{human(b['rows'])} / {human(a['rows'])}: time x{b['train_s'] / a['train_s']:.2f}, "
-            f"RSS x{b['peak_rss'] / a['peak_rss']:.2f}" for a, b in zip(ours, ours[1:])]
+            "; ".join(n for n in notes if n)])
+    return B.table(head, lines, left=("method", "notes"))
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap = B.parser(__doc__)
     ap.add_argument("--datasets", nargs="+", choices=list(SIZES), default=list(SIZES))
     ap.add_argument("--sizes", nargs="+", type=parse_rows, metavar="ROWS",
                     help="training rows, e.g. 200K 2M (default: gaussian 200K 2M 20M, "
@@ -464,37 +326,26 @@ def main(argv=None):
                                                   "rewritten after each run)")
     a = ap.parse_args(argv)
     if a.child:
-        child_main(json.loads(a.child))
-        return 0
+        return B.child_main(a.child, CHILD_JOBS)
     a.json = a.json or os.path.join(a.workdir, "results.json")
     os.makedirs(os.path.join(a.workdir, "models"), exist_ok=True)
     extra = shlex.split(a.streamcvm_args)
-    command = shlex.join([os.path.basename(sys.executable)] + sys.argv)
-    commit = git_commit()
-    now = datetime.datetime.now().isoformat(timespec="seconds")
-    ver = importlib.metadata.version
-    header = [f"command: `{command}`", f"commit: {commit}, {now}",
-              f"python {platform.python_version()}, streamcvm {ver('streamcvm')}, "
-              f"scikit-learn {ver('scikit-learn')}, numpy {ver('numpy')}, "
-              f"{os.cpu_count()} CPUs",
-              f"threads: streamcvm uses every core (numba, BLAS); references run under "
-              f"threadpool_limits({THREADS}), SVC (libsvm) and LinearSVC (liblinear) are "
-              f"single-threaded, Nystroem's BLAS products use {THREADS}"]
-    for line in header:
-        log(line)
-    result = {"command": command, "commit": commit, "date": now, "args": vars(a),
-              "python": platform.python_version(), "cpus": os.cpu_count(), "datasets": {}}
+    session = B.Session(("streamcvm", "scikit-learn", "numpy"), more=[
+        f"threads: streamcvm uses every core (numba, BLAS); references run under "
+        f"threadpool_limits({THREADS}), SVC (libsvm) and LinearSVC (liblinear) are "
+        f"single-threaded, Nystroem's BLAS products use {THREADS}"])
+    result = session.record(args=vars(a), datasets={})
     for ds in a.datasets:
         test_rows = a.test_rows or TEST_ROWS[ds]
-        test, test_info = ensure_store(a.workdir, ds, test_rows, TEST_FIRST_BLOCK)
-        warm, _ = ensure_store(a.workdir, ds, WARMUP_ROWS, 0)
+        test, test_info = B.ensure_store(a.workdir, ds, test_rows, TEST_FIRST_BLOCK, SEED)
+        warm, _ = B.ensure_store(a.workdir, ds, WARMUP_ROWS, 0, SEED)
         log(f"{ds}: warm-up train + evaluate on {WARMUP_ROWS:,} rows (untimed) ...")
         run_streamcvm(warm, warm, os.path.join(a.workdir, "models", f"{ds}-warmup"), extra,
                       a.timeout)
         res = result["datasets"][ds] = {"test": test, "test_rows": test_info["n"],
                                         "d": test_info["d"], "stores": {}, "runs": []}
         for n in a.sizes or SIZES[ds]:
-            train, info = ensure_store(a.workdir, ds, n, 0)
+            train, info = B.ensure_store(a.workdir, ds, n, 0, SEED)
             res["stores"][n] = dict(info, path=train)
             tag = ("-" + re.sub(r"[^\w.=-]+", "_", a.streamcvm_args.strip())
                    if a.streamcvm_args.strip() else "")
@@ -516,15 +367,12 @@ def main(argv=None):
                 res["runs"].append(ref)
                 save_json(a.json, result)
             save_json(a.json, result)
-    print("\n".join(header))
+    print("\n".join(session.header))
     for ds, res in result["datasets"].items():
-        gam = sorted({f"{r['gamma']:.6g}" for r in res["runs"] if r.get("gamma")})
-        print(f"\n### {ds}: {res['d']:,} features, held-out {res['test_rows']:,} rows "
-              f"(first_block={TEST_FIRST_BLOCK}), gamma {', '.join(gam) or '-'}\n")
-        print(table(res["runs"]))
-        g = growth(res["runs"])
-        if g:
-            print("\nstreamcvm growth: " + "; ".join(g))
+        runs = res["runs"]
+        B.print_sizes(f"{ds}: {res['d']:,} features, held-out {res['test_rows']:,} rows "
+                      f"(first_block={TEST_FIRST_BLOCK})", runs, table(runs),
+                      [r for r in runs if r["method"].startswith("streamcvm") and "error" not in r])
     log(f"wrote {a.json}")
     return 0
 

@@ -23,14 +23,14 @@ snapshot is a fresh run from step 0 (the solver is deterministic), so the
 cost grows with the step counts.
 """
 import argparse
-import os
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import benchlib as B
+
+B.use_source_tree()
 
 
 def parse_steps(text):

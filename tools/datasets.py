@@ -224,6 +224,20 @@ def load(name, raw_dir=None, parts=("Xtr", "ytr", "Xte", "yte")):
     return tuple(out)
 
 
+def load_parts(name, raw_dir=None, parts=("Xtr", "ytr", "Xte", "yte"), quick=None):
+    """``load`` as a dict {part: array}. ``quick``: None, or (max_train,
+    max_test): only those rows of each split (``quick_rows``)."""
+    got = dict(zip(parts, load(name, raw_dir, parts=parts)))
+    return quick_rows(got, *quick) if quick else got
+
+
+def quick_rows(got, max_train, max_test):
+    """The ``subsample_index`` rows (seed 0) of a dict of parts ("...tr"
+    training, "...te" test; it must hold "ytr" and "yte")."""
+    tr, te = subsample_index(len(got["ytr"]), len(got["yte"]), max_train, max_test)
+    return {k: v[tr if k.endswith("tr") else te] for k, v in got.items()}
+
+
 def subsample_index(n_train, n_test, max_train=3000, max_test=1000, seed=0):
     """Sorted row indices of a random subsample (``--quick``): ``max_train``
     training and ``max_test`` test rows, one ``default_rng(seed)``."""
@@ -256,9 +270,31 @@ def protocol_gamma(Xtr, n_sample=5000, seed=0):
     return 1.0 / beta
 
 
+def label_counts(y):
+    """{label ("%g"): rows}."""
+    return {f"{k:g}": int(c) for k, c in zip(*np.unique(y, return_counts=True))}
+
+
+def warmup_rows(X, y, m=200):
+    """Up to ``m`` rows of the two most frequent classes, in order: a tiny
+    problem of the same data (a benchmark child fits it first, so numba's
+    compile / cache load is not timed)."""
+    cls, cnt = np.unique(y, return_counts=True)
+    idx = np.sort(np.concatenate([np.flatnonzero(y == c)[:m // 2]
+                                  for c in cls[np.argsort(-cnt)[:2]]]))
+    return X[idx], y[idx]
+
+
+def summary(Xtr, ytr, Xte, yte):
+    """Shapes, label counts and ``protocol_gamma`` of a classification split."""
+    return {"n_train": Xtr.shape[0], "n_test": Xte.shape[0], "d": Xtr.shape[1],
+            "sparse": sp.issparse(Xtr), "gamma": protocol_gamma(Xtr),
+            "train_labels": label_counts(ytr), "test_labels": label_counts(yte)}
+
+
 def describe(name, raw_dir=None):
     """Shapes and label counts of a prepared dataset (a small dict)."""
     Xtr, ytr, Xte, yte = load(name, raw_dir)
-    counts = lambda y: {f"{k:g}": int(c) for k, c in zip(*np.unique(y, return_counts=True))}
     return {"name": name, "n_train": Xtr.shape[0], "n_test": Xte.shape[0], "d": Xtr.shape[1],
-            "sparse": sp.issparse(Xtr), "train_labels": counts(ytr), "test_labels": counts(yte)}
+            "sparse": sp.issparse(Xtr), "train_labels": label_counts(ytr),
+            "test_labels": label_counts(yte)}

@@ -62,26 +62,22 @@ from 0.1 by halving down to its target (``eps_levels``), so a run at 1e-6
 passes through levels near each larger grid value; the JSON keeps each
 binary fit's per-level ``history_``.
 """
-import argparse
-import datetime
 import importlib.metadata
 import json
 import os
 import platform
-import shlex
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import benchlib as B     # standard library only
+from benchlib import log, run_child
 
-from tools import bench_classify as BC  # noqa: E402  (standard library only at import)
+B.use_source_tree()
 
 DATASETS = ["ijcnn1", "usps", "letter", "a9a", "w8a", "shuttle", "kddcup99"]
 METHODS = ["bvm", "cvm", "fvm"]
 EPS_GRID = [1e-3, 5e-4, 2e-4, 1e-4, 5e-5, 2e-5, 1e-5, 5e-6, 2e-6, 1e-6]
-RESULT_TAG = "EPS_RESULT "
+BENCH_CLASSIFY = os.path.join(B.HERE, "bench_classify.py")    # runs the SVC reference
 COLORS = {"bvm": "tab:blue", "cvm": "tab:orange", "fvm": "tab:green"}
 
 
@@ -89,44 +85,27 @@ COLORS = {"bvm": "tab:blue", "cvm": "tab:orange", "fvm": "tab:green"}
 # child: one fit in a fresh process
 # ---------------------------------------------------------------------------
 
-def _data(spec):
-    from tools import datasets as D
-    Xtr, ytr, Xte, yte = D.load(spec["dataset"], spec.get("raw_dir"))
-    if spec["quick"]:
-        tr, te = D.subsample_index(len(ytr), len(yte), BC.QUICK_TRAIN, BC.QUICK_TEST)
-        Xtr, ytr, Xte, yte = Xtr[tr], ytr[tr], Xte[te], yte[te]
-    return Xtr, ytr, Xte, yte
-
-
 def child_prepare(spec):
     import numpy as np
-    import scipy.sparse as sp
-    from tools import datasets as D
-    Xtr, ytr, Xte, yte = _data(spec)
-    counts = lambda y: {f"{k:g}": int(c) for k, c in zip(*np.unique(y, return_counts=True))}
-    return {"n_train": Xtr.shape[0], "n_test": Xte.shape[0], "d": Xtr.shape[1],
-            "sparse": sp.issparse(Xtr), "gamma": D.protocol_gamma(Xtr),
-            "n_classes": int(len(np.unique(ytr))), "train_labels": counts(ytr),
-            "test_labels": counts(yte)}
+    import datasets as D
+    Xtr, ytr, Xte, yte = B.load_data(spec)
+    return dict(D.summary(Xtr, ytr, Xte, yte), n_classes=int(len(np.unique(ytr))))
 
 
 def child_fit(spec):
     import numpy as np
     from streamcvm import CVMClassifier
-    Xtr, ytr, Xte, yte = _data(spec)
+    import datasets as D
+    Xtr, ytr, Xte, yte = B.load_data(spec)
     make = lambda: CVMClassifier(method=spec["method"], C=spec["C"], gamma=spec["gamma"],
                                  eps=spec["eps"], random_state=0)
     t = time.perf_counter()            # warm-up: numba compile / cache load
-    Xw, yw = BC._tiny(Xtr, ytr)
+    Xw, yw = D.warmup_rows(Xtr, ytr)
     make().fit(Xw, yw).predict(Xw)
     out = {"warmup_s": time.perf_counter() - t}
     clf = make()
-    t = time.perf_counter()
-    clf.fit(Xtr, ytr)
-    out["train_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    pred = clf.predict(Xte)
-    out["predict_s"] = time.perf_counter() - t
+    _, out["train_s"] = B.timed(clf.fit, Xtr, ytr)
+    pred, out["predict_s"] = B.timed(clf.predict, Xte)
     ms = clf.machines_
     finals = [m.history[-1]["eps"] for m in ms if m.history]
     out.update(
@@ -137,7 +116,7 @@ def child_fit(spec):
         eps_final_min=min(finals) if finals else None,
         eps_final_max=max(finals) if finals else None,
         eps_final_median=float(np.median(finals)) if finals else None,
-        peak_rss=BC.peak_rss_bytes())
+        peak_rss=B.peak_rss_bytes())
     if len(ms) == 1:
         out["history"] = ms[0].history
     else:
@@ -145,44 +124,29 @@ def child_fit(spec):
     return out
 
 
-def child_main(spec):
-    BC.child_report(spec, child_prepare, child_fit, RESULT_TAG)
-
-
 # ---------------------------------------------------------------------------
 # parent
 # ---------------------------------------------------------------------------
 
-log = BC.log
-
-
-def run_child(spec, timeout):
-    return BC.run_child(spec, timeout, script=__file__, tag=RESULT_TAG)
-
-
 def svc_reference(a, info, commit, now):
     """SVC's result from bench_classify's cache, else measured by its child
     (and cached there). None on error."""
-    key = BC.svc_key(a.dataset, info, a.C)
-    hit = BC.load_json(a.svc_cache, {}).get(key)
+    key = B.svc_key(a.dataset, info, a.C)
+    hit = B.load_json(a.svc_cache, {}).get(key)
     if hit and not a.rerun_svc:
         log(f"svc: cached result of {hit['date']}")
         return dict(hit, cached=True, key=key)
     log("svc ...")
     spec = {"kind": "run", "method": "svc", "dataset": a.dataset, "raw_dir": a.raw_dir,
             "quick": a.quick, "C": a.C, "gamma": info["gamma"], "eps": None, "store": None}
-    ref = BC.run_child(spec, a.svc_timeout)
+    ref = run_child(spec, a.svc_timeout, script=BENCH_CLASSIFY)
     if "error" in ref:
         return None
     ref.update(date=now, commit=commit)
-    cache = BC.load_json(a.svc_cache, {})     # re-read: bench_classify may have written
+    cache = B.load_json(a.svc_cache, {})     # re-read: bench_classify may have written
     cache[key] = ref
-    BC.save_json(a.svc_cache, cache)
+    B.save_json(a.svc_cache, cache)
     return dict(ref, cached=False, key=key)
-
-
-def fmt(v, spec, none="-"):
-    return none if v is None else format(v, spec)
 
 
 def eps_label(e):
@@ -192,8 +156,7 @@ def eps_label(e):
 def table(runs):
     head = ["method", "eps", "train s", "accuracy %", "core set", "#SV", "#SV sum", "iters",
             "final eps (min / max)", "predict s", "warm-up s", "notes"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join("---" if h in ("method", "notes") else "---:" for h in head) + "|"]
+    lines = []
     for r in runs:
         if "error" in r or "skipped" in r:
             cells = [r["method"], eps_label(r["eps"])] + [""] * (len(head) - 3) + \
@@ -205,8 +168,8 @@ def table(runs):
                      f"{100 * r['accuracy']:.2f}", f"{r['core_set_size']:,}",
                      f"{r['n_sv']:,}", f"{r['n_sv_total']:,}", f"{r['n_iter']:,}", fe,
                      f"{r['predict_s']:.3f}", f"{r['warmup_s']:.2f}", ""]
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    return "\n".join(lines)
+        lines.append(cells)
+    return B.table(head, lines, left=("method", "notes"))
 
 
 def plot(res, path):
@@ -307,9 +270,7 @@ def report(res, stem):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap = B.parser(__doc__)
     ap.add_argument("--dataset", default="ijcnn1", choices=DATASETS)
     ap.add_argument("--methods", nargs="+", default=["bvm"], choices=METHODS)
     ap.add_argument("--eps-grid", nargs="+", type=float, default=EPS_GRID, metavar="EPS")
@@ -322,19 +283,17 @@ def main(argv=None):
     ap.add_argument("--keep-going", action="store_true",
                     help="after a timeout, still run the method's smaller eps")
     ap.add_argument("--quick", action="store_true",
-                    help=f"{BC.QUICK_TRAIN:,} training / {BC.QUICK_TEST:,} test rows (seed 0)")
+                    help=f"{B.QUICK_TRAIN:,} training / {B.QUICK_TEST:,} test rows (seed 0)")
     ap.add_argument("--out-dir", default="/tmp/streamcvm-bench/eps_study")
     ap.add_argument("--svc-cache", default="/tmp/streamcvm-bench/svc_cache.json",
                     help="SVC result cache shared with tools/bench_classify.py")
     ap.add_argument("--rerun-svc", action="store_true", help="ignore the cached SVC result")
     ap.add_argument("--svc-timeout", type=float, default=7200)
-    ap.add_argument("--raw-dir", help="raw data directory (default $STREAMCVM_DATA or "
-                                      "../shared/data/raw)")
+    B.add_raw_dir(ap)
     ap.add_argument("--replot", metavar="JSON", help="redraw PNG and md from a result JSON")
     a = ap.parse_args(argv)
     if a.child:
-        child_main(json.loads(a.child))
-        return 0
+        return B.child_main(a.child, {"prepare": child_prepare, "fit": child_fit})
     if a.replot:
         with open(a.replot) as f:
             res = json.load(f)
@@ -347,9 +306,7 @@ def main(argv=None):
     grid = sorted(set(a.eps_grid), reverse=True)
     os.makedirs(a.out_dir, exist_ok=True)
     stem = os.path.join(a.out_dir, f"eps_study_{a.dataset}" + ("_quick" if a.quick else ""))
-    command = shlex.join([os.path.basename(sys.executable)] + sys.argv)
-    commit = BC.git_commit()
-    now = datetime.datetime.now().isoformat(timespec="seconds")
+    command, commit, now = B.command_line(), B.git_commit(), B.now()
     log(f"command: {command}\ncommit: {commit}, {now}")
     base = {"dataset": a.dataset, "raw_dir": a.raw_dir, "quick": a.quick, "C": a.C}
     log(f"{a.dataset}: preparing data ...")
@@ -383,8 +340,8 @@ def main(argv=None):
             elif r.get("timeout") and eps != "auto" and not a.keep_going:
                 stopped = eps
             res["runs"].append(r)
-            BC.save_json(stem + ".json", res)     # partial results survive an interrupt
-    BC.save_json(stem + ".json", res)
+            B.save_json(stem + ".json", res)     # partial results survive an interrupt
+    B.save_json(stem + ".json", res)
     print(report(res, stem))
     log(f"wrote {stem}.png, {stem}.md, {stem}.json")
     return 0

@@ -17,12 +17,13 @@ seconds, rows/s and the peak resident memory of the process.
 """
 import argparse
 import os
-import resource
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))   # run from a checkout without installing
+import benchlib as B
+from benchlib import path_bytes, peak_rss_bytes
+
+B.use_source_tree()     # run from a checkout without installing
 
 TEXT_EXTS = (".svm", ".libsvm", ".csv", ".txt")
 COMP_EXTS = {".gz": "gzip", ".bz2": "bz2"}
@@ -46,22 +47,6 @@ def text_target(path, text=None, compress=None):
         return False, None, None
     fmt = text or ("csv" if low.endswith(".csv") else "svmlight")
     return True, fmt, compress or comp_from_name
-
-
-def path_bytes(path):
-    """Size on disk of a file, or of every file under a directory."""
-    if os.path.isdir(path):
-        total = 0
-        for dp, _, fn in os.walk(path):
-            total += sum(os.path.getsize(os.path.join(dp, f)) for f in fn)
-        return total
-    return os.path.getsize(path)
-
-
-def peak_rss_bytes():
-    """Peak resident set size of this process (ru_maxrss is KB on Linux)."""
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r if sys.platform == "darwin" else r * 1024
 
 
 def human(nbytes):

@@ -33,8 +33,8 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+import benchlib as B
+from benchlib import ROOT
 
 
 def train(store, out, eps, *extra):
@@ -77,7 +77,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     n = int(a.rows)
     os.makedirs(a.workdir, exist_ok=True)
-    sys.path.insert(0, ROOT)
+    B.use_source_tree()
     store = os.path.join(a.workdir, f"gaussian_d22_s0_{n}.zarr")
     if not os.path.isdir(store):
         from streamcvm import synthetic
