@@ -282,9 +282,9 @@ def _add_train(sub):
                    help="what to train (default classification; ranking: pairs within the "
                         "store's qid groups)")
     p.add_argument("--method", choices=["bvm", "cvm", "fvm"], default=None,
-                   help="bvm (default for classification and one-class), cvm (default for "
-                        "regression), fvm; weights, regression and linear/poly kernels "
-                        "need cvm or fvm")
+                   help="bvm (default for classification), cvm (default for one-class, "
+                        "regression and ranking), fvm; weights, regression, ranking and "
+                        "linear/poly kernels need cvm or fvm")
     p.add_argument("-c", "--C", default=None,
                    help="regularisation (default 1; regression: 'auto' = 5 x rows)")
     p.add_argument("--mu", default=None,
@@ -435,9 +435,6 @@ def cmd_train(args):
     kw.update(scale=args.scale, full_pass=args.full_pass, random_state=args.seed,
               verbose=not args.quiet)
     if task == "one-class":
-        # the CLI's one-class default has been bvm, CVMOneClass's cvm: kept as it was
-        # (the models of existing commands stay the same); to settle in one place
-        kw.setdefault("method", "bvm")
         est = CVMOneClass(**kw)
     elif task == "regression":
         if args.mu is not None:

@@ -190,7 +190,8 @@ class _Built(Exception):
 
 @pytest.mark.parametrize("task,cls", [("classification", "CVMClassifier"),
                                       ("regression", "CVMRegressor"),
-                                      ("ranking", "CVMRanker")])
+                                      ("ranking", "CVMRanker"),
+                                      ("one-class", "CVMOneClass")])
 def test_cli_train_takes_the_estimators_defaults(stores, tmp_path, monkeypatch, task, cls):
     """Options not given on the command line are the estimator's own
     defaults (not a second copy in the CLI); a given one, e.g. -e auto for
