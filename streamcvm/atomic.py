@@ -126,6 +126,57 @@ def finish(tmp, path):
     publish(tmp, path)
 
 
+class Place:
+    """A folder to list, read and prune: a local path (os) or an fsspec URL.
+    ``join(*names)`` gives a child's path or URL."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self.url = is_url(self.path)
+        if self.url:
+            import fsspec
+            self.fs, self.root = fsspec.core.url_to_fs(self.path)
+
+    def join(self, *names):
+        if self.url:
+            return "/".join([self.path.rstrip("/"), *names])
+        return os.path.join(self.path, *names)
+
+    def listdir(self):
+        """Names in the folder ([] when it does not exist)."""
+        if not self.url:
+            return os.listdir(self.path) if os.path.isdir(self.path) else []
+        if not self.fs.exists(self.root):
+            return []
+        return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
+
+    def makedirs(self):
+        if self.url:
+            self.fs.makedirs(self.root, exist_ok=True)
+        else:
+            os.makedirs(self.path, exist_ok=True)
+
+    def read(self, *names):
+        """A file's bytes (OSError when it is not there)."""
+        if not self.url:
+            with open(self.join(*names), "rb") as f:
+                return f.read()
+        p = "/".join([self.root.rstrip("/"), *names])
+        try:
+            return self.fs.cat_file(p)
+        except FileNotFoundError as e:
+            raise OSError(f"{self.join(*names)}: not found") from e
+
+    def remove(self, name):
+        """Remove a child (file or folder tree), if there."""
+        if self.url:
+            p = self.root.rstrip("/") + "/" + name
+            if self.fs.exists(p):
+                self.fs.rm(p, recursive=True)
+        else:
+            remove(self.join(name))
+
+
 def upload(folder, url, last=None):
     """Copy the files of the local ``folder`` to the fsspec ``url``, ``last``
     (the manifest) after all the others."""

@@ -12,17 +12,22 @@ truncated copy) with a warning and falls back to the one before. The last
 
 The manifest carries ``format_version``: a snapshot written by a newer format
 is refused with a clear error rather than misread.
+
+The checkpoint directory may be an fsspec URL (``s3://``, ``memory://`` ...):
+a snapshot is then written locally and uploaded with its manifest last
+(:func:`streamcvm.atomic.atomic_dir`); a snapshot left without its manifest
+by a killed upload is skipped, with a warning, as a damaged one is.
 """
+import io
 import json
 import os
-import shutil
 import time
 import warnings
 
 import numpy as np
 import xxhash
 
-from .atomic import atomic_dir
+from .atomic import Place, atomic_dir
 
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"
@@ -52,9 +57,7 @@ def file_digest(path):
 def _snapshots(path):
     """(seq, folder name) of the snapshots under ``path``, oldest first."""
     out = []
-    if not os.path.isdir(path):
-        return out
-    for name in os.listdir(path):
+    for name in Place(path).listdir():
         if name.startswith(PREFIX) and name[len(PREFIX):].isdigit():
             out.append((int(name[len(PREFIX):]), name))
     return sorted(out)
@@ -64,15 +67,16 @@ def write(path, manifest, arrays, keep=2):
     """Write one snapshot (``manifest``: JSON-able dict; ``arrays``: name ->
     ndarray) atomically under ``path``; prune all but the last ``keep``.
     Returns the snapshot's folder."""
-    os.makedirs(path, exist_ok=True)
+    place = Place(path)
+    place.makedirs()
     snaps = _snapshots(path)
     seq = snaps[-1][0] + 1 if snaps else 1
-    final = os.path.join(path, f"{PREFIX}{seq:08d}")
+    final = place.join(f"{PREFIX}{seq:08d}")
     for name, a in arrays.items():
         if np.asarray(a).dtype == object:
             raise TypeError(f"checkpoint array {name!r} has dtype object")
-    with atomic_dir(final, tmp=os.path.join(path, f".tmp-{PREFIX}{seq:08d}-{os.getpid()}")) \
-            as tmp:
+    with atomic_dir(final, tmp=place.join(f".tmp-{PREFIX}{seq:08d}-{os.getpid()}"),
+                    last="manifest.json") as tmp:
         files = {}
         for name, a in arrays.items():
             fn = os.path.join(tmp, name + ".npy")
@@ -86,31 +90,36 @@ def write(path, manifest, arrays, keep=2):
         with open(os.path.join(tmp, "manifest.json"), "w") as f:
             json.dump(m, f, indent=1, sort_keys=True)
     for _, name in _snapshots(path)[:-keep] if keep > 0 else []:
-        shutil.rmtree(os.path.join(path, name), ignore_errors=True)
+        place.remove(name)
     return final
 
 
 def clean_temporaries(path):
     """Remove half-written snapshots a killed writer left behind."""
-    if not os.path.isdir(path):
-        return
-    for name in os.listdir(path):
+    place = Place(path)
+    for name in place.listdir():
         if name.startswith(".tmp-" + PREFIX):
-            shutil.rmtree(os.path.join(path, name), ignore_errors=True)
+            place.remove(name)
 
 
 def read(folder):
     """(manifest, arrays) of one snapshot; raises CheckpointError for a newer
     format and OSError / ValueError for a damaged one."""
-    with open(os.path.join(folder, "manifest.json")) as f:
-        m = json.load(f)
+    place = Place(folder)
+    m = json.loads(place.read("manifest.json"))
     v = m.get("format_version")
     if not isinstance(v, int) or v > FORMAT_VERSION:
         raise CheckpointError(f"{folder}: checkpoint format version {v!r} is newer than "
                               f"this streamcvm reads ({FORMAT_VERSION}); upgrade streamcvm")
     arrays = {}
     for name, digest in m["arrays"].items():
-        fn = os.path.join(folder, name + ".npy")
+        fn = place.join(name + ".npy")
+        if place.url:           # an object store: the bytes, then the array
+            data = place.read(name + ".npy")
+            if xxhash.xxh3_128(data).hexdigest() != digest:
+                raise ValueError(f"{fn}: checksum mismatch")
+            arrays[name] = np.load(io.BytesIO(data), allow_pickle=False)
+            continue
         if file_digest(fn) != digest:
             raise ValueError(f"{fn}: checksum mismatch")
         arrays[name] = np.load(fn, allow_pickle=False)
@@ -122,7 +131,7 @@ def latest(path):
     folder), or None when there is none. A damaged newest snapshot is skipped
     with a warning; a newer-format one raises CheckpointError."""
     for _, name in reversed(_snapshots(path)):
-        folder = os.path.join(path, name)
+        folder = Place(path).join(name)
         try:
             m, arrays = read(folder)
         except CheckpointError:
@@ -144,11 +153,10 @@ def is_checkpoint_dir(path):
 def info(path):
     """One line per snapshot: what ``streamcvm info CHECKPOINT_DIR`` prints."""
     lines = []
+    place = Place(path)
     for _, name in _snapshots(path):
-        folder = os.path.join(path, name)
         try:
-            with open(os.path.join(folder, "manifest.json")) as f:
-                m = json.load(f)
+            m = json.loads(place.read(name, "manifest.json"))
         except (OSError, ValueError) as e:
             lines.append(f"{name}: unreadable ({e})")
             continue

@@ -63,6 +63,34 @@ def test_half_written_temporaries_are_ignored_and_cleaned(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["ckpt-00000001"]
 
 
+def test_snapshots_at_an_fsspec_url(tmp_path):
+    """A checkpoint folder at a URL (memory://): written with the manifest
+    last, the last k kept, read back; a snapshot an upload left without its
+    manifest is skipped with a warning; a fit resumes from there."""
+    fsspec = pytest.importorskip("fsspec")
+    url = "memory://streamcvm-ck/run"
+    fs, root = fsspec.core.url_to_fs(url)
+    for k in range(3):
+        checkpoint.write(url, {"k": k}, {"a": np.arange(k + 1.0)}, keep=2)
+    assert sorted(n.rsplit("/", 1)[-1] for n in fs.ls(root, detail=False)) == \
+        ["ckpt-00000002", "ckpt-00000003"]
+    m, arrays, folder = checkpoint.latest(url)
+    assert m["k"] == 2 and folder == url + "/ckpt-00000003"
+    np.testing.assert_array_equal(arrays["a"], [0.0, 1.0, 2.0])
+    fs.pipe_file(root + "/ckpt-00000004/a.npy", b"half an upload")     # no manifest
+    with pytest.warns(RuntimeWarning, match="damaged checkpoint"):
+        assert checkpoint.latest(url)[0]["k"] == 2
+    fs.rm(root, recursive=True)
+    store = _data(n=3000)
+    ref = CVMClassifier(method="cvm", eps=1e-3).fit(store)
+    CVMClassifier(method="cvm", eps=1e-3).fit(store, checkpoint_dir=url, checkpoint_iters=5)
+    assert len(checkpoint.Place(url).listdir()) == 2
+    got = CVMClassifier(method="cvm", eps=1e-3).fit(store, checkpoint_dir=url, resume=True)
+    assert got.resumed_from_ is not None
+    np.testing.assert_array_equal(got.machines_[0].coef, ref.machines_[0].coef)
+    fs.rm(root, recursive=True)
+
+
 # -- resumed fits --------------------------------------------------------------
 def _data(n=12000, classes=2, seed=0):
     rng = np.random.default_rng(seed)
