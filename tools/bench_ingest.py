@@ -92,7 +92,7 @@ def child_job(spec):
     if tool == "prime":
         # first use: numba compiles the parsers (or loads them from its cache)
         t = time.perf_counter()
-        import streamcvm.ingest as ing
+        ing = _ingest_module()
         t1 = time.perf_counter()
         for src, out, kw in spec["jobs_list"]:
             ing.ingest([src], out, overwrite=True, **kw)
@@ -102,7 +102,7 @@ def child_job(spec):
     import numpy as np
     out = {"tool": tool}
     if tool == "streamcvm":
-        import streamcvm.ingest as ing
+        ing = _ingest_module()
         kw = dict(store_format=spec.get("store_format", "zarr"), overwrite=True,
                   n_jobs=spec.get("jobs"))
         if spec["format"] == "csv":
@@ -466,10 +466,24 @@ def environment():
             "platform": platform.platform(), **source_info()}
 
 
+def _ingest_module():
+    """streamcvm.ingest, or the top-level ``ingest`` package of a revision
+    from before it moved under streamcvm (--src of an older tree). Told
+    apart by the layout, not by trying the import: an editable install of
+    this checkout would answer ``import streamcvm.ingest`` for any tree."""
+    import streamcvm
+    here = os.path.dirname(os.path.abspath(streamcvm.__file__))
+    if len(streamcvm.__path__) > 1 or os.path.isdir(os.path.join(here, "ingest")):
+        import streamcvm.ingest as ing
+    else:
+        import ingest as ing
+    return ing
+
+
 def source_info():
     """Which code was measured: the imported package paths and its git commit."""
     import streamcvm
-    import streamcvm.ingest as ingest
+    ingest = _ingest_module()
     # the source tree: ingest/ beside streamcvm/ (installed: streamcvm/ingest/)
     root = os.path.dirname(os.path.dirname(os.path.abspath(ingest.__file__)))
     commit, dirty = B.git_state(root, ("streamcvm", "ingest"), short=False, untracked=True)
