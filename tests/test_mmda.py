@@ -1,0 +1,81 @@
+"""MMDA's core-set QP (mmda paper eq. 3, Algorithm 3) against an exact solver
+on a few hundred points: three directions, each orthogonal to the ones before."""
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from streamcvm.kernels import Kernel, estimate_beta
+from streamcvm.solvers.ball import distance2
+from streamcvm.solvers.mmda import core_matrix, direction, sor
+
+
+def _data(n=240, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3)).astype(np.float32)
+    y = np.where(X[:, 0] + 0.7 * X[:, 1] ** 2 - 0.5 + 0.4 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    return X, y
+
+
+def _exact(G, t):
+    """min 1/2 x'Gx - [1; 0]'x, x[:t] >= 0, by L-BFGS-B to a tight tolerance."""
+    lin = np.concatenate([np.ones(t), np.zeros(len(G) - t)])
+    res = minimize(lambda x: (0.5 * x @ G @ x - lin @ x, G @ x - lin), np.zeros(len(G)),
+                   jac=True, method="L-BFGS-B",
+                   bounds=[(0, None)] * t + [(None, None)] * (len(G) - t),
+                   options={"ftol": 1e-15, "gtol": 1e-11, "maxiter": 100000})
+    return res.x[:t], res.x[t:], res.fun
+
+
+@pytest.mark.parametrize("C", [1.0, 10.0])
+def test_sor_matches_the_exact_qp_and_directions_are_orthogonal(C):
+    X, y = _data()
+    kern = Kernel("rbf", gamma=1.0 / estimate_beta(X))
+    K = kern.block(X, X).astype(np.float64)
+    n = len(y)
+    dirs = []                  # (rows' indices, coefficients) of each unit direction
+    for s in range(3):
+        B = np.zeros((n, s))
+        for q, (_, c) in enumerate(dirs):
+            B[:, q] = y * (K @ c)                      # y_i u_q'phi(x_i)
+        G = core_matrix(K, y, C, B)
+        a, g, steps = sor(G, np.zeros(n), np.zeros(s), tol=1e-12)
+        ae, ge, fe = _exact(G, n)
+        lin = np.concatenate([np.ones(n), np.zeros(s)])
+        x = np.concatenate([a, g])
+        f = 0.5 * x @ G @ x - lin @ x
+        assert f <= fe + 1e-9 * abs(fe)                # as low as the exact solver's
+        np.testing.assert_allclose(a, ae, atol=1e-5 * a.max())
+        # KKT of eq. 3: gradient >= 0 on a, 0 where a > 0, and w orthogonal to every u_q
+        grad = G @ x - lin
+        assert grad[:n].min() > -1e-9 and np.abs(grad[:n][a > 1e-10]).max() < 1e-9
+        coef = sum(direction(a, g, y, [(None, c) for _, c in dirs]))   # over all n rows
+        for _, c in dirs:
+            assert abs(c @ K @ coef) < 1e-8 * np.sqrt(coef @ K @ coef)
+        dirs.append((None, coef / np.sqrt(coef @ K @ coef)))
+    # the three unit directions are orthonormal in feature space
+    Cm = np.array([c for _, c in dirs])
+    np.testing.assert_allclose(Cm @ K @ Cm.T, np.eye(3), atol=1e-8)
+
+
+def test_the_normalised_solution_is_the_constrained_meb():
+    """eq. 35: (a, g) / 1'a solves the constrained MEB (eq. 21): every point
+    lies within its radius (eq. 22), the support points on it."""
+    X, y = _data(n=160, seed=1)
+    C = 1.0
+    kern = Kernel("rbf", gamma=0.5)
+    K = kern.block(X, X).astype(np.float64)
+    n = len(y)
+    a1, _, _ = sor(core_matrix(K, y, C, np.zeros((n, 0))), np.zeros(n), np.zeros(0), tol=1e-12)
+    c1 = a1 * y / np.sqrt((a1 * y) @ K @ (a1 * y))
+    B = (y * (K @ c1))[:, None]
+    G = core_matrix(K, y, C, B)
+    a, g, _ = sor(G, np.zeros(n), np.zeros(1), tol=1e-13)
+    at, gt = a / a.sum(), g / a.sum()
+    Kt = G[:n, :n]
+    eta = Kt.diagonal().max()                           # Delta = eta - diag(K~) >= 0
+    c2 = at @ Kt @ at + 2 * at @ B @ gt + gt @ gt       # ||c||^2 (eq. 23)
+    R2 = eta - c2                                       # eq. 22 with diag(K~) + Delta = eta
+    Ka = Kt @ at + B @ gt                               # c'phi~(z_l)
+    d2 = distance2(c2, Ka, eta)                         # ||c - phi~(z_l)||^2 + delta_l^2
+    assert d2.max() <= R2 * (1 + 1e-9)
+    np.testing.assert_allclose(d2[at > 1e-8], R2, rtol=1e-7)
