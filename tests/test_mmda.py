@@ -79,3 +79,36 @@ def test_the_normalised_solution_is_the_constrained_meb():
     d2 = distance2(c2, Ka, eta)                         # ||c - phi~(z_l)||^2 + delta_l^2
     assert d2.max() <= R2 * (1 + 1e-9)
     np.testing.assert_allclose(d2[at > 1e-8], R2, rtol=1e-7)
+
+
+def test_sampled_directions_match_the_exact_ones():
+    """Algorithm 1 on samples (a store of 240 rows): each of two directions is
+    the exact QP's (cosine in feature space near 1) and the two are
+    orthonormal. (On these noisy rows nearly every row is a support row of
+    the exact second direction, so the core set is not much smaller.)"""
+    import streamcvm
+    from streamcvm.sampling import ChunkPool
+    from streamcvm.solvers.mmda import Direction, MMDASolver
+    X, y = _data()
+    kern = Kernel("rbf", gamma=1.0 / estimate_beta(X))
+    K = kern.block(X, X).astype(np.float64)
+    n, C = len(y), 1.0
+    exact, got = [], []
+    for s in range(2):
+        B = np.column_stack([y * (K @ c) for c in exact]) if exact else np.zeros((n, 0))
+        a, g, _ = sor(core_matrix(K, y, C, B), np.zeros(n), np.zeros(s), tol=1e-12)
+        c = a * y + sum((gq * cq for gq, cq in zip(g, exact)), np.zeros(n))
+        exact.append(c / np.sqrt(c @ K @ c))
+        store = streamcvm.as_store(X, y, chunk_rows=60)
+        pool = ChunkPool(store, np.random.default_rng(s), classes=(-1.0, 1.0))
+        solver = MMDASolver(kern, C=C, eps=1e-4, directions=got).fit(pool, (-1.0, 1.0))
+        pool.close()
+        d = solver.unit_direction()
+        got.append(d)
+        # the feature-space cosine between the sampled and the exact direction
+        cos = (d.coef @ kern.block(d.rows, X).astype(np.float64) @ exact[s])
+        assert cos > 0.999, (s, cos)
+    G = np.array([[a.coef @ kern.block(a.rows, b.rows).astype(np.float64) @ b.coef
+                   for b in got] for a in got])
+    np.testing.assert_allclose(G, np.eye(2), atol=1e-6)
+    assert isinstance(got[0], Direction)

@@ -55,3 +55,130 @@ def direction(alpha, gamma, y, dirs):
     g_q u_q`` as coefficients over (core rows, then each direction's rows):
     a list of coefficient vectors, the core rows' first."""
     return [np.asarray(alpha) * np.asarray(y)] + [gq * c for gq, (_, c) in zip(gamma, dirs)]
+
+
+class Direction:
+    """A unit direction ``u = sum_j coef_j phi(rows_j)``: its projection of
+    rows ``X`` (with their squared norms ``sq``) is ``k(X, rows) @ coef``."""
+
+    def __init__(self, rows, coef):
+        self.rows = rows
+        self.coef = np.asarray(coef, np.float64)
+
+    def project(self, kernel, X, sq=None):
+        return kernel.block(X, self.rows, sq).astype(np.float64) @ self.coef
+
+
+class MMDASolver:
+    """One MMDA direction by the core vector method (mmda paper, Algorithm 1):
+    the constrained MEB of the points ``phi~(z) = [y phi(x); y; y e / sqrt(C)]``
+    (kernel ``k~ = y y' (k + 1) + I / C``, constant diagonal ``kt = kappa + 1
+    + 1/C`` for the RBF kernel, so Delta = 0) with its center orthogonal to
+    the earlier ``directions``, grown from the furthest violator of random
+    samples while eps is annealed (as :class:`~.meb.MEBSolver`), its core QP
+    solved by :func:`sor`, warm started.
+
+    ``fit(pool, classes)`` draws from a :class:`streamcvm.sampling.ChunkPool`
+    (``classes = (neg, pos)``: the sides; target +-1). Afterwards
+    :meth:`unit_direction` is the new unit direction."""
+
+    PATIENCE = 7
+
+    def __init__(self, kernel, C=1.0, eps=1e-3, directions=(), sample_size=59, init_size=20,
+                 max_core=None, tol=1e-10):
+        if not kernel.constant_diagonal:
+            raise ValueError(f"MMDA needs a kernel with constant k(x, x), not {kernel.name!r}")
+        self.kernel, self.C, self.eps = kernel, float(C), float(eps)
+        self.dirs = list(directions)
+        self.sample_size, self.init_size, self.max_core = sample_size, init_size, max_core
+        self.tol = tol
+        self.kt = 1.0 + 1.0 + 1.0 / self.C          # kappa = 1 (rbf, laplacian)
+        self.ids = np.empty(0, np.int64)
+        self.rows = None
+        self.y = np.empty(0)
+        self.K = np.empty((0, 0))                    # base kernel among core rows
+        self.B = np.empty((0, len(self.dirs)))       # y_i u_q'phi(x_i)
+        self.alpha = np.empty(0)
+        self.gamma = np.zeros(len(self.dirs))
+        self.n_iter = 0
+        self.history = []
+
+    # -- the core set ---------------------------------------------------------
+    def _add(self, ids, X, y):
+        X = X.toarray() if hasattr(X, "toarray") else np.asarray(X, np.float32)
+        kx = self.kernel.block(X, X).astype(np.float64)
+        if self.rows is None:
+            self.rows, K = X, kx
+        else:
+            kc = self.kernel.block(X, self.rows).astype(np.float64)
+            K = np.block([[self.K, kc.T], [kc, kx]])
+            self.rows = np.concatenate([self.rows, X])
+        b = np.column_stack([np.asarray(y) * d.project(self.kernel, X) for d in self.dirs]) \
+            if self.dirs else np.zeros((len(y), 0))
+        self.K, self.B = K, np.concatenate([self.B, b])
+        self.ids = np.concatenate([self.ids, np.asarray(ids, np.int64)])
+        self.y = np.concatenate([self.y, np.asarray(y, np.float64)])
+        self.alpha = np.concatenate([self.alpha, np.zeros(len(y))])
+
+    def _solve(self):
+        G = core_matrix(self.K, self.y, self.C, self.B)
+        self.alpha, self.gamma, steps = sor(G, self.alpha, self.gamma, tol=self.tol)
+        self.n_iter += 1
+        # the constrained MEB's center and radius (eqs. 22, 23, 35)
+        s = self.alpha.sum()
+        at, gt = self.alpha / s, self.gamma / s
+        Kt = G[:len(at), :len(at)]
+        self._ay = at * self.y
+        self._gt = gt
+        self.c2 = float(at @ Kt @ at + 2 * at @ self.B @ gt + gt @ gt)
+        self.R2 = self.kt - self.c2
+
+    def dist2(self, X, y):
+        """Squared distances of rows ``X`` with labels ``y`` (outside the core
+        set) to the center: ``||c||^2 - 2 c'phi~(z) + kt``."""
+        from .ball import distance2
+        Kc = self.kernel.block(X, self.rows).astype(np.float64)
+        Ka = np.asarray(y) * (Kc @ self._ay + self._ay.sum())
+        for q, d in enumerate(self.dirs):
+            Ka += self._gt[q] * np.asarray(y) * d.project(self.kernel, X)
+        return distance2(self.c2, Ka, self.kt)
+
+    # -- the loop -------------------------------------------------------------
+    def fit(self, pool, classes):
+        from .meb import eps_levels
+        ids, X, y = pool.draw(self.init_size, classes=classes, target="binary")[:3]
+        self._add(ids, X, y)
+        self.alpha[:] = 1.0 / len(self.alpha)
+        self._solve()
+        for eps in eps_levels(self.eps):
+            calm = 0
+            while calm < self.PATIENCE:
+                ids, X, y = pool.draw(self.sample_size, classes=classes, target="binary",
+                                      exclude=self.ids)[:3]
+                if len(ids) == 0:
+                    break
+                d2 = self.dist2(X, y)
+                k = int(np.argmax(d2))
+                full = self.max_core is not None and len(self.ids) >= self.max_core
+                if d2[k] <= (1.0 + eps) ** 2 * self.R2 or full:
+                    calm += 1
+                    continue
+                calm = 0
+                self._add(ids[k:k + 1], X[k:k + 1], y[k:k + 1])
+                self._solve()
+            self.history.append({"eps": eps, "core_size": len(self.ids), "c2": self.c2,
+                                 "radius2": self.R2})
+        return self
+
+    def unit_direction(self):
+        """The new direction ``w`` (eq. 8) over the core rows and the earlier
+        directions' rows, normalised: a :class:`Direction` (the kernel
+        evaluations per feature: its number of rows)."""
+        keep = self.alpha > 0
+        rows = [self.rows[keep]] + [d.rows for d in self.dirs]
+        coef = [self.alpha[keep] * self.y[keep]] + [g * d.coef for g, d in zip(self.gamma,
+                                                                            self.dirs)]
+        R = np.concatenate(rows)
+        c = np.concatenate(coef)
+        norm2 = c @ self.kernel.block(R, R).astype(np.float64) @ c
+        return Direction(R, c / np.sqrt(norm2))
