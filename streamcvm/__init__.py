@@ -21,7 +21,7 @@ from .store import ArrayStore, Chunk, DiskStore, StoreError, as_store, open_stor
 
 _ESTIMATORS = ("CVMClassifier", "CVMOneClass", "CVMRegressor", "CVMRanker")
 __all__ = ["open_store", "as_store", "ArrayStore", "DiskStore", "Chunk", "StoreError",
-           *_ESTIMATORS, "ingest", "load_model", "save_model", "__version__"]
+           *_ESTIMATORS, "MMDATransformer", "ingest", "load_model", "save_model", "__version__"]
 
 
 def __getattr__(name):
@@ -29,6 +29,9 @@ def __getattr__(name):
     if name in _ESTIMATORS:
         from . import estimators
         return getattr(estimators, name)
+    if name == "MMDATransformer":
+        from .transformers import MMDATransformer
+        return MMDATransformer
     if name in ("load_model", "save_model"):
         from . import model
         return getattr(model, name)

@@ -112,3 +112,27 @@ def test_sampled_directions_match_the_exact_ones():
                    for b in got] for a in got])
     np.testing.assert_allclose(G, np.eye(2), atol=1e-6)
     assert isinstance(got[0], Direction)
+
+
+def test_transformer_contract_and_pipeline():
+    """MMDATransformer: n_components per class (one-vs-rest beyond two
+    classes), feature names, kernel evaluations per feature, and a Pipeline
+    with a 1-NN classifier that beats chance by far on separable classes."""
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+    from streamcvm.transformers import MMDATransformer
+    rng = np.random.default_rng(3)
+    centers = np.array([[0, 0], [3, 0], [0, 3]], np.float32)
+    y = np.repeat([0, 1, 2], 60)
+    X = (centers[y] + rng.standard_normal((180, 2))).astype(np.float32)
+    m = MMDATransformer(n_components=2, eps=1e-2).fit(X, y)
+    F = m.transform(X)
+    assert F.shape == (180, 6) and len(m.kernel_evaluations_) == 6
+    assert list(m.get_feature_names_out()) == [f"mmdatransformer{i}" for i in range(6)]
+    assert (m.kernel_evaluations_ > 0).all()
+    two = MMDATransformer(n_components=2, eps=1e-2).fit(X[y < 2], y[y < 2])
+    assert two.transform(X[:5]).shape == (5, 2)
+    pipe = make_pipeline(MMDATransformer(eps=1e-2), KNeighborsClassifier(1)).fit(X, y)
+    assert pipe.score(X, y) > 0.8
+    with pytest.raises(ValueError, match="two classes"):
+        MMDATransformer().fit(X, np.zeros(len(y)))
