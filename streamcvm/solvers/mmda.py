@@ -15,29 +15,45 @@ formula of :func:`streamcvm.solvers.ball.distance2`. The new direction is
 ``w = sum_i a_i y_i phi(x_i) + sum_q g_q u_q`` (eq. 8).
 """
 import numpy as np
+from numba import njit
 
 SOR_OMEGA = 1.0         # the extrapolation factor omega of Algorithm 3 (Gauss-Seidel: 1)
 
 
-def sor(G, a0, g0, omega=SOR_OMEGA, tol=1e-8, max_iter=1_000_000):
+@njit(cache=True, nogil=True)
+def _sor(G, x, grad, t, omega, tol, max_iter):
+    """Algorithm 3's loop on ``x`` and its gradient, in place; returns the steps."""
+    n = len(x)
+    for step in range(1, max_iter + 1):
+        best, bi = 0.0, -1
+        for j in range(n):
+            mv = -omega * grad[j] / G[j, j]
+            if j < t:
+                mv = max(x[j] + mv, 0.0) - x[j]       # a >= 0: clip
+            if abs(mv) > best:
+                best, bi = abs(mv), j
+        if bi < 0 or best <= tol:
+            return step
+        mv = -omega * grad[bi] / G[bi, bi]
+        if bi < t:
+            mv = max(x[bi] + mv, 0.0) - x[bi]
+        x[bi] += mv
+        for j in range(n):
+            grad[j] += G[bi, j] * mv       # G is symmetric: its row, contiguous
+    return max_iter
+
+
+def sor(G, a0, g0, omega=SOR_OMEGA, tol=1e-8, max_iter=10_000_000):
     """Algorithm 3: coordinate steps on ``min 1/2 x'Gx - [1; 0]'x``, ``x = [a;
     g]``, ``a >= 0`` (the first ``len(a0)`` coordinates), each time on the
     coordinate whose projected step is largest, until no step exceeds
     ``tol``. Warm start from ``(a0, g0)``. Returns ``(a, g, steps)``."""
     t = len(a0)
+    G = np.ascontiguousarray(G, np.float64)
     x = np.concatenate([np.asarray(a0, np.float64), np.asarray(g0, np.float64)])
     lin = np.concatenate([np.ones(t), np.zeros(len(x) - t)])
     grad = G @ x - lin
-    diag = np.diag(G).copy()
-    steps = 0
-    for steps in range(1, max_iter + 1):
-        move = -omega * grad / diag
-        move[:t] = np.maximum(x[:t] + move[:t], 0.0) - x[:t]     # a >= 0: clip
-        i = int(np.argmax(np.abs(move)))
-        if abs(move[i]) <= tol:
-            break
-        x[i] += move[i]
-        grad += G[:, i] * move[i]
+    steps = _sor(G, x, grad, t, float(omega), float(tol), int(max_iter))
     return x[:t], x[t:], steps
 
 
