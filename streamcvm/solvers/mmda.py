@@ -74,12 +74,14 @@ def direction(alpha, gamma, y, dirs):
 
 
 class Direction:
-    """A unit direction ``u = sum_j coef_j phi(rows_j)``: its projection of
-    rows ``X`` (with their squared norms ``sq``) is ``k(X, rows) @ coef``."""
+    """A unit direction ``u = sum_j coef_j phi(rows_j)`` over distinct rows
+    (their store ids ``ids``): its projection of rows ``X`` (with their
+    squared norms ``sq``) is ``k(X, rows) @ coef``."""
 
-    def __init__(self, rows, coef):
+    def __init__(self, rows, coef, ids=None):
         self.rows = rows
         self.coef = np.asarray(coef, np.float64)
+        self.ids = None if ids is None else np.asarray(ids, np.int64)
 
     def project(self, kernel, X, sq=None):
         return kernel.block(X, self.rows, sq).astype(np.float64) @ self.coef
@@ -194,7 +196,10 @@ class MMDASolver:
         rows = [self.rows[keep]] + [d.rows for d in self.dirs]
         coef = [self.alpha[keep] * self.y[keep]] + [g * d.coef for g, d in zip(self.gamma,
                                                                             self.dirs)]
-        R = np.concatenate(rows)
-        c = np.concatenate(coef)
+        ids = np.concatenate([self.ids[keep]] + [d.ids for d in self.dirs])
+        # a row in the core set and in earlier directions: one row, coefficients summed
+        uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+        c = np.bincount(inv, weights=np.concatenate(coef), minlength=len(uniq))
+        R = np.concatenate(rows)[first]
         norm2 = c @ self.kernel.block(R, R).astype(np.float64) @ c
-        return Direction(R, c / np.sqrt(norm2))
+        return Direction(R, c / np.sqrt(norm2), uniq)
