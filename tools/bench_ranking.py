@@ -32,41 +32,18 @@ Usage::
     python tools/bench_ranking.py
 """
 import argparse
-import os
 import sys
 import time
 
 import numpy as np
 
 import benchlib as B
-from datasets import raw_dir
+from datasets import load_ranking, raw_dir
 
 B.use_source_tree()
 
 LSVC_CS = (0.01, 0.1, 1.0)
 CVM_CS = (0.1, 1.0, 10.0)
-
-
-def load(name, raw):
-    from sklearn.datasets import load_svmlight_file
-    if name == "rank_lightgbm":
-        d = os.path.join(raw, "rank_lightgbm")
-        X, y = load_svmlight_file(os.path.join(d, "rank.train"))
-        Xt, yt = load_svmlight_file(os.path.join(d, "rank.test"), n_features=X.shape[1])
-        # query ids from the group sizes: one size per line, in row order
-        g = np.loadtxt(os.path.join(d, "rank.train.query"), dtype=int)
-        q = np.repeat(np.arange(len(g)), g)
-        g = np.loadtxt(os.path.join(d, "rank.test.query"), dtype=int)
-        qt = np.repeat(np.arange(len(g)), g)
-    else:
-        d = os.path.join(raw, "mq2008_subset")
-        X, y, q = load_svmlight_file(os.path.join(d, "val.txt"), query_id=True)
-        Xt, yt, qt = load_svmlight_file(os.path.join(d, "test.txt"), query_id=True,
-                                        n_features=X.shape[1])
-    X, Xt = X.toarray(), Xt.toarray()
-    lo, hi = X.min(axis=0), X.max(axis=0)
-    sc = np.where(hi > lo, hi - lo, 1.0)
-    return ((X - lo) / sc).astype(np.float32), y, q, ((Xt - lo) / sc).astype(np.float32), yt, qt
 
 
 def pair_diffs(X, y, q):
@@ -121,7 +98,7 @@ def main(argv=None):
     rows = []
     with one_blas_thread():
         for ds in a.datasets:
-            X, y, q, Xt, yt, qt = load(ds, raw)
+            X, y, q, Xt, yt, qt = load_ranking(ds, raw)
             gamma = 1.0 / estimate_beta(X)
             rng = np.random.default_rng(0)
             uq = rng.permutation(np.unique(q))

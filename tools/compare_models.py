@@ -148,24 +148,6 @@ def _load_array(folder, name):
                          shape=tuple(int(v) for v in get("shape")))
 
 
-def _ranker_data(raw):
-    """rank_lightgbm as tools/bench_ranking.py loads it (min-max scaled on the
-    training rows, query ids from the group sizes)."""
-    import numpy as np
-    from sklearn.datasets import load_svmlight_file
-    d = os.path.join(raw, "rank_lightgbm")
-    X, y = load_svmlight_file(os.path.join(d, "rank.train"))
-    Xt, yt = load_svmlight_file(os.path.join(d, "rank.test"), n_features=X.shape[1])
-    g = np.loadtxt(os.path.join(d, "rank.train.query"), dtype=int)
-    q = np.repeat(np.arange(len(g)), g)
-    g = np.loadtxt(os.path.join(d, "rank.test.query"), dtype=int)
-    qt = np.repeat(np.arange(len(g)), g)
-    X, Xt = X.toarray(), Xt.toarray()
-    lo, hi = X.min(axis=0), X.max(axis=0)
-    sc = np.where(hi > lo, hi - lo, 1.0)
-    return ((X - lo) / sc).astype(np.float32), y, q, ((Xt - lo) / sc).astype(np.float32), yt, qt
-
-
 def _data_key(spec):
     """A name for the prepared arrays: changes with the raw files."""
     import hashlib
@@ -215,7 +197,7 @@ def child_prepare(spec):
         Xtr, Xte, yte = Xtr[tr], Xte[te], yte[te]
         ytr = None
     else:                           # ranker
-        Xtr, ytr, qtr, Xte, yte, qte = _ranker_data(D.raw_dir(spec.get("raw_dir")))
+        Xtr, ytr, qtr, Xte, yte, qte = D.load_ranking("rank_lightgbm", spec.get("raw_dir"))
         keep = qtr < RANKER_QUERIES
         Xtr, ytr, qtr = Xtr[keep], ytr[keep], qtr[keep]
     arrays = {"Xtr": Xtr, "Xte": Xte, "yte": yte}

@@ -117,6 +117,29 @@ def _minmax(Xtr, Xte):
     return ((Xtr - lo) / span).astype(np.float32), ((Xte - lo) / span).astype(np.float32)
 
 
+def load_ranking(name, raw=None):
+    """(X, y, qid, Xt, yt, qt) of a ranking set, min-max scaled on the
+    training rows: rank_lightgbm (query ids from its group-size files: one
+    size per line, in row order) or mq2008_subset (qid: in the files)."""
+    from sklearn.datasets import load_svmlight_file
+    raw = raw_dir(raw)
+    if name == "rank_lightgbm":
+        d = os.path.join(raw, "rank_lightgbm")
+        X, y = load_svmlight_file(os.path.join(d, "rank.train"))
+        Xt, yt = load_svmlight_file(os.path.join(d, "rank.test"), n_features=X.shape[1])
+        g = np.loadtxt(os.path.join(d, "rank.train.query"), dtype=int)
+        q = np.repeat(np.arange(len(g)), g)
+        g = np.loadtxt(os.path.join(d, "rank.test.query"), dtype=int)
+        qt = np.repeat(np.arange(len(g)), g)
+    else:
+        d = os.path.join(raw, "mq2008_subset")
+        X, y, q = load_svmlight_file(os.path.join(d, "val.txt"), query_id=True)
+        Xt, yt, qt = load_svmlight_file(os.path.join(d, "test.txt"), query_id=True,
+                                        n_features=X.shape[1])
+    X, Xt = _minmax(X.toarray(), Xt.toarray())
+    return X, y, q, Xt, yt, qt
+
+
 def _prepare(name, paths):
     sparse = FILES[name][1]
     if name in SVMLIGHT_FEATURES:
