@@ -5,6 +5,8 @@ analysis by the core vector method (mmda paper; the solver is
 Work in progress (issue 16): arrays and in-memory stores, the RBF and
 Laplacian kernels; no checkpoints, no streamed transform to a store yet.
 """
+import time
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.multiclass import check_classification_targets
@@ -62,9 +64,11 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             [(tuple(float(c) for c in range(k) if c != j), float(j)) for j in range(k)]
         seed = 0 if self.random_state is None else int(self.random_state)
         self.directions_ = []
+        cls, rank, secs = [], [], []
         for j, side in enumerate(sides):
             found = []
             for s in range(self.n_components):
+                t0 = time.perf_counter()
                 pool = ChunkPool(store, np.random.default_rng([seed, j, s]), classes=side)
                 try:
                     solver = MMDASolver(kern, C=self.C, eps=self.eps, directions=found,
@@ -73,9 +77,15 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                 finally:
                     pool.close()
                 found.append(solver.unit_direction())
+                cls.append(j)
+                rank.append(s)
+                secs.append(time.perf_counter() - t0)
             self.directions_ += found
         self.kernel_ = kern
         self.kernel_evaluations_ = np.array([len(d.coef) for d in self.directions_])
+        self.feature_class_ = np.array(cls)
+        self.feature_rank_ = np.array(rank)
+        self.feature_seconds_ = np.array(secs)
         self._n_features_out = len(self.directions_)
         return self
 
