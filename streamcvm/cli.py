@@ -1,5 +1,6 @@
 """The ``streamcvm`` command line: ingest (text files into a store), info
-(a store, a model or a checkpoint folder), train, predict, evaluate, demo.
+(a store, a model or a checkpoint folder), train, predict, features (MMDA),
+evaluate, demo.
 
 Heavy modules (numba, zarr, dask) are imported inside the commands, so
 ``streamcvm --help`` answers at once. User mistakes end with one line on
@@ -355,13 +356,13 @@ def _add_train(sub):
     p.set_defaults(func=cmd_train)
 
 
-def _num_or_auto(v, what):
+def _num_or_auto(v, what, command="train"):
     if v == "auto":
         return v
     try:
         return float(v)
     except ValueError:
-        raise SystemExit(f"streamcvm train: error: --{what} must be 'auto' or a number, "
+        raise SystemExit(f"streamcvm {command}: error: --{what} must be 'auto' or a number, "
                          f"got {v!r}") from None
 
 
@@ -485,19 +486,32 @@ def _check_train_paths(args):
     """Before any work: the model folder may not replace the store, the
     checkpoints or another user's data (streamcvm.outputs); snapshots go
     outside the store; --resume names a folder that holds a snapshot."""
-    from . import checkpoint
-    from .outputs import OutputError, check_output
-    ck = args.resume or args.checkpoint_dir
-    if args.resume and args.checkpoint_dir and \
-            os.path.abspath(args.resume) != os.path.abspath(args.checkpoint_dir):
-        raise SystemExit("streamcvm train: error: --resume DIR writes its snapshots to DIR; "
-                         "drop --checkpoint-dir or give the same folder")
-    if args.resume and not args.checkpoint_dir and not checkpoint.is_checkpoint_dir(args.resume):
-        raise SystemExit(f"streamcvm train: error: --resume {args.resume}: no checkpoint there "
-                         f"(to start a run that snapshots there, pass --checkpoint-dir "
-                         f"{args.resume} instead)")
+    from .outputs import check_output
+    ck = _checkpoint_arg(args)
     check_output(args.output, what="model folder", own_kind="model",
                  inputs=[args.store, ck], overwrite=args.overwrite)
+    _check_checkpoint_dir(args, ck)
+
+
+def _checkpoint_arg(args):
+    """The checkpoint folder of --checkpoint-dir / --resume (or None): --resume
+    DIR writes there too, and holds a snapshot unless --checkpoint-dir DIR."""
+    from . import checkpoint
+    if args.resume and args.checkpoint_dir and \
+            os.path.abspath(args.resume) != os.path.abspath(args.checkpoint_dir):
+        raise SystemExit(f"streamcvm {args.command}: error: --resume DIR writes its snapshots "
+                         f"to DIR; drop --checkpoint-dir or give the same folder")
+    if args.resume and not args.checkpoint_dir and not checkpoint.is_checkpoint_dir(args.resume):
+        raise SystemExit(f"streamcvm {args.command}: error: --resume {args.resume}: no "
+                         f"checkpoint there (to start a run that snapshots there, pass "
+                         f"--checkpoint-dir {args.resume} instead)")
+    return args.resume or args.checkpoint_dir
+
+
+def _check_checkpoint_dir(args, ck):
+    """The checkpoint folder ``ck`` (or None) is not, and does not contain
+    or lie inside, the input store; it holds snapshots or nothing yet."""
+    from .outputs import OutputError
     if ck is not None and "://" not in ck and "://" not in args.store:
         real, store = os.path.realpath(ck), os.path.realpath(args.store)
         if real == store or real.startswith(store + os.sep) or store.startswith(real + os.sep):
@@ -698,6 +712,125 @@ def _predict_text(est, store, output, runner, mode="new", proba=False):
             return write(f)
     with atomic_file(output) as f:
         return write(f)
+
+
+def _add_features(sub):
+    p = sub.add_parser(
+        "features", help="extract large-margin features (MMDA) from a store into a new store",
+        description="Maximum margin discriminant analysis by the core vector method: fit "
+                    "orthogonal large-margin directions on the store's labelled rows (or "
+                    "load them with --model), then write every row's features to a new "
+                    "store, chunk by chunk (X = the features, y and qid as in STORE).")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("-o", "--output", required=True, metavar="FEATURE_STORE",
+                   help="store to write (.zarr, or .h5 / .hdf5)")
+    p.add_argument("-k", "--n-components", type=_positive_int, default=None, metavar="K",
+                   help="features per class (one-vs-rest: K x classes features; two "
+                        "classes: K); default 1")
+    p.add_argument("--model", metavar="MODEL",
+                   help="a saved MMDA model (--save-model) to transform with, instead of "
+                        "fitting on STORE")
+    p.add_argument("--save-model", metavar="MODEL",
+                   help="also save the fitted directions as a model folder, to transform "
+                        "other stores with (--model)")
+    p.add_argument("-c", "--C", type=float, default=None, help="the L2-SVM's C (default 1)")
+    p.add_argument("-t", "--kernel", choices=["rbf", "laplacian"], default=None,
+                   help="rbf (default) or laplacian")
+    p.add_argument("-g", "--gamma", default=None,
+                   help="kernel width: 'auto' (default: 1 / mean squared distance) or a number")
+    p.add_argument("-e", "--eps", type=float, default=None,
+                   help="ball tolerance (default 1e-3, the paper's)")
+    p.add_argument("-a", "--sample-size", type=_positive_int, default=None,
+                   help="rows per violator search (default 59)")
+    p.add_argument("-f", "--max-core", type=_positive_int, default=None,
+                   help="cap on core vectors per feature (default: none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-dir", metavar="DIR",
+                   help="snapshot the fit here after each feature (crash-safe)")
+    p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+                   help="at most one snapshot per this many seconds, and one after the "
+                        "last feature (default 60; 0: after every feature)")
+    p.add_argument("--checkpoint-keep", type=_positive_int, default=2, metavar="K",
+                   help="snapshots kept (default 2)")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the fit from the newest snapshot in DIR (and keep "
+                        "writing there): the same features as a run never interrupted")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing file or streamcvm output at FEATURE_STORE or "
+                        "MODEL (a feature store or model folder is replaced without it; "
+                        "the inputs never)")
+    _add_cluster_args(p)
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_features)
+
+
+def cmd_features(args):
+    import time
+    from . import checkpoint
+    from .outputs import check_output
+    fit_opts = ("n_components", "C", "kernel", "gamma", "eps", "sample_size", "max_core",
+                "checkpoint_dir", "resume", "save_model")
+    if args.model is not None:
+        given = [o for o in fit_opts if getattr(args, o) is not None]
+        if given or args.seed != 0:
+            opt = "--" + (given[0] if given else "seed").replace("_", "-")
+            raise SystemExit(f"streamcvm features: error: {opt} is for fitting; --model "
+                             f"{args.model} is already fitted")
+    ck = _checkpoint_arg(args)
+    if args.save_model is not None and \
+            os.path.abspath(args.save_model) == os.path.abspath(args.output):
+        raise SystemExit("streamcvm features: error: --save-model and -o name the same path")
+    if not args.output.endswith(STORE_SUFFIXES):
+        raise SystemExit(f"streamcvm features: error: {args.output}: the feature store's "
+                         f"name must end in {', '.join(STORE_SUFFIXES)}")
+    inputs = [args.store, args.model, ck]
+    check_output(args.output, what="feature store", own_kind="features", inputs=inputs,
+                 overwrite=args.overwrite)
+    if args.save_model is not None:
+        check_output(args.save_model, what="model folder", own_kind="model", inputs=inputs,
+                     overwrite=args.overwrite)
+    _check_checkpoint_dir(args, ck)
+    from .features import write_features
+    from .model import load_model
+    from .store import open_store
+    from .transformers import MMDATransformer
+    store = open_store(args.store)
+    if args.model is not None:
+        est = load_model(args.model)
+        if not isinstance(est, MMDATransformer):
+            raise SystemExit(f"streamcvm features: error: {args.model}: a "
+                             f"{type(est).__name__} model, not MMDA features")
+    else:
+        given = dict(n_components=args.n_components, C=args.C, kernel=args.kernel,
+                     gamma=None if args.gamma is None else _num_or_auto(args.gamma, "gamma",
+                                                                         "features"),
+                     eps=args.eps, sample_size=args.sample_size, max_core=args.max_core)
+        est = MMDATransformer(**{k: v for k, v in given.items() if v is not None},
+                              random_state=args.seed, verbose=not args.quiet)
+        resume = bool(args.resume) and checkpoint.is_checkpoint_dir(args.resume)
+        t = time.perf_counter()
+        try:
+            est.fit(store, checkpoint_dir=ck, checkpoint_every=args.checkpoint_every,
+                    checkpoint_keep=args.checkpoint_keep, resume=resume)
+        except ValueError as e:
+            raise SystemExit(f"streamcvm features: error: {e}") from None
+        if not args.quiet:
+            k = len(est.kernel_evaluations_)
+            print(f"fitted {k:,} MMDA features on {store.n:,} rows in "
+                  f"{time.perf_counter() - t:.1f} s: {est.kernel_evaluations_.mean():.0f} "
+                  f"support rows per feature, {est.expansion_rows_:,} distinct in all, "
+                  f"gamma {est.gamma_:.4g}", file=sys.stderr)
+        if args.save_model is not None:
+            from .model import save_model
+            save_model(est, args.save_model, overwrite=args.overwrite)
+    with _runner(args, args.quiet) as runner:
+        n = write_features(est, store, args.output, overwrite=True, runner=runner,
+                           progress=not args.quiet,
+                           model_path=args.model or args.save_model)
+    if not args.quiet:
+        print(f"wrote {n:,} rows x {len(est.kernel_evaluations_):,} features to "
+              f"{args.output}", file=sys.stderr)
+    return 0
 
 
 def _add_evaluate(sub):
@@ -903,6 +1036,7 @@ def build_parser():
     _add_info(sub)
     _add_train(sub)
     _add_predict(sub)
+    _add_features(sub)
     _add_evaluate(sub)
     _add_demo(sub)
     return ap

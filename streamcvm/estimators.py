@@ -67,6 +67,26 @@ def _check_discrete(store, codes):
                       f"regression target?", UserWarning, stacklevel=3)
 
 
+def store_classes(store, labels=None):
+    """(classes_, codes): the class labels and the values the store's y holds
+    for them, in the same order. ``labels``: those scikit-learn validated
+    (arrays; ``codes`` are then 0..k-1), None for a store, whose own labels
+    are used (text labels decoded, sorted as np.unique sorts them, whatever
+    order ingest met them in: classes_[1] is f(x) > 0)."""
+    codes = np.asarray(store.classes)       # the values the store's y holds
+    if len(codes) < 2:
+        raise ValueError(f"need samples of at least 2 classes, got {len(codes)} class")
+    if labels is None:
+        _check_discrete(store, codes)
+        if store.label_names:
+            names = store.decode_labels(codes)
+            order = np.argsort(names, kind="stable")
+            labels, codes = np.asarray(names[order].tolist()), codes[order]
+        else:
+            labels = codes
+    return np.asarray(labels), codes
+
+
 def _training_record(est, store, t0):
     """What ``training_`` keeps (and a saved model, and ``streamcvm info``):
     the fit's wall seconds, the data it saw and the snapshot it resumed from."""
@@ -294,26 +314,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             raise ValueError("Unknown label type: the store's y has more than 1,000 "
                              "distinct values, a continuous target; train a regressor "
                              "(CVMRegressor, --task regression)")
-        codes = np.asarray(store.classes)       # the values the store's y holds
-        if len(codes) < 2:
-            raise ValueError(f"need samples of at least 2 classes, got {len(codes)} class")
-        if labels is None:   # a store: its own labels (text labels decoded)
-            _check_discrete(store, codes)
-            if store.label_names:
-                # classes_ sorted as scikit-learn's (np.unique), whatever order
-                # ingest met the text labels in: classes_[1] is f(x) > 0
-                names = store.decode_labels(codes)
-                order = np.argsort(names, kind="stable")
-                labels, codes = np.asarray(names[order].tolist()), codes[order]
-            else:
-                labels = codes
-        self.classes_ = np.asarray(labels)
-        classes = codes
+        labels, classes = store_classes(store, labels)
+        self.classes_ = labels
         kern = self._kernel(store)
         eps = _resolve_eps(self.eps)
         seed = 0 if self.random_state is None else int(self.random_state)
         subs = pairs(classes, self.multi_class)
-        cw = _class_weights(self.class_weight, store, codes, self.classes_)
+        cw = _class_weights(self.class_weight, store, classes, self.classes_)
         if cw is not None and self.multi_class == "ovr" and len(subs) > 1:
             raise ValueError("class_weight with multi_class='ovr' is not supported (the "
                              "'rest' side mixes classes): use multi_class='ovo'")

@@ -33,10 +33,10 @@ class ModelError(Exception):
 
 
 def save_model(est, path, overwrite=False):
-    """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass / CVMRanker to
-    the folder ``path``. An existing model folder there is replaced; any other
-    existing file or streamcvm output only with ``overwrite=True``, and a
-    folder of other files never (:func:`streamcvm.outputs.check_output`)."""
+    """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass / CVMRanker /
+    MMDATransformer to the folder ``path``. An existing model folder there is
+    replaced; any other existing file or streamcvm output only with
+    ``overwrite=True``, and a folder of other files never (:func:`streamcvm.outputs.check_output`)."""
     from .atomic import atomic_dir, is_url
     from .outputs import check_output
     kind = type(est).__name__
@@ -173,7 +173,9 @@ def load_model(path):
 def _estimators():
     """Estimator name -> class, for the names model.json records."""
     from . import estimators
-    return {name: getattr(estimators, name) for name in estimators.ESTIMATORS}
+    from .transformers import MMDATransformer
+    return {**{name: getattr(estimators, name) for name in estimators.ESTIMATORS},
+            "MMDATransformer": MMDATransformer}
 
 
 def _class_weight_keys(cw, classes):

@@ -41,7 +41,8 @@ def _within(inner, outer):
 
 def streamcvm_kind(path):
     """What streamcvm output ``path`` holds: "model", "predictions" (a store
-    written by ``predict``), "store", "checkpoints", or None."""
+    written by ``predict``), "features" (one written by ``features``),
+    "store", "checkpoints", or None."""
     path = os.fspath(path)
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, "model.json")):
@@ -61,7 +62,8 @@ def streamcvm_kind(path):
             s = DiskStore(path)
         except (StoreError, OSError, ValueError, KeyError):
             return None
-        kind = "predictions" if s.attrs.get("predictions") else "store"
+        kind = "predictions" if s.attrs.get("predictions") else \
+            "features" if s.attrs.get("features") else "store"
         s.close()
         return kind
     return None

@@ -8,11 +8,11 @@ class FitProgress:
     """A tqdm bar over the machines (``verbose``), showing the running
     machine's eps level, core-set size, radius and iterations."""
 
-    def __init__(self, verbose, total, method):
+    def __init__(self, verbose, total, method, unit="machine", verb="train"):
         self.bar = None
         if verbose:
             from tqdm.auto import tqdm
-            self.bar = tqdm(total=total, unit="machine", desc=f"train {method}",
+            self.bar = tqdm(total=total, unit=unit, desc=f"{verb} {method}",
                             mininterval=0.5)
         self.k = 0
 
@@ -30,6 +30,11 @@ class FitProgress:
             self.bar.update(1)
         self.k += 1
         return True
+
+    def note(self, text):
+        """A line of the running machine's state."""
+        if self.bar is not None:
+            self.bar.set_postfix_str(text)
 
     def passes(self, done, total, k=1):
         """Full pass ``k``'s progress: chunk tasks done of total."""

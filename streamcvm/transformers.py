@@ -2,9 +2,14 @@
 analysis by the core vector method (mmda paper; the solver is
 :class:`streamcvm.solvers.mmda.MMDASolver`).
 
-Work in progress (issue 16): arrays and in-memory stores, the RBF and
-Laplacian kernels; no checkpoints, no streamed transform to a store yet.
+A feature is a unit direction in the kernel's feature space, kept as a
+:class:`~streamcvm.problems.machine.Machine` (its full kernel expansion,
+intercept 0), so models and checkpoints store features as they store
+machines. Features are found one after another, each orthogonal to those
+before it of the same class; a run that was killed resumes at the feature it
+was on and gives the same features.
 """
+import numbers
 import time
 
 import numpy as np
@@ -12,10 +17,12 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import checkpoint
 from .kernels import Kernel
+from .problems.machine import Machine
 from .sampling import ChunkPool
-from .solvers.mmda import MMDASolver
-from .store import as_store
+from .solvers.mmda import Basis, Direction, MMDASolver
+from .store import as_store, is_store_like
 
 
 class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -25,18 +32,32 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     Two classes: ``n_components`` directions. More: one-vs-rest as in the
     paper, ``n_components`` directions **per class** (``N_c x n_components``
-    features in all, class by class). A feature is a kernel expansion over
-    its direction's rows: ``kernel_evaluations_`` holds their number per
-    feature (the paper's Table IV).
+    features in all, class by class; ``feature_class_`` and
+    ``feature_rank_`` say which). The first ``k`` features of each class are
+    exactly those of a fit with ``n_components=k``.
+
+    A feature is a kernel expansion: ``kernel_evaluations_`` holds, per
+    feature, the support rows it adds (the paper's Table IV). Features share
+    rows (each class's are expansions over the support rows of those before
+    it), so ``transform`` evaluates the kernel at ``expansion_rows_``
+    distinct rows per input row for all the features, at most the sum of
+    ``kernel_evaluations_`` and at most the training rows.
 
     Parameters: ``C`` (the L2-SVM's), ``kernel`` ("rbf" or "laplacian"),
     ``gamma`` ("auto": 1 / the mean squared distance between rows, on 5,000
-    rows, as the paper's beta), ``eps`` (the MEB tolerance), ``sample_size``,
-    ``max_core``, ``random_state`` (the sampler's seed).
+    rows, as the paper's beta), ``eps`` (the MEB tolerance), ``sample_size``
+    (rows per random sample), ``max_core`` (a cap on the core set),
+    ``random_state`` (the sampler's seed), ``verbose`` (a progress bar).
+
+    ``fit`` takes arrays or a store (a path or an opened store: y from the
+    store); ``transform`` takes arrays or a store (streamed chunk by chunk);
+    :meth:`transform_store` writes the features of a store to a new store.
     """
 
+    task = "features"
+
     def __init__(self, n_components=1, *, C=1.0, kernel="rbf", gamma="auto", eps=1e-3,
-                 sample_size=59, max_core=None, random_state=0):
+                 sample_size=59, max_core=None, random_state=0, verbose=False):
         self.n_components = n_components
         self.C = C
         self.kernel = kernel
@@ -45,51 +66,147 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.sample_size = sample_size
         self.max_core = max_core
         self.random_state = random_state
+        self.verbose = verbose
 
-    def fit(self, X, y):
-        from .estimators import _resolve_gamma
-        if not (isinstance(self.n_components, (int, np.integer)) and self.n_components >= 1):
+    def _check_params(self):
+        if not (isinstance(self.n_components, numbers.Integral) and self.n_components >= 1):
             raise ValueError(f"n_components must be a positive integer, got "
                              f"{self.n_components!r}")
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32, reset=True)
-        check_classification_targets(y)
-        self.classes_, codes = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError("MMDATransformer needs at least two classes in y")
-        store = as_store(X, codes.astype(np.float64))
+        if not isinstance(self.C, numbers.Real) or self.C <= 0:
+            raise ValueError(f"C must be positive, got {self.C!r}")
+        if not isinstance(self.eps, numbers.Real) or not 0 < self.eps < 1:
+            raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
+        if self.kernel not in ("rbf", "laplacian"):
+            raise ValueError(f"kernel must be 'rbf' or 'laplacian' (MMDA needs a constant "
+                             f"k(x, x)), got {self.kernel!r}")
+
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0, checkpoint_keep=2,
+            resume=False):
+        """Fit on arrays (X, y) or a store (its y). ``checkpoint_dir``: a
+        snapshot after each feature (at most every ``checkpoint_every``
+        seconds, and after the last); ``resume=True`` continues from the
+        newest one there, with the same features as a run never interrupted."""
+        from .estimators import _resolve_gamma, _training_record, store_classes
+        from .problems import one_blas_thread
+        from .progress import FitProgress
+        t0 = time.perf_counter()
+        self._check_params()
+        if is_store_like(X):
+            store, labels = as_store(X), None
+            self.n_features_in_ = store.d
+        else:
+            if y is None:
+                raise ValueError("MMDATransformer requires y to be passed, but the target "
+                                 "y is None")
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32, reset=True)
+            check_classification_targets(y)
+            labels, codes = np.unique(y, return_inverse=True)
+            store = as_store(X, codes.astype(np.float64))
+        if store.classes is None:
+            raise ValueError("MMDATransformer needs class labels: the store's y has more "
+                             "than 1,000 distinct values")
+        try:
+            self.classes_, codes = store_classes(store, labels)
+        except ValueError as e:
+            raise ValueError(f"MMDATransformer needs at least two classes in y ({e})") \
+                from None
         self.gamma_ = _resolve_gamma(self.gamma, store)
         kern = Kernel(self.kernel, gamma=self.gamma_)
-        k = len(self.classes_)
-        sides = [(0.0, 1.0)] if k == 2 else \
-            [(tuple(float(c) for c in range(k) if c != j), float(j)) for j in range(k)]
+        k = len(codes)
+        codes = [float(c) for c in codes]
+        sides = [(codes[0], codes[1])] if k == 2 else \
+            [(tuple(c for c in codes if c != p), p) for p in codes]
         seed = 0 if self.random_state is None else int(self.random_state)
-        self.directions_ = []
-        cls, rank, secs = [], [], []
-        for j, side in enumerate(sides):
-            found = []
-            for s in range(self.n_components):
-                t0 = time.perf_counter()
-                pool = ChunkPool(store, np.random.default_rng([seed, j, s]), classes=side)
+        n_feat = len(sides) * self.n_components
+        ck, machines, _ = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
+                                             checkpoint_every, None, checkpoint_keep)
+        if ck is not None:
+            ck.event_gap = checkpoint_every if checkpoint_every is not None else 1.0
+        with FitProgress(self.verbose, n_feat, "mmda", unit="feature", verb="fit") as bar, \
+                one_blas_thread():
+            for f in range(n_feat):
+                bar.next()
+                if f < len(machines):
+                    continue
+                j, s = divmod(f, self.n_components)
+                t = time.perf_counter()
+                pool = ChunkPool(store, np.random.default_rng([seed, j, s]), classes=sides[j])
                 try:
-                    solver = MMDASolver(kern, C=self.C, eps=self.eps, directions=found,
+                    solver = MMDASolver(kern, C=self.C, eps=self.eps,
+                                        basis=Basis(_directions(machines[f - s:f])),
                                         sample_size=self.sample_size,
-                                        max_core=self.max_core).fit(pool, side)
+                                        max_core=self.max_core).fit(pool, sides[j])
                 finally:
                     pool.close()
-                found.append(solver.unit_direction())
-                cls.append(j)
-                rank.append(s)
-                secs.append(time.perf_counter() - t0)
-            self.directions_ += found
+                d = solver.unit_direction()
+                hist = solver.history + [{"seconds": time.perf_counter() - t}]
+                m = Machine(sv=d.rows, coef=d.coef, intercept=0.0, sv_ids=d.ids,
+                            classes=sides[j], n_iter=solver.n_iter, core_size=d.own,
+                            history=hist)
+                machines.append(m)
+                checkpoint.machine_done(ck, m, n_feat)
+                bar.note(f"class {j + 1}/{len(sides)} feature {s + 1}: core "
+                         f"{len(solver.ids):,}, {d.own:,} support rows")
         self.kernel_ = kern
-        self.kernel_evaluations_ = np.array([len(d.coef) for d in self.directions_])
-        self.feature_class_ = np.array(cls)
-        self.feature_rank_ = np.array(rank)
-        self.feature_seconds_ = np.array(secs)
-        self._n_features_out = len(self.directions_)
+        self._set_features(machines)
+        self.checkpoint_stats_ = checkpoint.stats(ck)
+        self.training_ = _training_record(self, store, t0)
         return self
 
+    def _set_features(self, machines, seconds=None):
+        """``machines_`` and what they give: the per-feature attributes and the
+        :class:`Basis` of all features (their distinct rows)."""
+        self.machines_ = machines
+        self.feature_class_, self.feature_rank_ = np.divmod(np.arange(len(machines)),
+                                                            self.n_components)
+        if seconds is None:
+            seconds = [m.history[-1]["seconds"] for m in machines]
+        self.feature_seconds_ = np.asarray(seconds, np.float64)
+        self.kernel_evaluations_ = np.array([m.core_size for m in machines])
+        self.n_iter_ = sum(m.n_iter for m in machines)
+        # every feature over the distinct rows of all: the kernel evaluations a row costs
+        self._basis = Basis(_directions(machines))
+        self.expansion_rows_ = len(self._basis.ids)
+        self._n_features_out = len(machines)
+
+    # -- transform ------------------------------------------------------------
+    def _features(self, X):
+        """The features of validated rows X (float32 or CSR)."""
+        return self._basis.project(self.kernel_, X)
+
     def transform(self, X):
+        """The features of X (arrays, or every row of a store, in order)."""
         check_is_fitted(self)
+        if is_store_like(X):
+            from .features import features_chunks
+            parts = [f for _, f in features_chunks(self, as_store(X))]
+            return np.concatenate(parts) if parts else np.zeros((0, self._n_features_out))
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
-        return np.column_stack([d.project(self.kernel_, X) for d in self.directions_])
+        return self._features(X)
+
+    def transform_store(self, X, path, *, overwrite=False, client=None):
+        """Write the features of the store ``X`` to a new store ``path`` (X =
+        the features, y / qid as in ``X``), chunk by chunk on ``client`` (a
+        dask client, default threads); returns the rows written. The output
+        rules of every command (:func:`streamcvm.outputs.check_output`)."""
+        check_is_fitted(self)
+        from .features import write_features
+        from .parallel import Runner
+        with Runner(client) as runner:
+            return write_features(self, as_store(X), path, overwrite=overwrite, runner=runner,
+                                  progress=self.verbose)
+
+    # -- the model file -------------------------------------------------------
+    def _model_record(self):
+        return self.machines_, {"classes": [c.item() if hasattr(c, "item") else c
+                                            for c in self.classes_],
+                                "feature_seconds": [float(v) for v in self.feature_seconds_]}
+
+    def _model_restore(self, machines, man):
+        self.classes_ = np.asarray(man["classes"])
+        self._set_features(machines, man["feature_seconds"])
+
+
+def _directions(machines):
+    """The unit directions of finished features (machines)."""
+    return [Direction(m.sv, m.coef, m.sv_ids, m.core_size) for m in machines]

@@ -6,6 +6,7 @@
 * ``read_all``: a whole store read back chunk by chunk.
 """
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,31 @@ def read_all(store):
 def partials(folder, name="out.zarr"):
     """Leftover ``.NAME.partial-*`` entries of the atomic writer in ``folder``."""
     return sorted(p.name for p in Path(folder).glob(f".{name}.partial-*"))
+
+
+def inproc(*args):
+    """``streamcvm ARGS`` run in this process (no interpreter start-up): the
+    same exit status and output as :func:`run_cli` gives, for the checks
+    after each item's subprocess test."""
+    import contextlib
+    import io
+    from streamcvm.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in args])
+        except SystemExit as e:         # what the interpreter does with it
+            rc = e.code if isinstance(e.code, int) else 1
+            if not isinstance(e.code, int) and e.code is not None:
+                print(e.code, file=err)
+    return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
+
+
+def one_line_error(r, command, phrase):
+    """Exit status 1 and exactly one line ``streamcvm COMMAND: error: ...``."""
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"streamcvm {command}: error: "), lines[0]
+    assert re.search(phrase, lines[0]), (phrase, lines[0])

@@ -88,7 +88,7 @@ def test_sampled_directions_match_the_exact_ones():
     the exact second direction, so the core set is not much smaller.)"""
     import streamcvm
     from streamcvm.sampling import ChunkPool
-    from streamcvm.solvers.mmda import Direction, MMDASolver
+    from streamcvm.solvers.mmda import Basis, Direction, MMDASolver
     X, y = _data()
     kern = Kernel("rbf", gamma=1.0 / estimate_beta(X))
     K = kern.block(X, X).astype(np.float64)
@@ -101,7 +101,7 @@ def test_sampled_directions_match_the_exact_ones():
         exact.append(c / np.sqrt(c @ K @ c))
         store = streamcvm.as_store(X, y, chunk_rows=60)
         pool = ChunkPool(store, np.random.default_rng(s), classes=(-1.0, 1.0))
-        solver = MMDASolver(kern, C=C, eps=1e-4, directions=got).fit(pool, (-1.0, 1.0))
+        solver = MMDASolver(kern, C=C, eps=1e-4, basis=Basis(got)).fit(pool, (-1.0, 1.0))
         pool.close()
         d = solver.unit_direction()
         got.append(d)

@@ -73,18 +73,63 @@ def direction(alpha, gamma, y, dirs):
     return [np.asarray(alpha) * np.asarray(y)] + [gq * c for gq, (_, c) in zip(gamma, dirs)]
 
 
+def merge_rows(ids, rows, coef):
+    """Distinct rows by id: ``(ids, rows, coef)`` with the coefficient
+    columns of a row that occurs several times summed. ``coef``: a vector or
+    a matrix [rows, columns]."""
+    uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+    coef = np.asarray(coef, np.float64)
+    out = np.zeros((len(uniq),) + coef.shape[1:])
+    np.add.at(out, inv, coef)
+    return uniq, rows[first], out
+
+
 class Direction:
     """A unit direction ``u = sum_j coef_j phi(rows_j)`` over distinct rows
-    (their store ids ``ids``): its projection of rows ``X`` (with their
-    squared norms ``sq``) is ``k(X, rows) @ coef``."""
+    (their store ids ``ids``), the full expansion (its own support rows and
+    those of the directions it was made orthogonal to). ``own``: how many of
+    the rows are its own support rows (the kernel evaluations it adds)."""
 
-    def __init__(self, rows, coef, ids=None):
+    def __init__(self, rows, coef, ids, own=None):
         self.rows = rows
         self.coef = np.asarray(coef, np.float64)
-        self.ids = None if ids is None else np.asarray(ids, np.int64)
+        self.ids = np.asarray(ids, np.int64)
+        self.own = len(self.ids) if own is None else int(own)
 
     def project(self, kernel, X, sq=None):
         return kernel.block(X, self.rows, sq).astype(np.float64) @ self.coef
+
+
+class Basis:
+    """Unit directions found so far (one class's), as one kernel expansion:
+    distinct rows ``rows`` (ids ``ids``) and a coefficient column per
+    direction ``W`` [rows, directions]. A row shared by directions is one
+    kernel evaluation; ``project`` evaluates every direction at once."""
+
+    def __init__(self, directions=()):
+        directions = list(directions)
+        self.s = len(directions)
+        if not directions:
+            self.ids, self.rows, self.W = np.empty(0, np.int64), None, np.zeros((0, 0))
+            return
+        ids = np.concatenate([d.ids for d in directions])
+        rows = np.concatenate([np.asarray(d.rows) for d in directions])
+        W = np.zeros((len(ids), self.s))
+        a = 0
+        for q, d in enumerate(directions):
+            W[a:a + len(d.ids), q] = d.coef
+            a += len(d.ids)
+        self.ids, self.rows, self.W = merge_rows(ids, rows, W)
+        from ..kernels import sq_norms
+        self.sq = sq_norms(self.rows)
+
+    def project(self, kernel, X, sq=None):
+        """[len(X), s]: ``u_q'phi(x)`` of every row and direction."""
+        if self.s == 0:
+            return np.zeros((X.shape[0], 0))
+        from ..kernels import kernel_sums
+        return np.asarray(kernel_sums(kernel, X, self.rows, self.W, sq, self.sq),
+                          np.float64).reshape(X.shape[0], self.s)
 
 
 class MMDASolver:
@@ -92,9 +137,10 @@ class MMDASolver:
     the constrained MEB of the points ``phi~(z) = [y phi(x); y; y e / sqrt(C)]``
     (kernel ``k~ = y y' (k + 1) + I / C``, constant diagonal ``kt = kappa + 1
     + 1/C`` for the RBF kernel, so Delta = 0) with its center orthogonal to
-    the earlier ``directions``, grown from the furthest violator of random
-    samples while eps is annealed (as :class:`~.meb.MEBSolver`), its core QP
-    solved by :func:`sor`, warm started.
+    the directions of ``basis`` (a :class:`Basis`), grown from the furthest
+    violator of random samples while eps is annealed (as
+    :class:`~.meb.MEBSolver`), its core QP solved by :func:`sor`, warm started
+    (to steps below ``tol`` times ``1'a``).
 
     ``fit(pool, classes)`` draws from a :class:`streamcvm.sampling.ChunkPool`
     (``classes = (neg, pos)``: the sides; target +-1). Afterwards
@@ -102,12 +148,12 @@ class MMDASolver:
 
     PATIENCE = 7
 
-    def __init__(self, kernel, C=1.0, eps=1e-3, directions=(), sample_size=59, init_size=20,
-                 max_core=None, tol=1e-10):
+    def __init__(self, kernel, C=1.0, eps=1e-3, basis=None, sample_size=59, init_size=20,
+                 max_core=None, tol=1e-8):
         if not kernel.constant_diagonal:
             raise ValueError(f"MMDA needs a kernel with constant k(x, x), not {kernel.name!r}")
         self.kernel, self.C, self.eps = kernel, float(C), float(eps)
-        self.dirs = list(directions)
+        self.basis = Basis() if basis is None else basis
         self.sample_size, self.init_size, self.max_core = sample_size, init_size, max_core
         self.tol = tol
         self.kt = 1.0 + 1.0 + 1.0 / self.C          # kappa = 1 (rbf, laplacian)
@@ -115,10 +161,11 @@ class MMDASolver:
         self.rows = None
         self.y = np.empty(0)
         self.K = np.empty((0, 0))                    # base kernel among core rows
-        self.B = np.empty((0, len(self.dirs)))       # y_i u_q'phi(x_i)
+        self.B = np.empty((0, self.basis.s))         # y_i u_q'phi(x_i)
         self.alpha = np.empty(0)
-        self.gamma = np.zeros(len(self.dirs))
+        self.gamma = np.zeros(self.basis.s)
         self.n_iter = 0
+        self.sor_steps = 0
         self.history = []
 
     # -- the core set ---------------------------------------------------------
@@ -131,8 +178,7 @@ class MMDASolver:
             kc = self.kernel.block(X, self.rows).astype(np.float64)
             K = np.block([[self.K, kc.T], [kc, kx]])
             self.rows = np.concatenate([self.rows, X])
-        b = np.column_stack([np.asarray(y) * d.project(self.kernel, X) for d in self.dirs]) \
-            if self.dirs else np.zeros((len(y), 0))
+        b = np.asarray(y, np.float64)[:, None] * self.basis.project(self.kernel, X)
         self.K, self.B = K, np.concatenate([self.B, b])
         self.ids = np.concatenate([self.ids, np.asarray(ids, np.int64)])
         self.y = np.concatenate([self.y, np.asarray(y, np.float64)])
@@ -140,8 +186,10 @@ class MMDASolver:
 
     def _solve(self):
         G = core_matrix(self.K, self.y, self.C, self.B)
-        self.alpha, self.gamma, steps = sor(G, self.alpha, self.gamma, tol=self.tol)
+        tol = self.tol * max(self.alpha.sum(), 1.0)
+        self.alpha, self.gamma, steps = sor(G, self.alpha, self.gamma, tol=tol)
         self.n_iter += 1
+        self.sor_steps += steps
         # the constrained MEB's center and radius (eqs. 22, 23, 35)
         s = self.alpha.sum()
         at, gt = self.alpha / s, self.gamma / s
@@ -155,11 +203,13 @@ class MMDASolver:
         """Squared distances of rows ``X`` with labels ``y`` (outside the core
         set) to the center: ``||c||^2 - 2 c'phi~(z) + kt``."""
         from .ball import distance2
-        Kc = self.kernel.block(X, self.rows).astype(np.float64)
-        Ka = np.asarray(y) * (Kc @ self._ay + self._ay.sum())
-        for q, d in enumerate(self.dirs):
-            Ka += self._gt[q] * np.asarray(y) * d.project(self.kernel, X)
-        return distance2(self.c2, Ka, self.kt)
+        from ..kernels import sq_norms
+        sq = sq_norms(X)
+        Kc = self.kernel.block(X, self.rows, sq).astype(np.float64)
+        Ka = Kc @ self._ay + self._ay.sum()
+        if self.basis.s:
+            Ka += self.basis.project(self.kernel, X, sq) @ self._gt
+        return distance2(self.c2, np.asarray(y) * Ka, self.kt)
 
     # -- the loop -------------------------------------------------------------
     def fit(self, pool, classes):
@@ -185,21 +235,22 @@ class MMDASolver:
                 self._add(ids[k:k + 1], X[k:k + 1], y[k:k + 1])
                 self._solve()
             self.history.append({"eps": eps, "core_size": len(self.ids), "c2": self.c2,
-                                 "radius2": self.R2})
+                                 "radius2": self.R2, "sor_steps": int(self.sor_steps)})
         return self
 
     def unit_direction(self):
-        """The new direction ``w`` (eq. 8) over the core rows and the earlier
-        directions' rows, normalised: a :class:`Direction` (the kernel
-        evaluations per feature: its number of rows)."""
+        """The new direction ``w`` (eq. 8) over its own support rows (alpha >
+        0) and the basis rows, normalised: a :class:`Direction`. ``||w||^2 =
+        (ay)'K(ay) + 2 a'Bg + g'g`` needs no kernel evaluation."""
         keep = self.alpha > 0
-        rows = [self.rows[keep]] + [d.rows for d in self.dirs]
-        coef = [self.alpha[keep] * self.y[keep]] + [g * d.coef for g, d in zip(self.gamma,
-                                                                            self.dirs)]
-        ids = np.concatenate([self.ids[keep]] + [d.ids for d in self.dirs])
-        # a row in the core set and in earlier directions: one row, coefficients summed
-        uniq, first, inv = np.unique(ids, return_index=True, return_inverse=True)
-        c = np.bincount(inv, weights=np.concatenate(coef), minlength=len(uniq))
-        R = np.concatenate(rows)[first]
-        norm2 = c @ self.kernel.block(R, R).astype(np.float64) @ c
-        return Direction(R, c / np.sqrt(norm2), uniq)
+        ay = self.alpha * self.y
+        norm2 = ay @ self.K @ ay + 2 * self.alpha @ self.B @ self.gamma + self.gamma @ self.gamma
+        own = (self.ids[keep], self.rows[keep], ay[keep])
+        if self.basis.s:
+            ids = np.concatenate([own[0], self.basis.ids])
+            rows = np.concatenate([own[1], self.basis.rows])
+            coef = np.concatenate([own[2], self.basis.W @ self.gamma])
+            ids, rows, coef = merge_rows(ids, rows, coef)
+        else:
+            ids, rows, coef = merge_rows(*own)
+        return Direction(rows, coef / np.sqrt(norm2), ids, own=int(keep.sum()))

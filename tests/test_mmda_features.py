@@ -1,0 +1,194 @@
+"""MMDA features from stores: fit and transform a store as arrays, write a
+feature store, save and load, resume a killed fit (in process and the
+``streamcvm features`` command under SIGKILL), and the command's refusals."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from streamcvm import MMDATransformer, load_model, save_model
+from streamcvm.store import open_store
+
+from conftest import inproc, one_line_error
+
+KW = dict(eps=1e-2)
+
+
+def _blobs(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = np.array([[0, 0, 0], [3, 0, 1], [0, 3, -1]], np.float32)
+    y = rng.integers(0, 3, n)
+    X = (centers[y] + rng.standard_normal((n, 3))).astype(np.float32)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mmda")
+    X, y = _blobs()
+    from streamcvm.ingest.writer import StoreWriter
+    with StoreWriter(str(d / "train.zarr"), 3) as w:     # one chunk, as arrays get
+        w.append(X, y.astype(np.float64))
+        w.close()
+    Xt, yt = _blobs(200, seed=1)
+    with StoreWriter(str(d / "test.zarr"), 3, chunk_rows=64) as w:
+        w.append(Xt, yt.astype(np.float64))
+        w.close()
+    return d, (X, y), (Xt, yt)
+
+
+def test_a_store_gives_the_arrays_features(stores, tmp_path):
+    """Fit on the store = fit on its arrays (one chunk of the same rows: the
+    same samples); transform of a store (chunks of 64 rows) = transform of its
+    rows; transform_store writes them with the labels; a model saved and
+    loaded transforms the same."""
+    d, (X, y), (Xt, yt) = stores
+    arr = MMDATransformer(n_components=2, **KW).fit(X, y)
+    sto = MMDATransformer(n_components=2, **KW).fit(str(d / "train.zarr"))
+    assert sto.n_features_in_ == 3 and list(sto.classes_) == [0.0, 1.0, 2.0]
+    Ft = sto.transform(Xt)
+    assert Ft.shape == (200, 6)
+    np.testing.assert_array_equal(sto.transform(str(d / "test.zarr")), Ft)
+    np.testing.assert_array_equal(arr.transform(Xt), Ft)
+    assert list(sto.feature_class_) == [0, 0, 1, 1, 2, 2]
+    assert list(sto.feature_rank_) == [0, 1] * 3
+    assert sto.expansion_rows_ <= min(600, sto.kernel_evaluations_.sum())
+    n = sto.transform_store(str(d / "test.zarr"), str(tmp_path / "f.zarr"))
+    out = open_store(str(tmp_path / "f.zarr"))
+    assert n == 200 and out.d == 6 and out.attrs["features"]["transformer"] == "MMDATransformer"
+    got = out.rows(0, out.n)
+    np.testing.assert_array_equal(np.asarray(got.X), Ft.astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(got.y), yt)
+    save_model(sto, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    np.testing.assert_array_equal(back.transform(Xt), Ft)
+    np.testing.assert_array_equal(back.kernel_evaluations_, sto.kernel_evaluations_)
+    np.testing.assert_array_equal(back.feature_seconds_, sto.feature_seconds_)
+
+
+def test_feature_store_output_rules(stores, tmp_path):
+    """A feature store is replaced; the input store, a training store and a
+    folder of other files are not."""
+    from streamcvm.outputs import OutputError
+    d, (X, y), _ = stores
+    m = MMDATransformer(**KW).fit(X, y)
+    out = str(tmp_path / "f.zarr")
+    m.transform_store(str(d / "test.zarr"), out)
+    m.transform_store(str(d / "test.zarr"), out)                      # its own kind
+    with pytest.raises(OutputError, match="is the input"):
+        m.transform_store(str(d / "test.zarr"), str(d / "test.zarr"), overwrite=True)
+    with pytest.raises(OutputError, match="already exists"):
+        m.transform_store(str(d / "test.zarr"), str(d / "train.zarr"))
+    os.makedirs(tmp_path / "mine.zarr")
+    (tmp_path / "mine.zarr" / "notes.txt").write_text("keep")
+    with pytest.raises(OutputError, match="never replaced"):
+        m.transform_store(str(d / "test.zarr"), str(tmp_path / "mine.zarr"), overwrite=True)
+    assert (tmp_path / "mine.zarr" / "notes.txt").read_text() == "keep"
+    assert open_store(str(d / "train.zarr")).n == 600
+
+
+class _Kill(Exception):
+    pass
+
+
+def test_an_interrupted_fit_resumes_to_the_same_features(stores, tmp_path, monkeypatch):
+    """Killed while fitting its 4th feature, the fit resumes from the snapshot
+    of the first 3 and gives the features of a run never interrupted, bit for
+    bit."""
+    from streamcvm.solvers import mmda
+    d, (X, y), (Xt, _) = stores
+    ref = MMDATransformer(n_components=2, **KW).fit(X, y)
+    fit, calls = mmda.MMDASolver.fit, []
+
+    def killing(self, pool, classes):
+        calls.append(1)
+        if len(calls) == 4:
+            raise _Kill
+        return fit(self, pool, classes)
+    monkeypatch.setattr(mmda.MMDASolver, "fit", killing)
+    with pytest.raises(_Kill):
+        MMDATransformer(n_components=2, **KW).fit(X, y, checkpoint_dir=tmp_path,
+                                                  checkpoint_every=0.0)
+    monkeypatch.setattr(mmda.MMDASolver, "fit", fit)
+    calls.clear()
+    res = MMDATransformer(n_components=2, **KW).fit(X, y, checkpoint_dir=tmp_path,
+                                                    resume=True)
+    assert res.resumed_from_["machines_done"] == 3
+    np.testing.assert_array_equal(res.transform(Xt), ref.transform(Xt))
+    from streamcvm.checkpoint import CheckpointError
+    with pytest.raises(CheckpointError, match="params"):
+        MMDATransformer(n_components=2, C=2.0, **KW).fit(X, y, checkpoint_dir=tmp_path,
+                                                         resume=True)
+
+
+def _cli(*args):
+    return [sys.executable, "-m", "streamcvm.cli", "features", *map(str, args)]
+
+
+def test_sigkill_then_resume_gives_the_same_feature_store(tmp_path):
+    """``streamcvm features`` killed by SIGKILL after a snapshot of two
+    features leaves no feature store; --resume continues from the snapshot and
+    writes the store an uninterrupted run writes."""
+    store = tmp_path / "g.zarr"
+    from streamcvm import synthetic
+    synthetic.write_store(str(store), "gaussian", 10_000, d=8, n_classes=3, seed=0)
+    opts = ["-k", "2", "-e", "1e-3", "-q"]
+    assert inproc("features", store, "-o", tmp_path / "ref.zarr", *opts).returncode == 0
+    ck = tmp_path / "ck"
+
+    def done():
+        from streamcvm import checkpoint
+        got = checkpoint.latest(str(ck)) if checkpoint.is_checkpoint_dir(str(ck)) else None
+        return got is not None and len(got[0]["machines_done"]) >= 2
+    p = subprocess.Popen(_cli(store, "-o", tmp_path / "f.zarr", "--checkpoint-dir", ck,
+                              "--checkpoint-every", "0", *opts))
+    t0 = time.time()
+    while not done() and p.poll() is None and time.time() - t0 < 120:
+        time.sleep(0.01)
+    assert p.poll() is None, "the run ended before the kill"
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert p.returncode == -signal.SIGKILL            # the kill landed
+    assert not (tmp_path / "f.zarr").exists()
+    r = subprocess.run(_cli(store, "-o", tmp_path / "f.zarr", "--resume", ck, "--save-model",
+                            tmp_path / "m", *opts), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # it continued from the snapshot, not from the start
+    assert load_model(tmp_path / "m").training_["resumed_from"]["machines_done"] >= 2
+    a, b = open_store(str(tmp_path / "ref.zarr")), open_store(str(tmp_path / "f.zarr"))
+    np.testing.assert_array_equal(np.asarray(a.rows(0, a.n).X), np.asarray(b.rows(0, b.n).X))
+    np.testing.assert_array_equal(np.asarray(a.rows(0, a.n).y), np.asarray(b.rows(0, b.n).y))
+
+
+def test_cli_features_model_and_refusals(stores, tmp_path):
+    """--save-model then --model on another store gives that store's features;
+    wrong uses end with one line and a non-zero exit, nothing written."""
+    from streamcvm import CVMClassifier
+    d, (X, y), (Xt, _) = stores
+    train, test = d / "train.zarr", d / "test.zarr"
+    r = inproc("features", train, "-o", tmp_path / "f.zarr", "-k", "1", "-e", "1e-2",
+               "--save-model", tmp_path / "m", "-q")
+    assert r.returncode == 0, r.stderr
+    r = inproc("features", test, "-o", tmp_path / "ft.h5", "--model", tmp_path / "m", "-q")
+    assert r.returncode == 0, r.stderr
+    got = open_store(str(tmp_path / "ft.h5"))
+    np.testing.assert_array_equal(np.asarray(got.rows(0, got.n).X),
+                                  load_model(tmp_path / "m").transform(Xt).astype(np.float32))
+    save_model(CVMClassifier(eps=1e-2).fit(X, y), tmp_path / "clf")
+    for args, match in [(["--model", tmp_path / "m", "-k", "3"], "--n-components is for fitting"),
+                        (["--model", tmp_path / "m", "-c", "2"], "--C is for fitting"),
+                        (["--model", test], "not a streamcvm model"),
+                        (["--model", tmp_path / "clf"], "CVMClassifier model, not MMDA"),
+                        (["--resume", tmp_path], "no checkpoint there"),
+                        (["--save-model", train], "already exists")]:
+        one_line_error(inproc("features", test, "-o", tmp_path / "x.zarr", *args), "features",
+                       match)
+    one_line_error(inproc("features", test, "-o", test, "--model", tmp_path / "m"), "features",
+                   "is the input")
+    one_line_error(inproc("features", test, "-o", tmp_path / "x.txt", "--model", tmp_path / "m"),
+                   "features", "must end in")
+    assert not (tmp_path / "x.zarr").exists() and open_store(str(train)).n == 600
