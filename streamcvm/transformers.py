@@ -138,6 +138,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                                         max_core=self.max_core).fit(pool, sides[j])
                 finally:
                     pool.close()
+                    pool = None         # its chunks freed before the next feature's pool
                 d = solver.unit_direction()
                 hist = solver.history + [{"seconds": time.perf_counter() - t}]
                 m = Machine(sv=d.rows, coef=d.coef, intercept=0.0, sv_ids=d.ids,
