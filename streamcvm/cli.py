@@ -228,8 +228,13 @@ def describe_model(path):
     reached = [m.get("eps_reached") for m in ms]
     sets = f"core set {core[0]:,}" if len(ms) == 1 else \
         f"core sets {min(core):,}-{max(core):,} ({sum(core):,} in all)"
-    lines.append(f"machines   {len(ms):,}: {sum(nsv):,} support vectors, {sets}, "
-                 f"{sum(m['n_iter'] for m in ms):,} iterations")
+    if man["estimator"] == "MMDATransformer":     # a machine per feature
+        lines.append(f"output     {len(ms):,} features ({man['params']['n_components']} per "
+                     f"class, one-vs-rest beyond two classes): {min(core):,}-{max(core):,} "
+                     f"support rows per feature ({sum(core):,} in all)")
+    else:
+        lines.append(f"machines   {len(ms):,}: {sum(nsv):,} support vectors, {sets}, "
+                     f"{sum(m['n_iter'] for m in ms):,} iterations")
     if all(r is not None for r in reached) and reached:
         lines.append(f"eps        reached {min(reached):.3g}" +
                      (f"-{max(reached):.3g}" if max(reached) != min(reached) else "") +

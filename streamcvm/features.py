@@ -13,11 +13,11 @@ from .store import StoreError
 
 def _features_task(i, store, est):
     c = store.chunk(i)
-    return c, est._features(c.X)
+    return np.asarray(c.y), c.qid, est._features(c.X)      # not X: tasks in flight hold these
 
 
 def features_chunks(est, store, runner=None, progress=None):
-    """(chunk, its features) for every chunk of ``store``, in order."""
+    """(y, qid, features) of every chunk of ``store``, in order."""
     if store.d != est.n_features_in_:
         raise StoreError(f"{getattr(store, 'path', 'store')}: {store.d} features, the model "
                          f"expects {est.n_features_in_}")
@@ -47,10 +47,10 @@ def write_features(est, store, path, *, overwrite=False, runner=None, progress=F
                     fmt="hdf5" if path.lower().endswith((".h5", ".hdf5")) else "zarr")
     n = 0
     try:
-        for c, F in features_chunks(est, store, runner,
-                                    progress=None if bar is None else lambda d, t: bar.update(1)):
-            w.append(np.asarray(F, np.float32), np.asarray(c.y, np.float64),
-                     qid=c.qid if w.has_qid else None)
+        for y, qid, F in features_chunks(est, store, runner, progress=None if bar is None
+                                         else lambda d, t: bar.update(1)):
+            w.append(np.asarray(F, np.float32), np.asarray(y, np.float64),
+                     qid=qid if w.has_qid else None)
             n += len(F)
         attrs = {"features": {"model": None if model_path is None else
                               os.path.abspath(model_path),

@@ -180,7 +180,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         check_is_fitted(self)
         if is_store_like(X):
             from .features import features_chunks
-            parts = [f for _, f in features_chunks(self, as_store(X))]
+            parts = [f for _, _, f in features_chunks(self, as_store(X))]
             return np.concatenate(parts) if parts else np.zeros((0, self._n_features_out))
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
         return self._features(X)

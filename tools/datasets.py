@@ -11,6 +11,10 @@ a9a         adult_a9a/a9a, a9a.t                    as given, sparse CSR, 123 fe
 w8a         w8a/w8a, w8a.t                          as given, sparse CSR, 300 features
 usps        usps/zip.train.gz, zip.test.gz          first column the digit, 256 pixels as given
 letter      letter/letter.scale, letter.scale.t     as given, 16 features, labels 1..26
+optdigits   optdigits/optdigits.tra, .tes           CSV, no header: 64 features as given (0..16),
+                                                    the digit last; blank lines skipped
+satimage    satimage/satimage.scale, .scale.t       as given, 36 features, labels 1..6
+pendigits   pendigits/pendigits, pendigits.t        as given (unscaled 0..100), 16 features
 shuttle     shuttle/pmlb_shuttle.tsv.gz             80/20 split, then min-max scaling
 kddcup99    kddcup99/kddcup.data_10_percent.gz      "normal." -> -1, any attack -> +1; columns
                                                     1-3 one-hot; 80/20 split; min-max scaling
@@ -56,6 +60,9 @@ FILES = {
     "w8a": (["w8a/w8a", "w8a/w8a.t"], True),
     "usps": (["usps/zip.train.gz", "usps/zip.test.gz"], False),
     "letter": (["letter/letter.scale", "letter/letter.scale.t"], False),
+    "optdigits": (["optdigits/optdigits.tra", "optdigits/optdigits.tes"], False),
+    "satimage": (["satimage/satimage.scale", "satimage/satimage.scale.t"], False),
+    "pendigits": (["pendigits/pendigits", "pendigits/pendigits.t"], False),
     "shuttle": (["shuttle/pmlb_shuttle.tsv.gz"], False),
     "kddcup99": (["kddcup99/kddcup.data_10_percent.gz"], False),
     "friedman1": (["friedman1/pmlb_564_fried.tsv.gz"], False),
@@ -66,7 +73,8 @@ FILES = {
     "house_16H": (["house_16H/pmlb_574_house_16H.tsv.gz"], False),
 }
 REGRESSION = ("friedman1", "cadata", "cpu_act", "elevators", "pol", "house_16H")
-SVMLIGHT_FEATURES = {"ijcnn1": 22, "a9a": 123, "w8a": 300, "letter": 16}
+SVMLIGHT_FEATURES = {"ijcnn1": 22, "a9a": 123, "w8a": 300, "letter": 16, "satimage": 36,
+                     "pendigits": 16}
 NAMES = tuple(FILES)
 
 
@@ -150,6 +158,12 @@ def _prepare(name, paths):
             Xtr, Xte = Xtr.toarray(), Xte.toarray()
         return Xtr, ytr, Xte, yte
     import pandas as pd
+    if name == "optdigits":     # CSV, no header, the digit last; blank lines skipped
+        out = []
+        for p in paths:
+            a = pd.read_csv(p, header=None, dtype=np.float64).to_numpy()
+            out += [a[:, :-1].astype(np.float32), a[:, -1]]
+        return tuple(out)
     if name == "usps":
         out = []
         for p in paths:
