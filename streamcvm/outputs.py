@@ -1,14 +1,16 @@
 """Where commands write: checked before any work, never over a user's data.
 
-Every command that writes (``ingest``, ``train``, ``predict``; the Python
-``save_model``) asks :func:`check_output` first, before it reads a row:
+Every command that writes (``ingest``, ``train``, ``predict``, ``features``;
+the Python ``save_model`` and ``transform_store``) asks :func:`check_output`
+first, before it reads a row:
 
 - an output never is, contains, or lies inside one of the command's inputs,
   whatever ``--overwrite`` says;
 - an existing path of the command's own kind (a model folder for ``train``,
-  a prediction store for ``predict``) is replaced; any other existing regular
-  file or streamcvm output needs ``overwrite``; a folder of anything else, a
-  symbolic link or a special file (a device, a pipe) is never replaced;
+  a prediction store for ``predict``, a feature store for ``features``) is
+  replaced; any other existing regular file or streamcvm output needs
+  ``overwrite``; a folder of anything else, a symbolic link or a special
+  file (a device, a pipe) is never replaced;
 - a text output may be ``-`` (standard output) or a special file such as
   ``/dev/stdout`` or a named pipe: it is then written straight into, never
   renamed over;
