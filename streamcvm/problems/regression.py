@@ -27,13 +27,14 @@ from .machine import Machine
 from .points import SignedPoints
 
 
-def regression_points(store, kernel, C, mu, stats=None, runner=None):
+def regression_points(store, kernel, C, mu, stats=None, runner=None, centred=True):
     """The SVR points of ``store`` (``stats``: :func:`row_stats`, computed
     here when not given: the targets' mean (the offset the fit is centred
     on) and range and, for kernels without a constant diagonal, the row
-    norms, fix eta)."""
+    norms, fix eta). ``centred=False``: the raw targets are fitted (offset
+    0), as surface fitting needs: f = 1 on every point is not the bias's."""
     stats = row_stats(store, runner=runner) if stats is None else stats
-    offset = stats["sum_y"] / max(stats["n"], 1)
+    offset = stats["sum_y"] / max(stats["n"], 1) if centred else 0.0
     tmax = max(stats["max_y"] - offset, offset - stats["min_y"], 0.0)
     return SignedPoints(C, mu, store.n, tmax, kmax=kernel_bound(kernel, stats), offset=offset)
 
@@ -45,7 +46,8 @@ STAGE_CORE = 11000
 
 
 def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=False, stats=None,
-                    warn=True, train_size="all", c_per_row=None, stage_core=STAGE_CORE):
+                    warn=True, train_size="all", c_per_row=None, stage_core=STAGE_CORE,
+                    centred=True):
     """Train an L2-SVR on ``store`` (targets in its ``y``); returns a
     :class:`Machine` with ``regression=True`` whose support rows are the
     distinct rows with weight (a row's two signs merged into one
@@ -59,7 +61,9 @@ def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=Fals
     c_per_row`` x its rows (``C`` when ``c_per_row`` is None), the stages
     ending before one whose core set, extrapolated from the last (core
     vectors grow like the rows), would pass ``stage_core`` (and
-    ``max_core``); ``stats`` is then unused (each stage's are its sample's)."""
+    ``max_core``); ``stats`` is then unused (each stage's are its sample's).
+    ``centred=False`` (every row, no stages): the raw targets are fitted
+    rather than their deviations from the mean (:func:`regression_points`)."""
     from .progressive import SquaredVerdict, plan, train_progressive
     solve = Solve(method="cvm") if solve is None else solve
     callback, max_core = solve.callback, solve.max_core
@@ -69,7 +73,7 @@ def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=Fals
     sizes = None if full_pass else plan(store, None, train_size)
     if sizes is None:
         machine, solver = _fit(store, kernel, solve, C=C, mu=mu, full_pass=full_pass,
-                               stats=stats)
+                               stats=stats, centred=centred)
     else:
         budget = stage_core if max_core is None else min(stage_core, max_core)
 
@@ -102,9 +106,10 @@ def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=Fals
     return machine
 
 
-def _fit(store, kernel, solve, *, C, mu, full_pass=False, stats=None, make_pool=None):
+def _fit(store, kernel, solve, *, C, mu, full_pass=False, stats=None, make_pool=None,
+         centred=True):
     """One L2-SVR on every row of ``store``: (Machine, the solver)."""
-    points = regression_points(store, kernel, C, mu, stats, solve.runner)
+    points = regression_points(store, kernel, C, mu, stats, solve.runner, centred)
     solver = run_solver(store, kernel, points, solve, classes=None, target="raw", b=1.0, C=C,
                         full_pass=full_pass, make_pool=make_pool)
     slots, alpha = solver.support()
