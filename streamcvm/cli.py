@@ -300,7 +300,8 @@ def _add_train(sub):
                    help="'balanced' or LABEL:WEIGHT,... (C of a class's rows times WEIGHT; "
                         "write --class-weight=-1:2,1:1 when a label is negative)")
     p.add_argument("-t", "--kernel", default=None,
-                   help="rbf (default), laplacian, npoly; linear, poly (cvm, fvm)")
+                   help="rbf (default), laplacian (L1), exponential (L2: exp(-gamma ||x - z||)), "
+                        "npoly; linear, poly (cvm, fvm)")
     p.add_argument("-g", "--gamma", default=None,
                    help="kernel width: 'auto' (default: 1 / mean squared distance) or a number")
     p.add_argument("-e", "--eps", default=None,
@@ -739,8 +740,8 @@ def _add_features(sub):
                    help="also save the fitted directions as a model folder, to transform "
                         "other stores with (--model)")
     p.add_argument("-c", "--C", type=float, default=None, help="the L2-SVM's C (default 1)")
-    p.add_argument("-t", "--kernel", choices=["rbf", "laplacian"], default=None,
-                   help="rbf (default) or laplacian")
+    p.add_argument("-t", "--kernel", choices=["rbf", "laplacian", "exponential"], default=None,
+                   help="rbf (default), laplacian or exponential")
     p.add_argument("-g", "--gamma", default=None,
                    help="kernel width: 'auto' (default: 1 / mean squared distance) or a number")
     p.add_argument("-e", "--eps", type=float, default=None,

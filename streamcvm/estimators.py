@@ -223,7 +223,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     ----------
     method : "bvm", "cvm" or "fvm"
     C : regularisation (the L2-SVM's; compare LIBSVM's C with care)
-    kernel : "rbf" (default), "laplacian", "npoly" (constant k(x, x) needed)
+    kernel : "rbf" (default), "laplacian" (L1 distance), "exponential" (L2
+        distance: exp(-gamma ||x - z||)), "npoly" (constant k(x, x) needed)
     gamma : "auto" (1 / mean squared distance between rows) or a number
     eps : approximation tolerance of the enclosing ball, or "auto"
     sample_size : rows per violator search (59: top 5% with 95% odds)

@@ -8,6 +8,7 @@ code       k(x, z)                                             k(x, x)
 =========  ==================================================  =========
 RBF        exp(-gamma ||x - z||^2)                             1
 LAPLACIAN  exp(-gamma ||x - z||_1)   (as sklearn)              1
+EXPONENTIAL exp(-gamma ||x - z||_2)  (the Euclidean Laplacian)  1
 NPOLY      (gamma x'z + coef0)^p / sqrt((..x'x..)^p (..z'z..)^p)  1
 POLY       (gamma x'z + coef0)^p                               varies
 LINEAR     x'z                                                 varies
@@ -16,7 +17,8 @@ LINEAR     x'z                                                 varies
 A block ``K[i, j] = k(A_i, B_j)`` is computed from the Gram matrix ``A B'``
 (float32 BLAS for dense data, scipy for CSR) and the squared norms, then
 transformed elementwise in numba; the L1 distances of the Laplacian kernel
-are numba loops (dense and CSR).
+and the L2 distances of the exponential kernel are numba loops over the
+differences (dense and CSR).
 """
 import threading
 
@@ -24,10 +26,12 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-RBF, LAPLACIAN, NPOLY, POLY, LINEAR = 0, 1, 2, 3, 4
+RBF, LAPLACIAN, NPOLY, POLY, LINEAR, EXPONENTIAL = 0, 1, 2, 3, 4, 5
 CODES = {"rbf": RBF, "gaussian": RBF, "laplacian": LAPLACIAN, "npoly": NPOLY,
-         "normalized_poly": NPOLY, "poly": POLY, "polynomial": POLY, "linear": LINEAR}
-NAMES = {RBF: "rbf", LAPLACIAN: "laplacian", NPOLY: "npoly", POLY: "poly", LINEAR: "linear"}
+         "normalized_poly": NPOLY, "poly": POLY, "polynomial": POLY, "linear": LINEAR,
+         "exponential": EXPONENTIAL}
+NAMES = {RBF: "rbf", LAPLACIAN: "laplacian", NPOLY: "npoly", POLY: "poly", LINEAR: "linear",
+         EXPONENTIAL: "exponential"}
 
 
 def kernel_code(name):
@@ -40,7 +44,7 @@ def kernel_code(name):
 
 def constant_diagonal(code):
     """True when k(x, x) is the same for every x (needed by BVM)."""
-    return code in (RBF, LAPLACIAN, NPOLY)
+    return code in (RBF, LAPLACIAN, NPOLY, EXPONENTIAL)
 
 
 @njit(cache=True, nogil=True, parallel=True, fastmath=True)
@@ -53,6 +57,7 @@ def _transform(G, sqa, sqb, code, gamma, coef0, degree):
             if code == RBF:
                 d = sqa[i] + sqb[j] - 2.0 * g
                 G[i, j] = np.exp(-gamma * max(d, 0.0))
+
             elif code == POLY:
                 G[i, j] = (gamma * g + coef0) ** degree
             elif code == NPOLY:
@@ -63,21 +68,26 @@ def _transform(G, sqa, sqb, code, gamma, coef0, degree):
 
 
 @njit(cache=True, nogil=True, parallel=True, fastmath=True)
-def _laplacian_dense(A, B, gamma, out):
+def _laplacian_dense(A, B, gamma, out, euclid=False):
+    """exp(-gamma ||a - b||_1), or with ``euclid`` exp(-gamma ||a - b||_2)
+    (the exponential kernel: from the differences, in float64, so k(x, x) is
+    exactly 1, where a Gram-based distance would leave float32 cancellation,
+    magnified by the square root)."""
     m, d = A.shape
     n = B.shape[0]
     for i in prange(m):
         for j in range(n):
             s = 0.0
             for k in range(d):
-                s += abs(np.float64(A[i, k]) - np.float64(B[j, k]))
-            out[i, j] = np.exp(-gamma * s)
+                t = np.float64(A[i, k]) - np.float64(B[j, k])
+                s += t * t if euclid else abs(t)
+            out[i, j] = np.exp(-gamma * (np.sqrt(s) if euclid else s))
     return out
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _laplacian_csr(ap, ai, ax, bp, bi, bx, gamma, out):
-    """exp(-gamma ||a - b||_1) for CSR rows with sorted indices (a merge)."""
+def _laplacian_csr(ap, ai, ax, bp, bi, bx, gamma, out, euclid=False):
+    """:func:`_laplacian_dense` for CSR rows with sorted indices (a merge)."""
     m = len(ap) - 1
     n = len(bp) - 1
     for r in prange(m):
@@ -85,24 +95,19 @@ def _laplacian_csr(ap, ai, ax, bp, bi, bx, gamma, out):
             p, pe = ap[r], ap[r + 1]
             q, qe = bp[c], bp[c + 1]
             s = 0.0
-            while p < pe and q < qe:
-                if ai[p] == bi[q]:
-                    s += abs(np.float64(ax[p]) - np.float64(bx[q]))
+            while p < pe or q < qe:
+                if q >= qe or (p < pe and ai[p] < bi[q]):
+                    t = np.float64(ax[p])
                     p += 1
+                elif p >= pe or bi[q] < ai[p]:
+                    t = np.float64(bx[q])
                     q += 1
-                elif ai[p] < bi[q]:
-                    s += abs(np.float64(ax[p]))
-                    p += 1
                 else:
-                    s += abs(np.float64(bx[q]))
+                    t = np.float64(ax[p]) - np.float64(bx[q])
+                    p += 1
                     q += 1
-            while p < pe:
-                s += abs(np.float64(ax[p]))
-                p += 1
-            while q < qe:
-                s += abs(np.float64(bx[q]))
-                q += 1
-            out[r, c] = np.exp(-gamma * s)
+                s += t * t if euclid else abs(t)
+            out[r, c] = np.exp(-gamma * (np.sqrt(s) if euclid else s))
     return out
 
 
@@ -274,7 +279,7 @@ class Kernel:
         self.gamma = float(gamma)
         self.coef0 = float(coef0)
         self.degree = float(degree)
-        if self.gamma <= 0 and self.code in (RBF, LAPLACIAN):
+        if self.gamma <= 0 and self.code in (RBF, LAPLACIAN, EXPONENTIAL):
             raise ValueError(f"gamma must be positive, got {gamma}")
 
     @property
@@ -283,7 +288,7 @@ class Kernel:
 
     def diag(self, X, sq=None):
         """k(x, x) for every row."""
-        if self.code in (RBF, LAPLACIAN, NPOLY):
+        if self.constant_diagonal:
             return np.ones(X.shape[0])
         sq = sq_norms(X) if sq is None else sq
         if self.code == LINEAR:
@@ -303,17 +308,18 @@ class Kernel:
         m, n = A.shape[0], B.shape[0]
         if m == 0 or n == 0:
             return np.zeros((m, n))
-        if self.code == LAPLACIAN:
+        if self.code in (LAPLACIAN, EXPONENTIAL):
             out = np.empty((m, n))
+            euclid = self.code == EXPONENTIAL
             if sp.issparse(A) or sp.issparse(B):
                 A = sp.csr_matrix(A)
                 B = sp.csr_matrix(B)
                 A.sort_indices()
                 B.sort_indices()
                 return _laplacian_csr(A.indptr, A.indices, A.data, B.indptr, B.indices,
-                                      B.data, self.gamma, out)
+                                      B.data, self.gamma, out, euclid)
             return _laplacian_dense(np.ascontiguousarray(A), np.ascontiguousarray(B),
-                                    self.gamma, out)
+                                    self.gamma, out, euclid)
         if BT is not None and sp.issparse(A) and not sp.issparse(B):
             A = A.tocsr()
             G = _csr_gram(A.indptr, A.indices, A.data.astype(np.float32, copy=False), BT, n,

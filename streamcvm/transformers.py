@@ -43,7 +43,8 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     distinct rows per input row for all the features, at most the sum of
     ``kernel_evaluations_`` and at most the training rows.
 
-    Parameters: ``C`` (the L2-SVM's), ``kernel`` ("rbf" or "laplacian"),
+    Parameters: ``C`` (the L2-SVM's), ``kernel`` ("rbf", "laplacian" or
+    "exponential"),
     ``gamma`` ("auto": 1 / the mean squared distance between rows, on 5,000
     rows, as the paper's beta), ``eps`` (the MEB tolerance), ``sample_size``
     (rows per random sample), ``max_core`` (a cap on the core set),
@@ -76,9 +77,9 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             raise ValueError(f"C must be positive, got {self.C!r}")
         if not isinstance(self.eps, numbers.Real) or not 0 < self.eps < 1:
             raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
-        if self.kernel not in ("rbf", "laplacian"):
-            raise ValueError(f"kernel must be 'rbf' or 'laplacian' (MMDA needs a constant "
-                             f"k(x, x)), got {self.kernel!r}")
+        if self.kernel not in ("rbf", "laplacian", "exponential"):
+            raise ValueError(f"kernel must be 'rbf', 'laplacian' or 'exponential' (MMDA needs "
+                             f"a constant k(x, x)), got {self.kernel!r}")
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0, checkpoint_keep=2,
             resume=False):

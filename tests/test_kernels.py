@@ -24,6 +24,8 @@ def reference(name, A, B, gamma, coef0, degree):
         return pw.rbf_kernel(A, B, gamma=gamma)
     if name == "laplacian":
         return pw.laplacian_kernel(A, B, gamma=gamma)
+    if name == "exponential":
+        return np.exp(-gamma * pw.euclidean_distances(A, B))
     if name == "linear":
         return pw.linear_kernel(A, B)
     P = pw.polynomial_kernel(A, B, gamma=gamma, coef0=coef0, degree=degree)
@@ -34,7 +36,8 @@ def reference(name, A, B, gamma, coef0, degree):
     return P / np.sqrt(np.outer(da, db))
 
 
-@pytest.mark.parametrize("name", ["rbf", "laplacian", "npoly", "poly", "linear"])
+@pytest.mark.parametrize("name", ["rbf", "laplacian", "exponential", "npoly", "poly",
+                                  "linear"])
 @pytest.mark.parametrize("layout", ["dense", "csr", "mixed"])
 def test_kernel_block_matches_sklearn(data, name, layout):
     A, B = data
@@ -45,6 +48,16 @@ def test_kernel_block_matches_sklearn(data, name, layout):
     np.testing.assert_allclose(K, reference(name, A, B, 0.07, 1.0, 3), rtol=2e-5, atol=1e-6)
     # the diagonal helper agrees with the kernel of a row with itself
     np.testing.assert_allclose(k.diag(a), np.diagonal(k.block(a, a)), rtol=2e-5, atol=1e-6)
+
+
+def test_exponential_is_exactly_one_on_the_diagonal():
+    """exp(-gamma ||x - z||_2) of dense rows from their differences: k(x, x)
+    is 1 exactly (a Gram-based distance would leave float32 cancellation,
+    magnified by the square root, on the diagonal the MEB assumes is 1)."""
+    rng = np.random.default_rng(2)
+    X = (rng.standard_normal((50, 3)) * 100 + 1000).astype(np.float32)
+    K = Kernel("exponential", gamma=30.0).block(X, X)
+    assert np.all(np.diagonal(K) == 1.0)
 
 
 def test_unknown_kernel_and_bad_gamma():

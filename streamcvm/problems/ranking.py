@@ -24,7 +24,7 @@ row (its pairs' weights summed, with sign).
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels import LAPLACIAN, LINEAR, NPOLY, RBF
+from ..kernels import EXPONENTIAL, LAPLACIAN, LINEAR, NPOLY, RBF
 from ..sampling import ChunkPool
 from ..solvers.methods import method_class
 from .driver import Solve, kernel_bound, row_stats, run_solver
@@ -98,7 +98,7 @@ def pair_bound(base, store, runner=None):
     radius and eps's meaning, too large); else k_ii + k_jj + 2 sqrt(k_ii k_jj)
     <= 4 max k(x, x) (Cauchy-Schwarz). Raised by 1e-4 relative for float32
     kernel blocks (see driver.kernel_bound)."""
-    if base.code in (RBF, LAPLACIAN):
+    if base.code in (RBF, LAPLACIAN, EXPONENTIAL):
         return 2.0
     if base.code == NPOLY:
         return 4.0

@@ -156,7 +156,7 @@ class MMDASolver:
         self.basis = Basis() if basis is None else basis
         self.sample_size, self.init_size, self.max_core = sample_size, init_size, max_core
         self.tol = tol
-        self.kt = 1.0 + 1.0 + 1.0 / self.C          # kappa = 1 (rbf, laplacian)
+        self.kt = 1.0 + 1.0 + 1.0 / self.C          # kappa = 1 (rbf, laplacian, exponential)
         self.ids = np.empty(0, np.int64)
         self.rows = None
         self.y = np.empty(0)
