@@ -1,3 +1,4 @@
+# WIP probe (issue 17): python tools/surface_probe.py SCALES MU, e.g. 0.2,0.06,0.02 0.1: fit the bunny, mesh unfiltered, print the components and f on the points.
 # WIP probe (issue 17): fit the bunny, mesh without the component filter, print the components and f on the points.
 import numpy as np, time, pickle
 from streamcvm import surface
@@ -12,7 +13,7 @@ def keep_all(V, faces, points, tol):
     raw['V'], raw['F'], raw['tol'] = V, faces, tol
     return V, faces
 surface.near_components = keep_all
-m = surface.fit(P, eps=1e-6)
+import sys; sc=tuple(float(v) for v in sys.argv[1].split(',')); m = surface.fit(P, eps=1e-6, scales=sc, mu=float(sys.argv[2]), log=print)
 V,F = surface.mesh(m, P, grid=128, n_jobs=2)
 n=len(V); e=np.concatenate([F[:,[0,1]],F[:,[1,2]]])
 k,lab=connected_components(sp.coo_matrix((np.ones(len(e)),(e[:,0],e[:,1])),shape=(n,n)),directed=False)
