@@ -142,9 +142,11 @@ def chamfer(A, B):
     return 0.5 * (ab + ba), ab, ba
 
 
-def render_png(path, vertices, faces, *, size=800, elev=20.0, azim=-60.0, title=None):
+def render_png(path, vertices, faces, *, size=800, elev=20.0, azim=-60.0, title=None, up="z"):
     """A shaded picture of a triangle mesh, headless (matplotlib's Agg):
-    each face lit by its normal against one light, written atomically."""
+    each face lit by its normal against one light, written atomically.
+    ``up``: the axis drawn upwards ("x", "y" or "z"; scanned PLY files are
+    often y-up)."""
     import matplotlib
     matplotlib.use("Agg", force=False)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -152,6 +154,10 @@ def render_png(path, vertices, faces, *, size=800, elev=20.0, azim=-60.0, title=
     from mpl_toolkits.mplot3d.art3d import Poly3DCollection
     from .atomic import atomic_file
     V = np.asarray(vertices, np.float64)
+    if up not in ("x", "y", "z"):
+        raise ValueError(f"up must be 'x', 'y' or 'z', got {up!r}")
+    # a rotation (no mirror) taking the up axis to z
+    V = {"z": V, "y": V[:, [2, 0, 1]], "x": V[:, [1, 2, 0]]}[up]
     F = np.asarray(faces, np.int64)
     tri = V[F]
     n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])

@@ -1,0 +1,106 @@
+"""Implicit surfaces with multi-scale CVR (issue 17): normals signed
+outwards, a sphere reconstructed closed and round, a resume after a level
+that gives the same model, the `streamcvm surface` command and its
+refusals. Small point sets and coarse grids; the bunny and the 2M-point
+torus are in tools/bench_surface.py."""
+import numpy as np
+import pytest
+
+from conftest import inproc, one_line_error
+from streamcvm import surface
+from streamcvm.checkpoint import CheckpointError
+from streamcvm.meshio import read_points
+
+FAST = dict(scales=(0.3, 0.1), max_rows=2000)
+
+
+def sphere(n, seed=0):
+    P = np.random.default_rng(seed).normal(size=(n, 3))
+    return P / np.linalg.norm(P, axis=1)[:, None]
+
+
+def test_normals_point_outwards():
+    P = sphere(2000)
+    N = surface.normals(P)
+    assert (np.einsum("ij,ij->i", N, P) > 0.95).all()
+
+
+def test_normals_of_a_flat_ellipsoid_point_outwards():
+    # 0.2 thick, its rim curved with radius 0.01: the signs must turn round
+    # the rim (a far flatter rim, sharper than the points' spacing, defeats
+    # the PCA normals there: 0.06 thick gives half the normals wrong)
+    P = sphere(6000, seed=2) * [1.0, 1.0, 0.1]
+    N = surface.normals(P)
+    grad = P / np.array([1.0, 1.0, 0.1]) ** 2          # the outward normal's direction
+    grad /= np.linalg.norm(grad, axis=1)[:, None]
+    assert (np.einsum("ij,ij->i", N, grad) > 0).mean() > 0.99
+
+
+def test_sphere_closed_and_round():
+    P = sphere(600)
+    V, F, model = surface.reconstruct(P, grid=32, **FAST)
+    assert surface.is_closed(F)
+    r = np.linalg.norm(V, axis=1)
+    assert np.abs(r - 1).max() < 0.03, (r.min(), r.max())
+    assert len(model.levels) == 2 and model.n_support > 0
+    # f falls through 1 across the surface: above inside, below outside
+    f = model.f(np.array([[0, 0, 0.9], [0, 0, 1.1]]))
+    assert f[0] > 1 > f[1]
+
+
+def test_resume_after_a_level_gives_the_same_model(tmp_path):
+    P = sphere(300, seed=1)
+    ref = surface.fit(P, checkpoint_dir=tmp_path / "ck", **FAST)
+    snaps = sorted(p for p in (tmp_path / "ck").iterdir() if not p.name.startswith("."))
+    assert len(snaps) == 2
+    import shutil
+    shutil.rmtree(snaps[-1])                # as if killed during the second level
+    said = []
+    got = surface.fit(P, checkpoint_dir=tmp_path / "ck", resume=True, log=said.append, **FAST)
+    assert any("1 of 2 levels done" in s for s in said), said
+    for (_, a), (_, b) in zip(ref.levels, got.levels):
+        np.testing.assert_array_equal(a.coef, b.coef)
+        np.testing.assert_array_equal(a.sv, b.sv)
+    with pytest.raises(CheckpointError, match="different run"):
+        surface.fit(P, checkpoint_dir=tmp_path / "ck", resume=True, scales=(0.3, 0.05),
+                    max_rows=2000)
+
+
+def _xyz(path, P):
+    path.write_text("\n".join(" ".join(f"{v:.9g}" for v in row) for row in P) + "\n")
+    return path
+
+
+def test_cli_writes_mesh_and_png(tmp_path):
+    pts = _xyz(tmp_path / "s.xyz", sphere(600))
+    r = inproc("surface", pts, "-o", tmp_path / "s.ply", "--png", tmp_path / "s.png",
+               "--scales", "0.3,0.1", "--grid", "32", "-q")
+    assert r.returncode == 0, r.stderr
+    V = read_points(tmp_path / "s.ply")
+    assert np.abs(np.linalg.norm(V, axis=1) - 1).max() < 0.05
+    assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a second run replaces neither without --overwrite, and the input never
+    before = (tmp_path / "s.ply").read_bytes()
+    one_line_error(inproc("surface", pts, "-o", tmp_path / "s.ply", "-q"), "surface",
+                   "already exists")
+    assert (tmp_path / "s.ply").read_bytes() == before
+    one_line_error(inproc("surface", pts, "-o", tmp_path / "s.ply", "--png", pts, "-q",
+                          "--overwrite"), "surface", "png")
+    one_line_error(inproc("surface", tmp_path / "s.ply", "-o", tmp_path / "s.ply", "-q",
+                          "--overwrite"), "surface", "is the input")
+    assert (tmp_path / "s.ply").read_bytes() == before
+
+
+def test_cli_refusals(tmp_path):
+    pts = _xyz(tmp_path / "s.xyz", sphere(50))
+    one_line_error(inproc("surface", pts, "-o", tmp_path / "m.stl"), "surface", r"\.ply or \.obj")
+    one_line_error(inproc("surface", pts, "-o", tmp_path / "m.ply", "--scales", "0.2,x"),
+                   "surface", "--scales")
+    one_line_error(inproc("surface", pts, "-o", tmp_path / "m.ply", "--scales", "0.2,-1"),
+                   "surface", "positive")
+    bad = tmp_path / "bad.xyz"
+    bad.write_text("0 0 0\n1 1\n")
+    one_line_error(inproc("surface", bad, "-o", tmp_path / "m.ply"), "surface", "bad.xyz:2")
+    one_line_error(inproc("surface", pts, "-o", tmp_path / "m.ply", "--resume",
+                          tmp_path / "none"), "surface", "no checkpoint")
+    assert not (tmp_path / "m.ply").exists() and not (tmp_path / "m.stl").exists()
