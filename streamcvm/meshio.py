@@ -18,13 +18,26 @@ class PointsError(ValueError):
     """A point file that cannot be read as 3D points (one-line message)."""
 
 
+POINT_SUFFIXES = (".ply", ".xyz", ".txt", ".csv")
+
+
 def read_points(path):
     """The points of ``path`` as a float64 array [n, 3]: a PLY file's vertex
     x, y, z; an XYZ / TXT file's first three whitespace-separated columns; a
-    CSV file's x, y, z columns (by header name, else the first three); or a
-    store's X (3 columns). Rows with a non-finite coordinate are refused."""
+    CSV file's x, y, z columns (by header name, else the first three); a
+    store's X (3 columns); or a folder (not a store) holding exactly one
+    point file, as a downloaded scan often comes. Rows with a non-finite
+    coordinate are refused."""
     path = os.fspath(path)
     low = path.lower()
+    if os.path.isdir(path) and not low.endswith(".zarr") and not any(
+            os.path.exists(os.path.join(path, m)) for m in ("zarr.json", ".zgroup", ".zarray")):
+        found = sorted(f for f in os.listdir(path) if f.lower().endswith(POINT_SUFFIXES)
+                       and os.path.isfile(os.path.join(path, f)))
+        if len(found) != 1:
+            raise PointsError(f"{path}: a folder with {len(found)} point files "
+                              f"({', '.join(found[:5]) or 'none'}); name one")
+        return read_points(os.path.join(path, found[0]))
     if os.path.isdir(path) or low.endswith((".zarr", ".h5", ".hdf5")):
         from .store import open_store
         s = open_store(path)

@@ -17,8 +17,8 @@ Two departures from the paper, both measured on the Stanford bunny
   rows at +-``offset`` along its normal (local PCA of its neighbours, signs
   made consistent over a spanning tree of the neighbour graph) with targets
   1 -+ ``step``: f then falls through 1 across the surface. An off-surface
-  row whose nearest point is not its own (a thin part) moves closer, then
-  is dropped.
+  row with another part of the surface within half its distance (a thin
+  part) moves closer, then is dropped.
 - **A Gaussian kernel** by default. The paper's Laplacian kernel (here
   ``exponential``, exp(-||x - z|| / sigma)) has a cusp at every support
   vector, and its finest level covers the surface with small blobs;
@@ -89,7 +89,7 @@ def normals(Z, k=NEIGHBOURS):
     the normal, and copying its sign would turn one side inside out); the
     point furthest along x points along +x."""
     import scipy.sparse as sp
-    from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
+    from scipy.sparse.csgraph import minimum_spanning_tree
     from scipy.spatial import cKDTree
     n = len(Z)
     k = int(min(k, n))
@@ -98,7 +98,7 @@ def normals(Z, k=NEIGHBOURS):
     kg = min(8, k)              # the orientation graph: fewer edges, same tree
     rows, cols, wts = [], [], []
     for a in range(0, n, BLOCK):
-        idx = tree.query(Z[a:a + BLOCK], k)[1]
+        idx = tree.query(Z[a:a + BLOCK], k, workers=-1)[1]
         nb = Z[idx].astype(np.float64)
         nb -= nb.mean(1, keepdims=True)
         N[a:a + BLOCK] = np.linalg.eigh(np.einsum("nki,nkj->nij", nb, nb))[1][:, :, 0]
@@ -115,49 +115,59 @@ def normals(Z, k=NEIGHBOURS):
     del rows, cols, wts
     tree_ = minimum_spanning_tree(g.maximum(g.T))
     del g
-    root = int(np.argmax(Z[:, 0]))
-    if N[root, 0] < 0:
-        N[root] = -N[root]
-    sign = np.ones(n)
+    tree_ = (tree_ + tree_.T).tocsr()
     # a forest when the graph is not connected: each component from its own
-    # point furthest along x
-    from scipy.sparse.csgraph import connected_components
-    nc, lab = connected_components(tree_, directed=False)
-    for c in range(nc):
-        members = np.flatnonzero(lab == c)
-        r = int(members[np.argmax(Z[members, 0])])
-        if N[r, 0] < 0:
-            sign[r] = -1.0
-        order, pred = breadth_first_order(tree_, r, directed=False)
-        _propagate(order, pred, N, sign)
+    # point furthest along x, whose normal points along +x
+    sign = _orient(tree_.indptr, tree_.indices, N, np.argsort(-Z[:, 0], kind="stable"))
     return N * sign[:, None]
 
 
 @njit(cache=True)
-def _propagate(order, pred, N, sign):
-    """Signs along a breadth-first order: each point's normal agrees with
-    its parent's."""
-    for t in range(1, len(order)):
-        i, p = order[t], pred[order[t]]
-        d = N[i, 0] * N[p, 0] + N[i, 1] * N[p, 1] + N[i, 2] * N[p, 2]
-        sign[i] = sign[p] if d >= 0 else -sign[p]
+def _orient(indptr, indices, N, starts):
+    """Signs (+-1) for the normals ``N``: breadth first over the forest
+    (CSR ``indptr``, ``indices``), each tree from its first point in
+    ``starts``, signed to point along +x; each point then agrees with the
+    point it was reached from. O(points + edges)."""
+    n = N.shape[0]
+    sign = np.zeros(n)
+    queue = np.empty(n, np.int64)
+    for s in starts:
+        if sign[s] != 0:
+            continue
+        sign[s] = 1.0 if N[s, 0] >= 0 else -1.0
+        head, tail = 0, 1
+        queue[0] = s
+        while head < tail:
+            i = queue[head]
+            head += 1
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                if sign[j] == 0:
+                    d = N[i, 0] * N[j, 0] + N[i, 1] * N[j, 1] + N[i, 2] * N[j, 2]
+                    sign[j] = sign[i] if d >= 0 else -sign[i]
+                    queue[tail] = j
+                    tail += 1
+    return sign
 
 
 def training_rows(Z, N, offset=OFFSET, step=STEP):
     """(rows [m, 3] float32, targets [m]): the points with target 1 and, for
     each, rows at +-``offset`` along its normal with targets 1 -+ ``step``
-    (scaled with the distance when a row moves closer; see the module)."""
+    (scaled with the distance when a row moves closer: when the surface
+    elsewhere, a thin part's other side, lies within half the distance; a
+    test on the nearest point being the row's own point instead would fail
+    on noisy scans, whose neighbours stick out further than a row's point)."""
     from scipy.spatial import cKDTree
     tree = cKDTree(Z)
     X, T = [Z.astype(np.float32)], [np.ones(len(Z))]
-    own = np.arange(len(Z))
     for sgn in (1.0, -1.0):
         h = np.full(len(Z), offset)
         ok = np.zeros(len(Z), bool)
         for _ in range(4):
-            todo = ~ok
+            todo = np.flatnonzero(~ok)
             Q = Z[todo] + sgn * h[todo, None] * N[todo]
-            ok[todo] = tree.query(Q)[1] == own[todo]
+            # another part of the surface within half the distance: too near
+            ok[todo] = tree.query(Q, workers=-1)[0] >= 0.5 * h[todo]
             h[~ok] /= 2
         h[~ok] = 0
         keep = np.flatnonzero(ok)

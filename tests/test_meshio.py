@@ -72,3 +72,13 @@ def test_chamfer():
     B = np.array([[1.0, 0, 0], [3.0, 0, 0]])
     d, ab, ba = chamfer(A, B)
     assert (ab, ba) == (1.0, 2.0) and d == 1.5
+
+
+def test_a_folder_of_one_point_file(tmp_path):
+    (tmp_path / "scan").mkdir()
+    _ply(tmp_path / "scan" / "p.ply", False)
+    (tmp_path / "scan" / "README").write_text("not points")
+    np.testing.assert_allclose(read_points(tmp_path / "scan"), P, rtol=1e-6)
+    _ply(tmp_path / "scan" / "q.ply", True)
+    with pytest.raises(PointsError, match="2 point files"):
+        read_points(tmp_path / "scan")
