@@ -163,11 +163,13 @@ def training_rows(Z, N, offset=OFFSET, step=STEP):
     for sgn in (1.0, -1.0):
         h = np.full(len(Z), offset)
         ok = np.zeros(len(Z), bool)
-        for _ in range(4):
+        for r in range(4):
             todo = np.flatnonzero(~ok)
             Q = Z[todo] + sgn * h[todo, None] * N[todo]
             # another part of the surface within half the distance: too near
-            ok[todo] = tree.query(Q, workers=-1)[0] >= 0.5 * h[todo]
+            # (the rows left all have the same h; the bound ends each search early)
+            near = 0.5 * offset / 2 ** r
+            ok[todo] = ~np.isfinite(tree.query(Q, distance_upper_bound=near, workers=-1)[0])
             h[~ok] /= 2
         h[~ok] = 0
         keep = np.flatnonzero(ok)
