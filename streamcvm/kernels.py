@@ -224,7 +224,7 @@ def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1):
     sqb = sq_norms(B) if sqb is None else sqb
     w = np.asarray(w, np.float64)
     out = np.empty((n,) + w.shape[1:])
-    step = block_rows_for(B.shape[0])
+    step = min(block_rows_for(B.shape[0]), max(n, 1))   # a 59-row sample: a 59-row buffer
     starts = range(0, n, step)
     local = threading.local()       # a scratch block per thread
 

@@ -88,16 +88,14 @@ class Direction:
     """A unit direction ``u = sum_j coef_j phi(rows_j)`` over distinct rows
     (their store ids ``ids``), the full expansion (its own support rows and
     those of the directions it was made orthogonal to). ``own``: how many of
-    the rows are its own support rows (the kernel evaluations it adds)."""
+    the rows are its own support rows (the kernel evaluations it adds).
+    Directions are evaluated together, through a :class:`Basis`."""
 
     def __init__(self, rows, coef, ids, own=None):
         self.rows = rows
         self.coef = np.asarray(coef, np.float64)
         self.ids = np.asarray(ids, np.int64)
         self.own = len(self.ids) if own is None else int(own)
-
-    def project(self, kernel, X, sq=None):
-        return kernel.block(X, self.rows, sq).astype(np.float64) @ self.coef
 
 
 class Basis:
