@@ -259,7 +259,9 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
     if log is not None:
         log(f"{len(P):,} points: normals and {len(X) - len(P):,} off-surface rows, "
             f"{time.perf_counter() - t:.1f} s")
-    r = T - model.f_normalised(X, n_jobs=n_jobs) if model.levels else T
+    r = T.copy()
+    for k, m in model.levels:       # resumed levels, subtracted as the run did
+        _subtract(r, X, k, m, n_jobs)
     if progress is not None:
         progress(len(model.levels), len(scales))
     with one_blas_thread():
@@ -279,8 +281,7 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
                                 C=c_per_row * len(rows), mu=mu, centred=False)
             m.coef = m.coef * a
             m.intercept *= a
-            for b in range(0, len(X), BLOCK):
-                r[b:b + BLOCK] -= m.decision(k, X[b:b + BLOCK], n_jobs=n_jobs)
+            _subtract(r, X, k, m, n_jobs)
             model.levels.append((k, m))
             if ck is not None:
                 ck.done.append(machine_arrays(m))
@@ -294,6 +295,13 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
             if progress is not None:
                 progress(lev + 1, len(scales))
     return model
+
+
+def _subtract(r, X, k, m, n_jobs):
+    """r -= level (k, m) at rows X, block by block (the same floats whether
+    the level was just fitted or read back from a snapshot)."""
+    for b in range(0, len(X), BLOCK):
+        r[b:b + BLOCK] -= m.decision(k, X[b:b + BLOCK], n_jobs=n_jobs)
 
 
 def grid_axes(lo, hi, n):
