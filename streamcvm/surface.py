@@ -27,7 +27,10 @@ Two departures from the paper, both measured on the Stanford bunny
 Each level is fitted on at most ``max_rows`` rows drawn at random (all of
 them when there are fewer): a width-sigma function is fixed by far fewer
 points than a scanner gives, and the fit's eps, relative to a ball whose
-radius grows with the rows, would otherwise have to shrink like 1/n. The
+radius grows with the rows, would otherwise have to shrink like 1/n: a
+target moves a row's distance by 2 t / C against a radius of about
+sqrt(2 + mu m / C), so eps must stay below about 2 / (10 m) (1.7e-6 at
+MAX_ROWS; at 1e-5 the bunny's fit is garbage). The
 residuals, the normals and the grid are computed over every point, in
 blocks: time grows linearly with the points, memory by a few arrays of
 them.
@@ -41,7 +44,7 @@ SCALES = (0.2, 0.06, 0.02)      # kernel widths sigma, in units of the box diago
 KERNEL = "rbf"
 MU = 0.1                        # CVR's mean slack
 C_PER_ROW = 5.0                 # C = 5 x rows fitted, as CVMRegressor's C="auto"
-EPS = 1e-6                      # the cvr paper's eps; regression's default is far too loose
+EPS = 1e-6                      # below 2 / (10 x MAX_ROWS): see the module
 OFFSET = 0.01                   # off-surface rows at this distance (box diagonals) ...
 STEP = 0.5                      # ... with targets 1 -+ STEP (outside / inside)
 NEIGHBOURS = 16                 # for the normals
@@ -344,14 +347,16 @@ def grid_values(model, lo, hi, n, *, runner=None, progress=None):
 
 def mesh(model, points, *, grid=GRID, pad=0.1, runner=None, progress=None):
     """(vertices, faces) of the level set f = 1 by marching cubes on a grid
-    over the points' box grown by ``pad`` of its size on each side. The
+    over the points' box grown by ``pad`` of its longest side on each side. The
     grid's outer faces are set below the level, so every surface closes;
     pieces of the level set whose median vertex lies more than two grid
     steps from the points are dropped (:func:`near_components`)."""
     from skimage.measure import marching_cubes
     P = np.asarray(points, np.float64)
     lo, hi = P.min(0), P.max(0)
-    lo, hi = lo - pad * (hi - lo), hi + pad * (hi - lo)
+    # grown by pad of the longest side: a flat scan still gets a box to close in
+    grow = pad * (hi - lo).max()
+    lo, hi = lo - grow, hi + grow
     F, axes = grid_values(model, lo, hi, grid, runner=runner, progress=progress)
     level = 1.0
     if not (F.min() < level < F.max()):

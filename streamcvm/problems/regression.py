@@ -71,6 +71,8 @@ def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=Fals
     if not C > 0 or not mu > 0:
         raise ValueError(f"C and mu must be positive, got C={C!r}, mu={mu!r}")
     sizes = None if full_pass else plan(store, None, train_size)
+    if sizes is not None and not centred:
+        raise ValueError("centred=False fits every row: use train_size='all'")
     if sizes is None:
         machine, solver = _fit(store, kernel, solve, C=C, mu=mu, full_pass=full_pass,
                                stats=stats, centred=centred)
