@@ -290,7 +290,6 @@ def for_fit(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
         if resume:
             raise ValueError("resume=True needs checkpoint_dir")
         return None, [], None
-    from .problems.machine import machine_from
     skip = ("verbose", "decision_function_shape", "n_jobs")      # do not change the model
     params = {k: v for k, v in est.get_params().items() if k not in skip}
     # numpy scalars as Python numbers, so a snapshot compares equal to its run
@@ -309,18 +308,7 @@ def for_fit(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
                           f"start", RuntimeWarning, stacklevel=3)
         return ck, [], None
     man, arrays = got
-    machines = []
-    start = {}
-    for rec in man["machines_done"]:
-        lengths = rec.pop("lengths")
-        arrs = {}
-        for n, ln in lengths.items():
-            a = start.get(n, 0)
-            arrs[n] = arrays["done_" + n][a:a + ln]
-            start[n] = a + ln
-        ck.done.append((rec, arrs))
-        machines.append(machine_from(rec, arrs))
-    ck.machine = len(machines)
+    machines = finished_machines(ck, man, arrays)
     cur = None
     if man["current"] is not None:
         cur = {"current": man["current"],
@@ -331,6 +319,28 @@ def for_fit(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
                          "n_iter": None if cur is None else
                          (cur["current"].get("solver") or {}).get("n_iter")}
     return ck, machines, cur
+
+
+def finished_machines(ck, man, arrays):
+    """The finished machines of a snapshot (manifest ``man``, ``arrays``),
+    unpacked from :meth:`Checkpointer.save`'s one array per field and put
+    back into ``ck`` (its ``done``, ``machine``) so later snapshots keep
+    them."""
+    from .problems.machine import machine_from
+    machines = []
+    start = {}
+    for rec in man["machines_done"]:
+        rec = dict(rec)
+        lengths = rec.pop("lengths")
+        arrs = {}
+        for n, ln in lengths.items():
+            a = start.get(n, 0)
+            arrs[n] = arrays["done_" + n][a:a + ln]
+            start[n] = a + ln
+        ck.done.append((rec, arrs))
+        machines.append(machine_from(rec, arrs))
+    ck.machine = len(machines)
+    return machines
 
 
 def stats(ck):

@@ -205,10 +205,10 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
     continues after the last level in it (the same levels come back: each
     level's sample has its own seed). ``log(str)`` gets a line per stage,
     ``progress(done, total)`` the levels done."""
-    from .checkpoint import Checkpointer
+    from .checkpoint import Checkpointer, finished_machines
     from .problems import one_blas_thread
     from .problems.driver import Solve
-    from .problems.machine import machine_arrays, machine_from
+    from .problems.machine import machine_arrays
     from .problems.regression import train_regressor
     from .store import as_store
     P = np.asarray(points, np.float64)
@@ -235,19 +235,8 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
                           every=float("inf"))
         got = ck.load() if resume else None
         if got is not None:
-            man, arrays = got
-            start = {}
-            for rec in man["machines_done"]:
-                lengths = rec.pop("lengths")
-                arrs = {}
-                for nme, ln in lengths.items():
-                    a = start.get(nme, 0)
-                    arrs[nme] = arrays["done_" + nme][a:a + ln]
-                    start[nme] = a + ln
-                ck.done.append((rec, arrs))
-                s = scales[len(model.levels)]
-                model.levels.append((_kernel(kernel, s), machine_from(rec, arrs)))
-            ck.machine = len(model.levels)
+            for m in finished_machines(ck, *got):
+                model.levels.append((_kernel(kernel, scales[len(model.levels)]), m))
             if log is not None:
                 log(f"resumed from {checkpoint_dir}: {len(model.levels)} of {len(scales)} "
                     f"levels done")
