@@ -848,8 +848,8 @@ def _add_surface(sub):
                     "the normals give f its slope), evaluate f on a grid chunk by chunk and "
                     "write the level set f = 1 (marching cubes) as a mesh.")
     p.add_argument("points", metavar="POINTS",
-                   help="a .ply (ascii or binary), .xyz / .txt, .csv point set, or a store "
-                        "of 3 columns")
+                   help="a .ply (ascii or binary), .xyz / .txt, .csv point set, a store "
+                        "of 3 columns, or a folder holding one point file")
     p.add_argument("-o", "--output", required=True, metavar="MESH",
                    help="the mesh to write: .ply (binary) or .obj")
     p.add_argument("--png", metavar="PNG", help="also render the mesh to this picture")
