@@ -325,7 +325,7 @@ def grid_values(model, lo, hi, n, *, runner=None, progress=None):
         if m.sv_sq is None:
             m.sv_sq = sq_norms(m.sv)
     axes = grid_axes(lo, hi, n)
-    per = max(1, 2 ** 15 // (len(axes[1]) * len(axes[2])) or 1)
+    per = max(1, 2 ** 15 // (len(axes[1]) * len(axes[2])))
     n_tasks = -(-len(axes[0]) // per)
     F = np.empty([len(a) for a in axes], np.float32)
     for i, slab in enumerate(as_runner(runner).map(_slab_task, n_tasks, model, axes, per,
