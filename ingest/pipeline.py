@@ -371,12 +371,14 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
            n_features=None, chunk_rows=None, input_format="auto", delimiter=None,
            header="auto", label_col="auto", qid_col=None, weight_col=None, skip_cols=None,
            allow_nan=False, overwrite=False, progress=False, n_jobs=None,
-           block_size=4 << 20, clevel=1, executor=None):
+           block_size=4 << 20, clevel=1, executor=None, checksums=True):
     """Ingest svmlight/LIBSVM or delimited text files into one store.
 
     Parameters mirror ``streamcvm ingest``; see its ``--help``. Raises
     :class:`IngestError` (one line, ``file:line: what``) on bad input, in
     which case no store is left behind. Returns a summary dict.
+    ``checksums=False`` writes chunks without their checksums, as stores
+    of earlier versions were (for benchmarks of their cost).
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -384,11 +386,12 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
         raise IngestError(out, "no input files")
     if sparse not in ("auto", True, False):
         raise ValueError("sparse must be 'auto', True or False")
+    _refuse_repeats(sources)
     srcs = [Source(p, block_size=block_size) for p in sources]
     from ..outputs import OutputError, check_output
     try:        # before any work: never over an input, a folder of other files ...
         overwrite = check_output(out, what="store", inputs=sources,
-                                 overwrite=overwrite) == "replace"
+                                 overwrite=overwrite).replace
     except OutputError as e:
         raise IngestError(out, e.reason) from None
     _ensure_compiled()
@@ -398,6 +401,7 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
     prog = _Progress(sum(s.size for s in srcs), progress)
     st = _State(out, store_format, sparse, zero_based, n_features, chunk_rows,
                 allow_nan, overwrite, clevel)
+    st.checksums = checksums
     try:
         for src in srcs:
             _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header,
@@ -435,6 +439,23 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
     return {"path": path, "n": w.n, "d": w.d, "sparse": w.sparse, "nnz": w.nnz,
             "chunk_rows": w.chunk_rows, "seconds": time.perf_counter() - prog.t0,
             "label": st.label_info, "warnings": list(st.warnings)}
+
+
+def _refuse_repeats(sources):
+    """The same input file twice would store every row of it twice: refused
+    (one file named by two paths, a link, too)."""
+    seen = {}
+    for p in sources:
+        p = os.fspath(p)
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue            # Source reports a missing file, with its name
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            same = "" if seen[key] == p else f" (as {seen[key]})"
+            raise IngestError(p, f"given twice{same}: its rows would be stored twice")
+        seen[key] = p
 
 
 class IngestWarning(UserWarning):
@@ -494,13 +515,15 @@ class _State:
         self.source_meta = []
         self.label_info = None         # the first input's label column and header
         self.warnings = []
+        self.checksums = True
 
     def open_writer(self, d, sparse, has_qid, has_weight, nnz_per_row):
         self.has_qid, self.has_weight = has_qid, has_weight
         self.writer = StoreWriter(self.out, d, sparse=sparse, chunk_rows=self.chunk_rows,
                                   has_qid=has_qid, has_weight=has_weight,
                                   fmt=self.store_format, clevel=self.clevel,
-                                  overwrite=self.overwrite, nnz_per_row=nnz_per_row)
+                                  overwrite=self.overwrite, nnz_per_row=nnz_per_row,
+                                  checksums=self.checksums)
 
 
 def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, label_col,
@@ -592,6 +615,10 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
                 buf = np.frombuffer(block, dtype=np.uint8)
                 msg = describe(res["err"], buf, res["err_pos"], res["err_field"], fmt,
                                st.d_fixed)
+                if fmt == "csv" and res["err"] == P.E_NUMBER and \
+                        res["err_field"] == layout.label_col and not layout.label_text:
+                    msg = (f"the label {msg.split(': ', 1)[-1].split(' is not')[0]} is "
+                           f"text, but the labels before it are numbers: {MIXED_LABELS}")
                 raise IngestError(path, msg, line=line0 + res["err_line"])
             n = res["n"]
             if n:
@@ -661,7 +688,7 @@ def _append(res, fmt, layout, st, path, line0, block):
         st.unlabeled = True
         y = np.full(n, np.nan)
     elif layout.label_text:
-        y = _encode_text_labels(res, st, block, path)
+        y = _encode_text_labels(res, st, block, path, line0)
     else:
         y = res["y"]
     if w.sparse:
@@ -675,7 +702,12 @@ def _append(res, fmt, layout, st, path, line0, block):
              nnz=res["nnz"])
 
 
-def _encode_text_labels(res, st, block, path):
+MIXED_LABELS = ("mixed text and number labels are refused (1 and 1.0 would be two "
+                "classes as text, one as numbers); make the label column all text or all "
+                "numbers")
+
+
+def _encode_text_labels(res, st, block, path, line0):
     h = res["label_hash"]
     uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
     codes = np.empty(len(uniq), np.float64)
@@ -683,6 +715,10 @@ def _encode_text_labels(res, st, block, path):
         a, b = res["label_span"][fi]
         name = block[a:b].decode("utf-8", "replace")
         code = st.label_codes.get(hv)
+        if code is None and _is_number(name.strip().strip('"')):
+            raise IngestError(path, f"the label {name!r} is a number, but the labels before "
+                              f"it are text: {MIXED_LABELS}",
+                              line=line0 + block.count(b"\n", 0, a))
         if code is None:
             code = len(st.label_names)
             st.label_codes[hv] = code

@@ -9,13 +9,15 @@ blocks a rerun.
 Memory: at most one chunk of rows (plus one block being appended) is held.
 """
 import datetime
+import json
 import os
 
 import numpy as np
 
 from ..atomic import finish, remove, remove_stale, temporary_name
 from ..formats import FORMATS
-from ..store import FORMAT_VERSION, MAX_CLASSES, ContentHash, default_chunk_rows
+from ..store import (ATTRS_DIGEST, FORMAT_VERSION, MAX_CLASSES, ContentHash, attrs_digest,
+                     default_chunk_rows)
 
 NNZ_CHUNK = 1 << 20         # entries per chunk of sparse indices/data
 
@@ -39,15 +41,23 @@ class StoreWriter:
     chunk_rows : rows per chunk (default: ~4 MB of X)
     has_qid, has_weight : write ``qid`` / ``weight`` arrays
     fmt : "zarr" (default) or "hdf5"
+    overwrite : what the finished store may replace (:func:`streamcvm.atomic.publish`):
+        False (nothing: a store that appeared meanwhile is not replaced), True
+        (anything), or the identity :func:`streamcvm.outputs.check_output` saw
+        (``Target.replace``: exactly that)
+    checksums : a checksum per chunk (Zarr crc32c, HDF5 fletcher32; default);
+        False writes the stores of earlier versions (benchmarks, tests)
     """
 
     def __init__(self, path, n_features, *, sparse=False, chunk_rows=None,
                  has_qid=False, has_weight=False, fmt="zarr", clevel=1,
-                 overwrite=False, nnz_per_row=None):
+                 overwrite=False, nnz_per_row=None, checksums=True):
         if fmt not in ("zarr", "hdf5"):
             raise ValueError(f"unknown store format {fmt!r} (zarr or hdf5)")
+        if "://" in os.fspath(path):
+            raise ValueError(f"{path}: a store is written to a local path, not a URL")
         self.path = os.path.abspath(os.fspath(path))
-        if os.path.lexists(self.path) and not overwrite:
+        if os.path.lexists(self.path) and overwrite is False:
             raise FileExistsError(f"{path}: already exists (pass --overwrite to replace it)")
         remove_stale(self.path, "partial")
         self.tmp = partial_name(self.path)
@@ -59,6 +69,7 @@ class StoreWriter:
         self.chunk_rows = int(chunk_rows or default_chunk_rows(self.d, sparse, nnz_per_row))
         self.has_qid = has_qid
         self.has_weight = has_weight
+        self.checksums = bool(checksums)
         try:
             self._create_arrays(clevel)
         except BaseException:
@@ -81,7 +92,7 @@ class StoreWriter:
 
     def _create_arrays(self, clevel):
         self._closed = False
-        self.be = FORMATS[self.fmt](self.tmp, "w", clevel)
+        self.be = FORMATS[self.fmt](self.tmp, "w", clevel, checksums=self.checksums)
         cr = self.chunk_rows
         if self.sparse:
             self.a_indptr = self.be.create("indptr", (1,), "int64", (cr,))
@@ -105,7 +116,12 @@ class StoreWriter:
         if d_new <= self.d:
             return
         if not self.sparse:
+            d_old = self.a_X.shape[1]
             self.be.resize(self.a_X, (self.a_X.shape[0], d_new))
+            if self.fmt == "zarr" and self.n:
+                # write the written rows' new column chunks: a checksummed
+                # store has every chunk file (a missing one is damage)
+                self.a_X[0:self.n, d_old:d_new] = np.zeros((self.n, d_new - d_old), np.float32)
             self._pend = [(np.pad(b[0], ((0, 0), (0, d_new - b[0].shape[1]))),) + tuple(b[1:])
                           for b in self._pend]
         self.d = int(d_new)
@@ -323,6 +339,8 @@ class StoreWriter:
             cca[...] = counts
         meta.update(attrs or {})
         meta.setdefault("fingerprint", self._hash.hexdigest())
+        meta = json.loads(json.dumps(meta))         # as a reader will see them
+        meta[ATTRS_DIGEST] = attrs_digest(meta)
         self.be.set_attrs(meta)
         self.be.finish()
         self._publish()
@@ -330,9 +348,7 @@ class StoreWriter:
         return self.path
 
     def _publish(self):
-        if os.path.lexists(self.path) and not self.overwrite:
-            raise FileExistsError(f"{self.path}: appeared while ingesting")
-        finish(self.tmp, self.path)
+        finish(self.tmp, self.path, self.overwrite)
 
     def abort(self):
         if self._closed:

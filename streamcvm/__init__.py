@@ -9,6 +9,55 @@ __version__ = "0.1.0"
 
 import os as _os
 
+
+def _writable(folder):
+    """Whether files can be created in ``folder`` (made if need be), as
+    numba's cache locators test it."""
+    import tempfile
+    try:
+        _os.makedirs(folder, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+        return True
+    except OSError:
+        return False
+
+
+def _numba_cache():
+    """Where numba caches the compiled kernels (``@njit(cache=True)``): next
+    to the sources, else in ~/.cache/numba, as numba chooses; when neither
+    is writable (a shared install, a container without a home), numba would
+    refuse to define the kernels at all, so they go to a folder of this
+    user's under the temporary directory instead. Returns that folder (the
+    command line says so in one line), or None. NUMBA_CACHE_DIR, when set,
+    is left alone."""
+    if _os.environ.get("NUMBA_CACHE_DIR"):
+        return None
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    home = _os.environ.get("XDG_CACHE_HOME") or _os.path.join(_os.path.expanduser("~"),
+                                                             ".cache")
+    if _writable(_os.path.join(here, "__pycache__")) or \
+            _writable(_os.path.join(home, "numba")):
+        return None
+    import stat
+    import tempfile
+    folder = _os.path.join(tempfile.gettempdir(), f"streamcvm-numba-cache-{_os.getuid()}")
+    try:
+        _os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = _os.lstat(folder)
+        # numba's cache index is a pickle: only a folder of this user's, closed to others
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != _os.getuid() or st.st_mode & 0o022:
+            raise OSError("not this user's own folder")
+    except OSError:
+        folder = tempfile.mkdtemp(prefix="streamcvm-numba-cache-")
+    _os.environ["NUMBA_CACHE_DIR"] = folder
+    import sys
+    if "numba" in sys.modules:          # imported before us: its config is read already
+        sys.modules["numba"].config.CACHE_DIR = folder
+    return folder
+
+
+numba_cache_moved = _numba_cache()
+
 # The ingest code is the repository's top folder ingest/, installed as the
 # subpackage streamcvm.ingest (pyproject.toml's package-dir). Run from a source
 # checkout, that folder is beside this one: look for subpackages there too.

@@ -8,7 +8,13 @@ leaves the previous output (or nothing) and, at worst, a temporary name
 that the next writer removes. An existing destination is renamed aside
 first and removed only once the new one is in place (:func:`publish`); the
 caller has already checked that it may be replaced
-(:func:`streamcvm.outputs.check_output`).
+(:func:`streamcvm.outputs.check_output`), and says what it may replace:
+anything (``replace=True``), nothing (``False``: the final rename refuses
+to replace a path, atomically, where the OS can), or exactly what it saw
+when it checked (an :func:`identity`). A path that appeared or changed
+while the output was being written is then never replaced: the output is
+kept under ``NAME.unpublished-PID`` beside it and :class:`OutputRaced`
+says so, in one line.
 
 - :func:`atomic_dir`: a folder (a model, a snapshot, a Zarr store);
 - :func:`atomic_file`: one file, through any opener (``open``, ``gzip.open``);
@@ -23,6 +29,8 @@ reader that finds the manifest finds the files it names (their checksums
 catch a half-replaced output).
 """
 import contextlib
+import ctypes
+import errno
 import os
 import shutil
 import tempfile
@@ -106,24 +114,134 @@ def fsync_tree(path):
         fsync_dir(head)
 
 
-def publish(tmp, path):
-    """Rename the finished output ``tmp`` to ``path``, replacing what is there:
-    the old one is renamed aside first and removed only once the new one is
-    in place; then the folder is fsynced."""
-    if os.path.lexists(path):
-        trash = f"{tmp}.old"
-        os.rename(path, trash)
-        os.rename(tmp, path)
+class OutputRaced(FileExistsError):
+    """The destination appeared or changed while the output was being
+    written (another run?): it was not replaced; ``kept`` is where this
+    run's output is. ``str(err)`` is one line."""
+
+    def __init__(self, path, kept):
+        self.path, self.kept = os.fspath(path), kept
+        where = f"this run's output is kept at {kept}" if kept else \
+            "this run's output was not kept"
+        super().__init__(f"{self.path}: appeared or changed while this run was writing it "
+                         f"(another run?); not replaced: {where} (pass --overwrite to "
+                         f"replace it)")
+
+
+def identity(path):
+    """What is at ``path`` now, to tell later whether it is still the same
+    thing: (device, inode, modification time in ns) of the path itself, or
+    None when there is nothing."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns)
+
+
+def _load_renameat2():
+    try:
+        f = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):       # not glibc >= 2.28 / not Linux
+        return None
+    f.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    f.restype = ctypes.c_int
+    return f
+
+
+_RENAMEAT2 = _load_renameat2()
+_AT_FDCWD, _RENAME_NOREPLACE = -100, 1
+
+
+def rename_noreplace(src, dst):
+    """Rename ``src`` to ``dst`` unless ``dst`` exists (FileExistsError):
+    atomically with Linux's renameat2(RENAME_NOREPLACE); elsewhere a file
+    by a hard link (atomic too), a folder by a check just before the rename."""
+    if _RENAMEAT2 is not None:
+        if _RENAMEAT2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst),
+                      _RENAME_NOREPLACE) == 0:
+            return
+        e = ctypes.get_errno()
+        if e == errno.EEXIST:
+            raise FileExistsError(e, os.strerror(e), dst)
+        if e not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(e, os.strerror(e), src, None, dst)
+        # a file system without the flag: as below
+    if not os.path.isdir(src):
+        try:
+            os.link(src, dst)
+        except FileExistsError:
+            raise
+        except OSError:         # no hard links here (FAT, some network mounts)
+            pass
+        else:
+            os.unlink(src)
+            return
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
+    os.rename(src, dst)
+
+
+def _keep(tmp, path):
+    """Move a finished output that may not be published to
+    ``PATH.unpublished-PID`` (a name no cleanup removes); returns it."""
+    base = f"{os.fspath(path)}.unpublished-{os.getpid()}"
+    for k in range(100):
+        kept = base if k == 0 else f"{base}-{k}"
+        try:
+            rename_noreplace(tmp, kept)
+            return kept
+        except FileExistsError:
+            continue
+    return tmp
+
+
+def publish(tmp, path, replace=True):
+    """Rename the finished output ``tmp`` to ``path``; then fsync the folder.
+
+    ``replace``: True: whatever is at ``path`` is replaced (renamed aside
+    first, removed once the new one is in place). False: nothing may be
+    there. An :func:`identity`: only exactly that may be there (what the
+    caller saw when it checked the path), or nothing. Otherwise the output
+    is kept beside ``path`` and :class:`OutputRaced` raised."""
+    parent = os.path.dirname(os.path.abspath(path))
+    trash = f"{tmp}.old"
+    if replace is True:
+        if os.path.lexists(path):
+            os.rename(path, trash)
+            os.rename(tmp, path)
+            remove(trash)
+        else:
+            os.rename(tmp, path)
+        fsync_dir(parent)
+        return
+    moved = False
+    if replace is not False and replace is not None:
+        try:
+            os.rename(path, trash)      # aside, then look at what it was
+            moved = True
+        except FileNotFoundError:
+            pass                        # gone meanwhile: nothing to replace
+        if moved and identity(trash) != tuple(replace):
+            try:                        # another writer's: put it back
+                rename_noreplace(trash, path)
+            except OSError:
+                pass
+            raise OutputRaced(path, _keep(tmp, path))
+    try:
+        rename_noreplace(tmp, path)
+    except FileExistsError:
+        raise OutputRaced(path, _keep(tmp, path)) from None
+    if moved:
         remove(trash)
-    else:
-        os.rename(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    fsync_dir(parent)
 
 
-def finish(tmp, path):
-    """fsync the finished output ``tmp`` (a file or a folder), then :func:`publish` it."""
+def finish(tmp, path, replace=True):
+    """fsync the finished output ``tmp`` (a file or a folder), then
+    :func:`publish` it (``replace``: what may be replaced)."""
     fsync_tree(tmp)
-    publish(tmp, path)
+    publish(tmp, path, replace)
 
 
 class Place:
@@ -187,39 +305,55 @@ def upload(folder, url, last=None):
         fs.put_file(os.path.join(folder, name), root.rstrip("/") + "/" + name)
 
 
+def _url_exists(url):
+    import fsspec
+    fs, root = fsspec.core.url_to_fs(url)
+    return fs.exists(root)
+
+
 @contextlib.contextmanager
-def atomic_dir(path, tmp=None, last=None):
+def atomic_dir(path, tmp=None, last=None, replace=True):
     """Write a folder: yields the temporary folder to write into; on success
     it is fsynced and renamed to ``path``, on an exception removed.
-    ``tmp``: its name (default :func:`temporary_name`). ``path`` may be an
-    fsspec URL: see the module docstring (``last``: the manifest's name)."""
+    ``tmp``: its name (default :func:`temporary_name`); ``replace``: what
+    may be at ``path`` (:func:`publish`). ``path`` may be an fsspec URL: see
+    the module docstring (``last``: the manifest's name); object stores
+    have no atomic rename, so ``replace=False`` is a check before the
+    upload there."""
     if is_url(path):
         with tempfile.TemporaryDirectory(prefix=".streamcvm-") as local:
             yield local
+            if replace is False and _url_exists(os.fspath(path)):
+                raise OutputRaced(path, None)
             upload(local, os.fspath(path), last)
         return
     tmp = temporary_name(path) if tmp is None else tmp
     remove(tmp)
     os.makedirs(tmp)
+    published = False
     try:
         yield tmp
-        finish(tmp, path)
-    except BaseException:
-        remove(tmp)
+        published = True
+        finish(tmp, path, replace)
+    except BaseException as e:
+        if not (published and isinstance(e, OutputRaced)):
+            remove(tmp)
         raise
 
 
 @contextlib.contextmanager
-def atomic_file(path, mode="w", opener=open, tmp=None, **kw):
+def atomic_file(path, mode="w", opener=open, tmp=None, replace=True, **kw):
     """Write a file: yields ``opener(tmp, mode, **kw)``; on success it is
-    closed, fsynced and renamed to ``path``, on an exception removed."""
+    closed, fsynced and renamed to ``path`` (``replace``: what may be
+    there, :func:`publish`), on an exception removed."""
     tmp = temporary_name(path) if tmp is None else tmp
     f = opener(tmp, mode, **kw)
     try:
         yield f
         f.close()
-        finish(tmp, path)
-    except BaseException:
+        finish(tmp, path, replace)
+    except BaseException as e:
         f.close()
-        remove(tmp)
+        if not isinstance(e, OutputRaced):
+            remove(tmp)
         raise

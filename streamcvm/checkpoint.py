@@ -13,14 +13,24 @@ truncated copy) with a warning and falls back to the one before. The last
 The manifest carries ``format_version``: a snapshot written by a newer format
 is refused with a clear error rather than misread.
 
+A folder belongs to one run (:meth:`Checkpointer.claim`): its identity (the
+estimator, its parameters, the store's fingerprint ...) is in every
+manifest, a folder holding another run's snapshots is refused unless the
+caller asks to replace them, and pruning only ever removes the run's own
+snapshots. While a run writes, it holds ``.lock`` in the folder
+(:class:`FolderLock`, an flock the OS drops when the process dies), so a
+second writer is refused instead of racing the first.
+
 The checkpoint directory may be an fsspec URL (``s3://``, ``memory://`` ...):
 a snapshot is then written locally and uploaded with its manifest last
 (:func:`streamcvm.atomic.atomic_dir`); a snapshot left without its manifest
 by a killed upload is skipped, with a warning, as a damaged one is.
 """
+import datetime
 import io
 import json
 import os
+import socket
 import time
 import warnings
 
@@ -63,10 +73,28 @@ def _snapshots(path):
     return sorted(out)
 
 
-def write(path, manifest, arrays, keep=2):
+def _run_of(place, name):
+    """The run identity (``manifest["run"]``) of snapshot ``name``, or
+    None when its manifest cannot be read."""
+    try:
+        m = json.loads(place.read(name, "manifest.json"))
+        return m["run"] if isinstance(m, dict) else None
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _same(a, b):
+    """Two run identities as JSON compares them (tuples are lists there)."""
+    return json.loads(json.dumps(a, sort_keys=True, default=str)) == \
+        json.loads(json.dumps(b, sort_keys=True, default=str))
+
+
+def write(path, manifest, arrays, keep=2, own=None):
     """Write one snapshot (``manifest``: JSON-able dict; ``arrays``: name ->
-    ndarray) atomically under ``path``; prune all but the last ``keep``.
-    Returns the snapshot's folder."""
+    ndarray) atomically under ``path``; prune all but the last ``keep`` of
+    the run's own snapshots: those in ``own`` (names), or by default those
+    whose manifest holds the same ``run`` as this one (another run's
+    snapshots are never removed). Returns the snapshot's folder."""
     place = Place(path)
     place.makedirs()
     snaps = _snapshots(path)
@@ -76,7 +104,7 @@ def write(path, manifest, arrays, keep=2):
         if np.asarray(a).dtype == object:
             raise TypeError(f"checkpoint array {name!r} has dtype object")
     with atomic_dir(final, tmp=place.join(f".tmp-{PREFIX}{seq:08d}-{os.getpid()}"),
-                    last="manifest.json") as tmp:
+                    last="manifest.json", replace=False) as tmp:
         files = {}
         for name, a in arrays.items():
             fn = os.path.join(tmp, name + ".npy")
@@ -89,8 +117,14 @@ def write(path, manifest, arrays, keep=2):
         m["arrays"] = files
         with open(os.path.join(tmp, "manifest.json"), "w") as f:
             json.dump(m, f, indent=1, sort_keys=True)
-    for _, name in _snapshots(path)[:-keep] if keep > 0 else []:
-        place.remove(name)
+    if keep > 0:
+        name = f"{PREFIX}{seq:08d}"
+        if own is None:
+            run = manifest.get("run")
+            own = [n for _, n in _snapshots(path)[:-1] if _same(_run_of(place, n), run)]
+        mine = sorted(set(own) | {name}, key=lambda n: int(n[len(PREFIX):]))
+        for old in mine[:-keep]:
+            place.remove(old)
     return final
 
 
@@ -173,6 +207,81 @@ def info(path):
     return lines
 
 
+class FolderLock:
+    """``FOLDER/.lock``, held (flock, exclusive) while one run writes
+    snapshots there: a second writer is refused with a one-line
+    :class:`CheckpointError` naming the holder. The OS drops an flock when
+    its process dies, so a killed run's lock is stale at once; the file
+    names the holder for messages only. Local folders only (object stores
+    have no locks)."""
+
+    NAME = ".lock"
+
+    def __init__(self, folder):
+        import fcntl
+        self.folder = os.fspath(folder)
+        self.path = os.path.join(self.folder, self.NAME)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+                os.close(fd)
+                raise CheckpointError(
+                    f"{self.folder}: in use by another streamcvm run"
+                    f"{' (' + holder + ')' if holder else ''}; wait for it to end, or use "
+                    f"another checkpoint folder") from None
+            # still the file at the path (a releasing holder unlinks it first)?
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        when = datetime.datetime.now().isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {when}".encode(), 0)
+        self.fd = fd
+
+    def release(self):
+        import fcntl
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+
+def describe_run(run):
+    """A run identity in a few words, for messages."""
+    if not isinstance(run, dict):
+        return "an unknown run"
+    est = run.get("estimator", "?")
+    data = run.get("store") or run.get("points")
+    return f"a {est} run" + (f" on data {str(data)[:12]}..." if data else "")
+
+
+def _difference(have, want):
+    """(what, have, want) of the first key in which two run identities
+    differ, the store first."""
+    keys = sorted(set(want) | set(have), key=lambda k: (k != "store", str(k)))
+    for key in keys:
+        a, b = have.get(key), want.get(key)
+        if _same(a, b):
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            k = [x for x in sorted(set(a) | set(b), key=str) if not _same(a.get(x), b.get(x))][0]
+            return f"{key} {k}", a.get(k), b.get(k)
+        return key, a, b
+    return None, None, None
+
+
 class Checkpointer:
     """Periodic snapshots of a training run (used by the estimators).
 
@@ -199,7 +308,66 @@ class Checkpointer:
         self.done = []          # (record, arrays) of the finished machines
         self.event_gap = 1.0
         self.machine = 0
-        clean_temporaries(self.path)
+        self.own = None         # this run's snapshots in the folder (claim)
+        self._lock = None
+        self._made = False
+
+    def claim(self, resume=False, replace=False):
+        """Take the folder for this run before anything is written: lock it
+        (a local folder: :class:`FolderLock`), remove the temporaries of
+        killed writers, and look at the snapshots there. Another run's (a
+        different identity) are refused with a :class:`CheckpointError`
+        naming that run, unless ``replace`` (then they are deleted); this
+        run's own are kept (``resume`` continues from them; without it they
+        are pruned as the new ones come). Returns self."""
+        place = Place(self.path)
+        if not place.url:
+            self._made = not os.path.isdir(self.path)
+            os.makedirs(self.path, exist_ok=True)
+            self._lock = FolderLock(self.path)
+        try:
+            clean_temporaries(self.path)
+            own, other = [], []
+            for _, name in _snapshots(self.path):
+                run = _run_of(place, name)
+                if run is None:
+                    continue        # unreadable: skipped by latest(), never pruned
+                (own if _same(run, self.base) else other).append((name, run))
+            if other and not replace:
+                name, run = other[-1]
+                what, have, want = _difference(run, self.base)
+                raise CheckpointError(
+                    f"{self.path}: holds {len(other)} snapshot(s) of a different run "
+                    f"({describe_run(run)}, newest {name}; it differs in {what}: "
+                    f"{_short(have)} there, {_short(want)} here); use another checkpoint "
+                    f"folder, or pass --checkpoint-replace to delete them"
+                    + (" (this run cannot resume from them)" if resume else ""))
+            for name, _ in other:
+                place.remove(name)
+            self.own = [name for name, _ in own]
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self):
+        """Release the folder's lock; a folder this run made and left empty
+        goes too."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+            if self._made:
+                try:
+                    os.rmdir(self.path)
+                except OSError:
+                    pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     def load(self):
         """The newest usable snapshot (manifest, arrays) or None; a snapshot
@@ -208,17 +376,8 @@ class Checkpointer:
         if got is None:
             return None
         m, arrays, folder = got
-        run = m.get("run", {})
-        keys = sorted(self.base, key=lambda k: (k != "store", k))   # the store first
-        for key in keys:
-            have, want = run.get(key), self.base[key]
-            if have == want:
-                continue
-            what = key
-            if isinstance(have, dict) and isinstance(want, dict):
-                k = sorted(set(have) | set(want), key=str)
-                k = [x for x in k if have.get(x) != want.get(x)][0]
-                what, have, want = f"{key} {k}", have.get(k), want.get(k)
+        what, have, want = _difference(m.get("run", {}), self.base)
+        if what is not None:
             raise CheckpointError(
                 f"{folder}: checkpoint of a different run ({what}: checkpoint has "
                 f"{_short(have)}, this run {_short(want)}); use another checkpoint folder "
@@ -251,7 +410,11 @@ class Checkpointer:
                             eps=meta["level_eps"], elapsed=meta["elapsed"])
         manifest = {"run": self.base, "machines_done": recs, "current": current,
                     "progress": progress}
-        write(self.path, manifest, arrays, keep=self.keep)
+        folder = write(self.path, manifest, arrays, keep=self.keep, own=self.own)
+        if self.own is not None:
+            name = folder.rstrip("/").rsplit("/", 1)[-1].rsplit(os.sep, 1)[-1]
+            self.own = [n for n in self.own + [name]
+                        if n in {m for _, m in _snapshots(self.path)}]
         self.n_written += 1
         self.writing_s += time.perf_counter() - t
         self._t_last = time.perf_counter()
@@ -282,9 +445,12 @@ def _short(v):
 
 
 # -- a fit's checkpoints (the estimators' side) -------------------------------
-def for_fit(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
+def for_fit(est, store, kern, checkpoint_dir, resume, every, every_iter, keep, replace=False):
     """(Checkpointer or None, finished machines, resume state of the machine
-    in progress or None) for a fit with these checkpoint arguments."""
+    in progress or None) for a fit with these checkpoint arguments. The
+    Checkpointer has claimed its folder (:meth:`Checkpointer.claim`;
+    ``replace``: delete another run's snapshots there): the caller closes
+    it when the fit ends (:func:`held`)."""
     est.resumed_from_ = None
     if checkpoint_dir is None:
         if resume:
@@ -299,7 +465,22 @@ def for_fit(est, store, kern, checkpoint_dir, resume, every, every_iter, keep):
     base = {"estimator": type(est).__name__, "params": params,
             "store": store.fingerprint, "rows": int(store.n), "features": int(store.d),
             "chunk_rows": int(store.chunk_rows), "gamma": float(kern.gamma)}
-    ck = Checkpointer(checkpoint_dir, base, every=every, every_iter=every_iter, keep=keep)
+    ck = Checkpointer(checkpoint_dir, base, every=every, every_iter=every_iter,
+                      keep=keep).claim(resume, replace)
+    try:
+        return _resume(ck, est, checkpoint_dir, resume)
+    except BaseException:
+        ck.close()
+        raise
+
+
+def held(ck):
+    """A context that closes the Checkpointer ``ck`` (None: nothing) on exit."""
+    import contextlib
+    return contextlib.nullcontext() if ck is None else ck
+
+
+def _resume(ck, est, checkpoint_dir, resume):
     got = ck.load() if resume else None
     if got is None:
         if resume:

@@ -7,6 +7,7 @@ Heavy modules (numba, zarr, dask) are imported inside the commands, so
 stderr and a non-zero exit status, never a traceback.
 """
 import argparse
+import math
 import os
 import sys
 
@@ -72,7 +73,8 @@ def _add_ingest(sub):
     p.add_argument("--skip-cols", default=None, metavar="COLS",
                    help="comma-separated CSV columns to ignore")
     p.add_argument("--allow-nan", action="store_true",
-                   help="accept NaN/inf values and empty CSV fields (as NaN)")
+                   help="accept NaN/inf values and empty CSV fields (as NaN) into the store; "
+                        "train and predict refuse a store while it holds any")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
                    help="parser threads (default: all cores)")
@@ -166,6 +168,15 @@ def describe_store(path):
         f"size       {_human(stored)} on disk, {_human(raw)} raw "
         f"({raw / max(stored, 1):.2f}x compression)",
     ]
+    if s.checksums:
+        lines.append(f"integrity  {s.checksums} checksum on every chunk, missing chunks "
+                     f"refused{', attributes checksummed' if s.attrs_checked else ''}")
+    else:
+        lines.append("integrity  none: written before stores carried checksums, so damaged "
+                     "or missing chunks are not detected (re-ingest to add them)")
+    if s.allow_nan:
+        lines.append("values     ingested with --allow-nan: NaN / inf cells are refused "
+                     "when read for training or prediction")
     extras = [n for n, f in (("qid", s.has_qid), ("weight", s.has_weight)) if f]
     if extras:
         lines.append(f"columns    {', '.join(extras)}")
@@ -197,11 +208,11 @@ def describe_store(path):
 
 
 def describe_model(path):
-    """The text ``streamcvm info`` prints for a model folder (its manifest:
-    nothing is loaded but model.json)."""
-    import json
-    with open(os.path.join(path, "model.json")) as f:
-        man = json.load(f)
+    """The text ``streamcvm info`` prints for a model folder: its manifest,
+    after the whole model is checked (model.json's own checksum and fields,
+    every array file's checksum; :func:`streamcvm.model.verify_model`)."""
+    from .model import verify_model
+    man = verify_model(path)
     k = man["kernel"]
     kern = f"{k['name']} (gamma {k['gamma']:.6g}" + \
         (f", coef0 {k['coef0']:g}, degree {k['degree']}" if k["name"] in ("poly", "npoly")
@@ -338,6 +349,7 @@ def _add_train(sub):
                    help="continue from the newest snapshot in DIR (and keep writing there); "
                         "DIR must hold one, unless --checkpoint-dir names DIR too (then a "
                         "run with no snapshot yet starts fresh)")
+    _add_checkpoint_replace(p)
     p.add_argument("--train-size", default="auto", metavar="N",
                    help="classification and regression: 'auto' (default: a machine of "
                         "more than 65,536 rows trains on random samples of 16,384, 32,768, "
@@ -363,13 +375,50 @@ def _add_train(sub):
 
 
 def _num_or_auto(v, what, command="train"):
+    """--C, --gamma, --eps, --mu: 'auto' or a positive finite number (eps:
+    below 1); anything else, NaN and inf included, is refused in one line."""
     if v == "auto":
         return v
     try:
-        return float(v)
-    except ValueError:
-        raise SystemExit(f"streamcvm {command}: error: --{what} must be 'auto' or a number, "
-                         f"got {v!r}") from None
+        x = float(v)
+    except (TypeError, ValueError):
+        x = math.nan
+    if not math.isfinite(x) or x <= 0 or (what == "eps" and x >= 1):
+        rule = "in (0, 1)" if what == "eps" else "a positive finite number"
+        raise SystemExit(f"streamcvm {command}: error: --{what} must be 'auto' or {rule}, "
+                         f"got {v!r}")
+    return x
+
+
+# every numeric option that is not an integer: (attribute, option, rule)
+_NUMBERS = (("C", "C", "auto"), ("gamma", "gamma", "auto"), ("eps", "eps", "auto"),
+            ("mu", "mu", "auto"), ("checkpoint_every", "checkpoint-every", "seconds"))
+
+
+def _check_numbers(args):
+    """Refuse NaN, inf, negatives and non-numbers in the numeric options, in
+    one line, before any work."""
+    for attr, opt, rule in _NUMBERS:
+        v = getattr(args, attr, None)
+        if v is None:
+            continue
+        if rule == "auto":
+            _num_or_auto(v, opt, args.command)
+        elif not (math.isfinite(v) and v >= 0):
+            raise SystemExit(f"streamcvm {args.command}: error: --{opt} must be a finite "
+                             f"number of seconds (0 or more), got {v!r}")
+
+
+def _check_urls(args):
+    """``memory://`` lives in this command's own process: an output or a
+    checkpoint folder there would be gone when the command exits."""
+    for attr, opt in (("output", "-o"), ("save_model", "--save-model"), ("png", "--png"),
+                      ("checkpoint_dir", "--checkpoint-dir"), ("resume", "--resume")):
+        v = getattr(args, attr, None)
+        if isinstance(v, str) and v.lower().startswith("memory://"):
+            raise SystemExit(f"streamcvm {args.command}: error: {opt} {v}: memory:// lives "
+                             f"inside this command's process and is gone when it exits; give "
+                             f"a local path or a lasting URL")
 
 
 def _train_size(text):
@@ -469,11 +518,11 @@ def cmd_train(args):
                     checkpoint_every=args.checkpoint_every,
                     checkpoint_iters=args.checkpoint_iters,
                     checkpoint_keep=args.checkpoint_keep, resume=resume,
-                    client=runner.client)
+                    checkpoint_replace=args.checkpoint_replace, client=runner.client)
     except ValueError as e:     # parameters the estimator refuses (checked before training)
         raise SystemExit(f"streamcvm train: error: {e}") from None
     dt = time.perf_counter() - t
-    save_model(est, args.output, overwrite=args.overwrite)
+    save_model(est, args.output, overwrite=args.overwrite, target=args.model_target)
     if not args.quiet:
         nsv = int(np.sum(est.n_support_)) if task != "one-class" else len(est.machine_.coef)
         extra = f", mu {est.mu_:.4g}, tube half width {est.epsilon_bar_:.4g}" \
@@ -494,8 +543,9 @@ def _check_train_paths(args):
     outside the store; --resume names a folder that holds a snapshot."""
     from .outputs import check_output
     ck = _checkpoint_arg(args)
-    check_output(args.output, what="model folder", own_kind="model",
-                 inputs=[args.store, ck], overwrite=args.overwrite)
+    args.model_target = check_output(args.output, what="model folder", own_kind="model",
+                                     inputs=[args.store, ck], overwrite=args.overwrite,
+                                     url_ok=True)
     _check_checkpoint_dir(args, ck)
 
 
@@ -545,6 +595,13 @@ def _check_classes(store, args):
         raise SystemExit(f"streamcvm train: error: {args.store}: y has {k:,} classes, more "
                          f"than --max-classes {args.max_classes}{hint} (or raise "
                          f"--max-classes)")
+
+
+def _add_checkpoint_replace(p):
+    p.add_argument("--checkpoint-replace", action="store_true",
+                   help="delete the snapshots of another run (other data or options) found "
+                        "in the checkpoint folder; without it such a folder is refused. The "
+                        "folder is locked while a run writes there")
 
 
 def _add_cluster_args(p):
@@ -613,7 +670,7 @@ def label_codes(classes, labels):
     return order[np.searchsorted(classes[order], np.asarray(labels))]
 
 
-def _predict_to_store(est, store, out, model_path, runner=None, proba=False):
+def _predict_to_store(est, store, out, model_path, runner=None, proba=False, replace=True):
     """Predictions as a store: X = the decision values (one column, or one per
     class / machine; ``proba``: the class probabilities, one column per
     class), y = the predicted label (codes + label map when the labels are
@@ -627,8 +684,8 @@ def _predict_to_store(est, store, out, model_path, runner=None, proba=False):
     try:
         for _, pred, dec in _predict_chunks(est, store, runner, proba=proba):
             dec = np.asarray(dec, np.float32).reshape(len(pred), -1)
-            if w is None:     # the path was checked before: replace what is there
-                w = StoreWriter(out, dec.shape[1], overwrite=True,
+            if w is None:     # the path was checked before: replace what was there
+                w = StoreWriter(out, dec.shape[1], overwrite=replace,
                                 fmt="zarr" if out.endswith(".zarr") else "hdf5")
             y = np.asarray(pred, np.float64) if numeric else \
                 label_codes(classes, pred).astype(np.float64)
@@ -655,10 +712,12 @@ def cmd_predict(args):
     from .outputs import check_output
     from .store import open_store
     to_store = args.output.endswith(STORE_SUFFIXES)
-    mode = check_output(args.output, what="prediction store" if to_store else "prediction file",
-                        own_kind="predictions" if to_store else None,
-                        inputs=[args.store, args.model], overwrite=args.overwrite,
-                        stream=not to_store)
+    target = check_output(args.output,
+                          what="prediction store" if to_store else "prediction file",
+                          own_kind="predictions" if to_store else None,
+                          inputs=[args.store, args.model], overwrite=args.overwrite,
+                          stream=not to_store)
+    mode = target.mode
     est = load_model(args.model)
     proba = bool(args.probability)
     if proba and getattr(est, "probA_", None) is None:
@@ -667,12 +726,13 @@ def cmd_predict(args):
     store = open_store(args.store)
     with _runner(args) as runner:
         if to_store:
-            n = _predict_to_store(est, store, args.output, args.model, runner, proba)
+            n = _predict_to_store(est, store, args.output, args.model, runner, proba,
+                                  target.replace)
             print(f"wrote {n:,} predictions (y) and "
                   f"{'class probabilities' if proba else 'decision values'} (X) to the store "
                   f"{args.output}")
             return 0
-        n = _predict_text(est, store, args.output, runner, mode, proba)
+        n = _predict_text(est, store, args.output, runner, mode, proba, target.replace)
     print(f"wrote {n:,} predictions to {'standard output' if mode == 'stdout' else args.output}",
           file=sys.stderr if mode in ("stdout", "special") else sys.stdout)
     return 0
@@ -687,7 +747,7 @@ def _label_text(values):
     return [str(x.item() if hasattr(x, "item") else x) for x in v]
 
 
-def _predict_text(est, store, output, runner, mode="new", proba=False):
+def _predict_text(est, store, output, runner, mode="new", proba=False, replace=True):
     """One prediction per line (``proba``: then the class probabilities,
     after a 'labels ...' header, as LIBSVM's svm-predict -b 1): to standard
     output (mode "stdout"), straight into a special file such as a pipe
@@ -716,7 +776,7 @@ def _predict_text(est, store, output, runner, mode="new", proba=False):
     if mode == "special":
         with open(output, "w") as f:
             return write(f)
-    with atomic_file(output) as f:
+    with atomic_file(output, replace=replace) as f:
         return write(f)
 
 
@@ -761,6 +821,7 @@ def _add_features(sub):
     p.add_argument("--resume", metavar="DIR",
                    help="continue the fit from the newest snapshot in DIR (and keep "
                         "writing there): the same features as a run never interrupted")
+    _add_checkpoint_replace(p)
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file or streamcvm output at FEATURE_STORE or "
                         "MODEL (a feature store or model folder is replaced without it; "
@@ -790,11 +851,12 @@ def cmd_features(args):
         raise SystemExit(f"streamcvm features: error: {args.output}: the feature store's "
                          f"name must end in {', '.join(STORE_SUFFIXES)}")
     inputs = [args.store, args.model, ck]
-    check_output(args.output, what="feature store", own_kind="features", inputs=inputs,
-                 overwrite=args.overwrite)
+    target = check_output(args.output, what="feature store", own_kind="features",
+                          inputs=inputs, overwrite=args.overwrite)
+    model_target = None
     if args.save_model is not None:
-        check_output(args.save_model, what="model folder", own_kind="model", inputs=inputs,
-                     overwrite=args.overwrite)
+        model_target = check_output(args.save_model, what="model folder", own_kind="model",
+                                    inputs=inputs, overwrite=args.overwrite, url_ok=True)
     _check_checkpoint_dir(args, ck)
     from .features import write_features
     from .model import load_model
@@ -817,7 +879,8 @@ def cmd_features(args):
         t = time.perf_counter()
         try:
             est.fit(store, checkpoint_dir=ck, checkpoint_every=args.checkpoint_every,
-                    checkpoint_keep=args.checkpoint_keep, resume=resume)
+                    checkpoint_keep=args.checkpoint_keep, resume=resume,
+                    checkpoint_replace=args.checkpoint_replace)
         except ValueError as e:
             raise SystemExit(f"streamcvm features: error: {e}") from None
         if not args.quiet:
@@ -828,11 +891,10 @@ def cmd_features(args):
                   f"gamma {est.gamma_:.4g}", file=sys.stderr)
         if args.save_model is not None:
             from .model import save_model
-            save_model(est, args.save_model, overwrite=args.overwrite)
+            save_model(est, args.save_model, overwrite=args.overwrite, target=model_target)
     with _runner(args, args.quiet) as runner:
-        n = write_features(est, store, args.output, overwrite=True, runner=runner,
-                           progress=not args.quiet,
-                           model_path=args.model or args.save_model)
+        n = write_features(est, store, args.output, runner=runner, progress=not args.quiet,
+                           model_path=args.model or args.save_model, target=target)
     if not args.quiet:
         print(f"wrote {n:,} rows x {len(est.kernel_evaluations_):,} features to "
               f"{args.output}", file=sys.stderr)
@@ -868,6 +930,7 @@ def _add_surface(sub):
                    help="snapshot the fit here after each level (crash-safe)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue the fit after the last level snapshotted in DIR")
+    _add_checkpoint_replace(p)
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file at MESH or PNG (the points never)")
     _add_cluster_args(p)
@@ -887,9 +950,9 @@ def cmd_surface(args):
     except ValueError:
         raise SystemExit(f"streamcvm surface: error: --scales {args.scales}: widths separated "
                          f"by commas, e.g. 0.2,0.06,0.02") from None
-    if not scales or min(scales) <= 0:
+    if not scales or not all(math.isfinite(v) and v > 0 for v in scales):
         raise SystemExit(f"streamcvm surface: error: --scales {args.scales}: widths must be "
-                         f"positive")
+                         f"positive finite numbers")
     if args.grid < 8:
         raise SystemExit("streamcvm surface: error: --grid must be at least 8")
     if not args.output.lower().endswith((".ply", ".obj")):
@@ -901,9 +964,12 @@ def cmd_surface(args):
         raise SystemExit("streamcvm surface: error: --png and -o name the same path")
     ck = _checkpoint_arg(args)
     inputs = [args.points, ck]
-    check_output(args.output, what="mesh", inputs=inputs, overwrite=args.overwrite)
+    mesh_target = check_output(args.output, what="mesh", inputs=inputs,
+                               overwrite=args.overwrite)
+    png_target = None
     if args.png is not None:
-        check_output(args.png, what="picture", inputs=inputs, overwrite=args.overwrite)
+        png_target = check_output(args.png, what="picture", inputs=inputs,
+                                  overwrite=args.overwrite)
     _check_checkpoint_dir(args, ck)
     try:
         P = read_points(args.points)
@@ -921,7 +987,8 @@ def cmd_surface(args):
         try:
             model = surface.fit(P, scales=scales, kernel=args.kernel, seed=args.seed,
                                 n_jobs=runner.threads if runner.client is None else 1,
-                                checkpoint_dir=ck, resume=bool(args.resume), log=say,
+                                checkpoint_dir=ck, resume=bool(args.resume),
+                                checkpoint_replace=args.checkpoint_replace, log=say,
                                 progress=levels)
         except ValueError as e:
             raise SystemExit(f"streamcvm surface: error: {e}") from None
@@ -937,9 +1004,9 @@ def cmd_surface(args):
                 V, F = surface.mesh(model, P, grid=args.grid, runner=runner, progress=slabs)
             except ValueError as e:
                 raise SystemExit(f"streamcvm surface: error: {e}") from None
-    write_mesh(args.output, V, F)
+    write_mesh(args.output, V, F, replace=mesh_target.replace)
     if args.png is not None:
-        render_png(args.png, V, F, up=args.up)
+        render_png(args.png, V, F, up=args.up, replace=png_target.replace)
     say(f"wrote {args.output}: {len(V):,} vertices, {len(F):,} faces"
         f"{'' if surface.is_closed(F) else ' (not closed)'}; {model.n_support:,} support "
         f"vectors; fit {fit_s:.1f} s, grid and mesh {time.perf_counter() - t:.1f} s"
@@ -1164,6 +1231,11 @@ def _sigterm(signum, frame):
 def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
+    from . import numba_cache_moved
+    if numba_cache_moved and not getattr(args, "quiet", False):
+        print(f"streamcvm: note: compiled kernels are cached in {numba_cache_moved} (neither "
+              f"the package folder nor ~/.cache is writable; NUMBA_CACHE_DIR chooses)",
+              file=sys.stderr)
     import signal
     signal.signal(signal.SIGTERM, _sigterm)
     from .ingest.errors import IngestError
@@ -1172,6 +1244,8 @@ def main(argv=None):
     from .outputs import OutputError
     from .store import StoreError
     try:
+        _check_numbers(args)
+        _check_urls(args)
         return args.func(args)
     except (IngestError, StoreError, ModelError, CheckpointError, OutputError,
             FileExistsError) as e:

@@ -5,6 +5,7 @@ large data never goes through a dense in-memory copy. The estimators only
 validate and translate parameters; training is
 :func:`streamcvm.problems.train_machine` on plain arrays and scalars.
 """
+import math
 import numbers
 import sys
 import time
@@ -40,12 +41,18 @@ def _log(message):
     print(f"streamcvm: {message}", file=sys.stderr, flush=True)
 
 
+def positive_number(v):
+    """A real number, finite and > 0 (not NaN, not inf, not a bool)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) \
+        and v > 0
+
+
 def _resolve_gamma(gamma, store):
     if isinstance(gamma, str) and gamma == "auto":
         # 1/beta, beta the mean squared distance between rows, on 5,000 rows
         return 1.0 / estimate_beta(sample_rows(store, 5000), n_sample=5000, seed=0)
-    if not isinstance(gamma, numbers.Real) or gamma <= 0:
-        raise ValueError(f"gamma must be 'auto' or a positive number, got {gamma!r}")
+    if not positive_number(gamma):
+        raise ValueError(f"gamma must be 'auto' or a positive finite number, got {gamma!r}")
     return float(gamma)
 
 
@@ -134,8 +141,8 @@ class _CVMBase(BaseEstimator):
     def _check_params(self):
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if not isinstance(self.C, numbers.Real) or self.C <= 0:
-            raise ValueError(f"C must be positive, got {self.C!r}")
+        if not positive_number(self.C):
+            raise ValueError(f"C must be a positive finite number, got {self.C!r}")
         ts = getattr(self, "train_size", "all")
         if not (ts in ("auto", "all") or (isinstance(ts, numbers.Integral) and ts >= 1000)):
             raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
@@ -290,6 +297,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     def fit(self, X, y=None, sample_weight=None, *, checkpoint_dir=None,
             checkpoint_every=60.0, checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            checkpoint_replace=False,
             client=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
 
@@ -299,7 +307,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         seconds (None: never by time) and/or ``checkpoint_iters`` iterations,
         at each eps level and after each machine, keeping the last
         ``checkpoint_keep``; ``resume=True`` continues from the newest snapshot
-        in it (the same model as a run that was never interrupted).
+        in it (the same model as a run that was never interrupted). The
+        folder is this run's while it writes (locked); another run's
+        snapshots there are refused, or deleted with ``checkpoint_replace=True``.
         ``client``: a ``dask.distributed.Client`` (or a scheduler address) on
         which the passes over every row run (row statistics, full violator
         passes); default: the active client if there is one, else dask's
@@ -339,10 +349,11 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         fit_kw = dict(C=self.C, full_pass=self.full_pass, sample_weight=weighted,
                       train_size=self.train_size, stop=self.stop)
         ck, machines, cur = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
-                                           checkpoint_every, checkpoint_iters, checkpoint_keep)
+                                               checkpoint_every, checkpoint_iters,
+                                               checkpoint_keep, checkpoint_replace)
         k_resume = len(machines)            # finished before the interruption
-        with FitProgress(self.verbose, len(subs), self.method) as bar, one_blas_thread(), \
-                Runner(client) as runner:
+        with checkpoint.held(ck), FitProgress(self.verbose, len(subs), self.method) as bar, \
+                one_blas_thread(), Runner(client) as runner:
             for k, pair in enumerate(subs):
                 bar.next()
                 if k < k_resume:
@@ -632,16 +643,16 @@ class _OneMachine(_CVMBase):
     checkpointing and progress plumbing, and the machine's arrays."""
 
     def _fit_one(self, store, kern, solve, train, checkpoint_dir, every, every_iter, keep,
-                 resume, client=None, t0=None):
+                 resume, client=None, t0=None, replace=False):
         """``train(solve)`` -> the machine, unless a finished run's snapshot
         already holds it; ``solve`` (:class:`~streamcvm.problems.driver.Solve`)
         gets the seed, progress, checkpointer, resume state and runner here.
         ``client``: as :meth:`CVMClassifier.fit`'s."""
         seed = 0 if self.random_state is None else int(self.random_state)
         ck, done, cur = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
-                                       every, every_iter, keep)
-        with FitProgress(self.verbose, 1, self.method) as bar, one_blas_thread(), \
-                Runner(client) as runner:
+                                           every, every_iter, keep, replace)
+        with checkpoint.held(ck), FitProgress(self.verbose, 1, self.method) as bar, \
+                one_blas_thread(), Runner(client) as runner:
             bar.next()
             if done:
                 self.machine_ = done[0]
@@ -699,6 +710,7 @@ class CVMOneClass(OutlierMixin, _OneMachine):
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
             checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            checkpoint_replace=False,
             client=None):
         """Fit on the rows of X (arrays, a sparse matrix or a store); y is
         ignored. The checkpoint arguments and ``client`` are those of
@@ -712,7 +724,7 @@ class CVMOneClass(OutlierMixin, _OneMachine):
         self._fit_one(store, kern, solve, lambda run: train_machine(
             store, kern, run, classes=None, C=self.C, full_pass=self.full_pass),
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client,
-            t0=t0)
+            t0=t0, replace=checkpoint_replace)
         self.offset_ = -self.machine_.radius2
         return self
 
@@ -812,13 +824,12 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     def _check_params(self):
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if not (isinstance(self.C, str) and self.C == "auto") and \
-                (not isinstance(self.C, numbers.Real) or not self.C > 0):
-            raise ValueError(f"C must be 'auto' or positive, got {self.C!r}")
+        if not (isinstance(self.C, str) and self.C == "auto") and not positive_number(self.C):
+            raise ValueError(f"C must be 'auto' or a positive finite number, got {self.C!r}")
         method_class(self.method, plain=False, problem="regression (a linear term)")
         if not (isinstance(self.mu, str) and self.mu == "auto") and \
-                (not isinstance(self.mu, numbers.Real) or not self.mu > 0):
-            raise ValueError(f"mu must be 'auto' or positive, got {self.mu!r}")
+                not positive_number(self.mu):
+            raise ValueError(f"mu must be 'auto' or a positive finite number, got {self.mu!r}")
         ts = self.train_size
         if not (ts in ("auto", "all") or (isinstance(ts, numbers.Integral) and ts >= 1000)):
             raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
@@ -826,6 +837,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
             checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            checkpoint_replace=False,
             client=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (targets from its
         y). The checkpoint arguments and ``client`` are those of
@@ -868,7 +880,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             full_pass=self.full_pass, stats=stats, train_size=self.train_size,
             c_per_row=AUTO_C_PER_ROW if auto_c else None),
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client,
-            t0=t0)
+            t0=t0, replace=checkpoint_replace)
         stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]
         if stages and auto_c:               # a progressive fit: its last stage's C
             self.C_ = AUTO_C_PER_ROW * stages[-1]
@@ -954,6 +966,7 @@ class CVMRanker(_OneMachine):
 
     def fit(self, X, y=None, qid=None, *, checkpoint_dir=None, checkpoint_every=60.0,
             checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            checkpoint_replace=False,
             client=None):
         """Fit on arrays (X, y, qid) or a store with a qid column. The
         checkpoint arguments and ``client`` are those of :meth:`CVMClassifier.fit`."""
@@ -977,7 +990,7 @@ class CVMRanker(_OneMachine):
         self._fit_one(store, kern, solve, lambda run: train_ranker(
             store, kern, run, C=self.C, full_pass=self.full_pass),
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume, client,
-            t0=t0)
+            t0=t0, replace=checkpoint_replace)
         return self
 
     def predict(self, X):

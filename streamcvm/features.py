@@ -26,23 +26,27 @@ def features_chunks(est, store, runner=None, progress=None):
 
 
 def write_features(est, store, path, *, overwrite=False, runner=None, progress=False,
-                   model_path=None):
+                   model_path=None, target=None):
     """Write the features of every row of ``store`` to a new store at
     ``path`` (``.zarr``, or ``.h5`` / ``.hdf5``): X = the features (float32),
     y, qid and label names as in ``store``. Checked first as every output is
     (:func:`streamcvm.outputs.check_output`: a feature store there is
     replaced, anything else only with ``overwrite``, the inputs never);
-    written under a temporary name and renamed. Returns the rows written."""
+    written under a temporary name and renamed (``target``: that check,
+    made earlier by the caller: a store another run wrote there since is
+    then not replaced). Returns the rows written."""
     from .ingest.writer import StoreWriter
     from .outputs import check_output
     path = os.fspath(path)
-    check_output(path, what="feature store", own_kind="features",
-                 inputs=[getattr(store, "path", None), model_path], overwrite=overwrite)
+    if target is None:
+        target = check_output(path, what="feature store", own_kind="features",
+                              inputs=[getattr(store, "path", None), model_path],
+                              overwrite=overwrite)
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=store.n_chunks, unit="chunk", desc="features", mininterval=0.5)
-    w = StoreWriter(path, est._n_features_out, overwrite=True,
+    w = StoreWriter(path, est._n_features_out, overwrite=target.replace,
                     has_qid=bool(getattr(store, "has_qid", False)),
                     fmt="hdf5" if path.lower().endswith((".h5", ".hdf5")) else "zarr")
     n = 0

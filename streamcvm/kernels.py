@@ -279,6 +279,9 @@ class Kernel:
         self.gamma = float(gamma)
         self.coef0 = float(coef0)
         self.degree = float(degree)
+        for what, v in (("gamma", self.gamma), ("coef0", self.coef0), ("degree", self.degree)):
+            if not np.isfinite(v):
+                raise ValueError(f"{what} must be a finite number, got {v}")
         if self.gamma <= 0 and self.code in (RBF, LAPLACIAN, EXPONENTIAL):
             raise ValueError(f"gamma must be positive, got {gamma}")
 
@@ -373,4 +376,7 @@ def estimate_beta(X, n_sample=5000, seed=0):
     sq = sq_norms(S)
     mu = np.asarray(S.mean(axis=0), dtype=np.float64).ravel()
     beta = 2.0 * m / (m - 1) * (sq.mean() - mu @ mu)
+    if not np.isfinite(beta):       # never a fallback width for rows of NaN or inf
+        raise ValueError("the rows hold NaN or infinite values (or values too large to "
+                         "square): no kernel width can be estimated")
     return float(beta) if beta > 0 else 1.0

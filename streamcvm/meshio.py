@@ -116,10 +116,11 @@ def _number(text):
         return False
 
 
-def write_mesh(path, vertices, faces):
+def write_mesh(path, vertices, faces, replace=True):
     """Write a triangle mesh: ``.ply`` (binary little-endian, float32
     vertices, int32 faces) or ``.obj`` (text, 1-based indices), under a
-    temporary name renamed into place (:func:`streamcvm.atomic.atomic_file`)."""
+    temporary name renamed into place (:func:`streamcvm.atomic.atomic_file`;
+    ``replace``: what may be at ``path``, :func:`streamcvm.atomic.publish`)."""
     from .atomic import atomic_file
     path = os.fspath(path)
     V = np.asarray(vertices, np.float32)
@@ -133,10 +134,10 @@ def write_mesh(path, vertices, faces):
         face["vertex_indices"] = F
         data = PlyData([PlyElement.describe(vert, "vertex"), PlyElement.describe(face, "face")],
                        text=False, byte_order="<")
-        with atomic_file(path, mode="wb") as f:
+        with atomic_file(path, mode="wb", replace=replace) as f:
             data.write(f)
     elif low.endswith(".obj"):
-        with atomic_file(path) as f:
+        with atomic_file(path, replace=replace) as f:
             f.write("# streamcvm surface\n")
             np.savetxt(f, V, fmt="v %.7g %.7g %.7g")
             np.savetxt(f, F + 1, fmt="f %d %d %d")
@@ -155,7 +156,8 @@ def chamfer(A, B):
     return 0.5 * (ab + ba), ab, ba
 
 
-def render_png(path, vertices, faces, *, size=800, elev=20.0, azim=-60.0, title=None, up="z"):
+def render_png(path, vertices, faces, *, size=800, elev=20.0, azim=-60.0, title=None, up="z",
+               replace=True):
     """A shaded picture of a triangle mesh, headless (matplotlib's Agg):
     each face lit by its normal against one light, written atomically.
     ``up``: the axis drawn upwards ("x", "y" or "z"; scanned PLY files are
@@ -192,6 +194,6 @@ def render_png(path, vertices, faces, *, size=800, elev=20.0, azim=-60.0, title=
     ax.set_axis_off()
     if title:
         ax.set_title(title)
-    with atomic_file(os.fspath(path), mode="wb") as f:
+    with atomic_file(os.fspath(path), mode="wb", replace=replace) as f:
         fig.savefig(f, format="png")
     return path

@@ -13,7 +13,9 @@ It is written under a temporary name next to the destination and renamed
 (a model that exists is complete; :mod:`streamcvm.atomic`). The folder may
 also be an fsspec URL (``s3://``, ``gs://``, ``memory://`` ...): the arrays
 are uploaded first, model.json last. ``load_model`` checks the format
-version (a newer one is refused) and every array's XXH3 checksum.
+version (a newer one is refused), model.json's own checksum and fields,
+and every array's XXH3 checksum: a damaged or edited model is refused in
+one line (:class:`ModelError`), never half-read.
 """
 import json
 import os
@@ -32,11 +34,13 @@ class ModelError(Exception):
     """A path that is not a readable model (one-line message)."""
 
 
-def save_model(est, path, overwrite=False):
+def save_model(est, path, overwrite=False, target=None):
     """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass / CVMRanker /
     MMDATransformer to the folder ``path``. An existing model folder there is
     replaced; any other existing file or streamcvm output only with
-    ``overwrite=True``, and a folder of other files never (:func:`streamcvm.outputs.check_output`)."""
+    ``overwrite=True``, and a folder of other files never (:func:`streamcvm.outputs.check_output`).
+    ``target``: that check's answer when it was made before training (the
+    command line): a model another run wrote there since is then not replaced."""
     from .atomic import atomic_dir, is_url
     from .outputs import check_output
     kind = type(est).__name__
@@ -44,10 +48,12 @@ def save_model(est, path, overwrite=False):
         raise TypeError(f"cannot save {kind}: not a streamcvm estimator")
     machines, fields = est._model_record()
     path = os.fspath(path)
+    if target is None:
+        target = check_output(path, what="model folder", own_kind="model",
+                              overwrite=overwrite, url_ok=True)
     if not is_url(path):
         path = os.path.abspath(path)
-    check_output(path, what="model folder", own_kind="model", overwrite=overwrite)
-    with atomic_dir(path, last="model.json") as tmp:
+    with atomic_dir(path, last="model.json", replace=target.replace) as tmp:
         files = {}
 
         def put(name, arr):
@@ -88,9 +94,24 @@ def save_model(est, path, overwrite=False):
             "files": files,
         }
         manifest.update(fields)
+        manifest = json.loads(json.dumps(manifest))     # as a reader will see it
+        manifest[DIGEST_KEY] = manifest_digest(manifest)
         with open(os.path.join(tmp, "model.json"), "w") as f:
             json.dump(manifest, f, indent=1)
     return path
+
+
+DIGEST_KEY = "manifest_xxh3_128"
+
+
+def manifest_digest(man):
+    """XXH3-128 of a manifest's canonical JSON (sorted keys, no blanks),
+    without its own checksum: model.json carries it, so an edited or damaged
+    manifest is refused, as a damaged array file is."""
+    import xxhash
+    body = {k: v for k, v in man.items() if k != DIGEST_KEY}
+    return xxhash.xxh3_128(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                           .encode()).hexdigest()
 
 
 def _reader(path):
@@ -114,10 +135,11 @@ def _reader(path):
     return read
 
 
-def load_model(path):
-    """Read a model folder written by :func:`save_model` (a path or an fsspec URL)."""
-    import io
-    import xxhash
+def read_manifest(path):
+    """(model.json of the model folder ``path``, a reader of its files),
+    checked whole before anything trusts it: JSON, a format this streamcvm
+    reads, its own checksum (models written since it was added) and fields
+    that agree with each other. :class:`ModelError`, one line, otherwise."""
     path = os.fspath(path)
     read = _reader(path)
     mf = os.path.join(path, "model.json")
@@ -126,29 +148,142 @@ def load_model(path):
         raise ModelError(f"{path}: not a streamcvm model (no model.json)")
     try:
         man = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ModelError(f"{mf}: corrupt manifest ({e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelError(f"{mf}: damaged (not JSON: {e})") from None
+    if not isinstance(man, dict):
+        raise ModelError(f"{mf}: damaged (not a JSON object)")
     ver = man.get("streamcvm_model_format")
-    if ver is None or ver > FORMAT_VERSION:
-        raise ModelError(f"{path}: model format {ver} is not readable by this streamcvm "
+    if not isinstance(ver, int) or ver > FORMAT_VERSION:
+        raise ModelError(f"{path}: model format {ver!r} is not readable by this streamcvm "
                          f"(reads {FORMAT_VERSION}); upgrade streamcvm")
+    want = man.get(DIGEST_KEY)
+    if want is not None and want != manifest_digest(man):
+        raise ModelError(f"{mf}: damaged or edited since it was written (its checksum does "
+                         f"not match); retrain or restore the model")
+    try:
+        _check_fields(man)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        why = f"no field {e}" if isinstance(e, KeyError) else str(e)
+        raise ModelError(f"{mf}: damaged ({why})") from None
+    return man, read
+
+
+def _check_fields(man):
+    """The manifest's fields, each of the type it must have and consistent
+    with the others (a model of an older streamcvm carries no checksum:
+    this is what is checked there). Raises KeyError / TypeError / ValueError."""
+    import math
+    from .kernels import NAMES
+
+    def number(v, what, positive=False):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{what} is {v!r}, not a finite number")
+        if positive and v <= 0:
+            raise ValueError(f"{what} is {v!r}, not positive")
+        return v
+
+    kind = man["estimator"]
+    if kind not in _estimators():
+        raise ValueError(f"unknown estimator {kind!r}")
+    if not isinstance(man["params"], dict):
+        raise TypeError("params is not an object")
+    k = man["kernel"]
+    if k["name"] not in NAMES.values():
+        raise ValueError(f"unknown kernel {k['name']!r}")
+    number(k["gamma"], "the kernel's gamma", positive=True)
+    number(k["coef0"], "the kernel's coef0")
+    number(k["degree"], "the kernel's degree", positive=True)
+    d = man["n_features_in"]
+    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+        raise ValueError(f"n_features_in is {d!r}, not a positive integer")
+    machines, files = man["machines"], man["files"]
+    if not isinstance(machines, list) or not machines:
+        raise ValueError("no machines")
+    if not isinstance(files, dict):
+        raise TypeError("files is not an object")
+    for j, r in enumerate(machines):
+        shape = r["shape"]
+        if not (isinstance(shape, list) and len(shape) == 2 and shape[1] == d):
+            raise ValueError(f"machine {j} has support rows of shape {shape!r}, the model "
+                             f"{d} features")
+        number(r["intercept"], f"machine {j}'s intercept")
+        names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"]
+                                   else ["sv"])
+        for n in names:
+            if f"m{j}_{n}.npy" not in files:
+                raise ValueError(f"machine {j} has no {n} file")
+    classes = man.get("classes")
+    if kind in ("CVMClassifier", "MMDATransformer"):
+        if not isinstance(classes, list) or len(classes) < 2:
+            raise ValueError(f"classes is {classes!r}, not a list of at least 2")
+    if kind == "CVMClassifier":
+        c = len(classes)
+        ovr = man["params"].get("multi_class") == "ovr" and c > 2
+        want = c if ovr else c * (c - 1) // 2
+        if len(machines) != want:
+            raise ValueError(f"{c} classes need {want} machines "
+                             f"({'one-vs-rest' if ovr else 'one-vs-one'}), the model has "
+                             f"{len(machines)}")
+        pr = man.get("probability")
+        if pr is not None and not (len(pr["A"]) == len(pr["B"]) == len(machines)):
+            raise ValueError("the probability sigmoids do not match the machines")
+    elif kind != "MMDATransformer" and len(machines) != 1:
+        raise ValueError(f"a {kind} has one machine, the model has {len(machines)}")
+    sc = man.get("scaler")
+    if sc is not None:
+        for n in ["scale_scale"] + (["scale_offset"] if sc["centred"] else []):
+            if f"{n}.npy" not in files:
+                raise ValueError(f"no {n} file")
+
+
+def verify_model(path):
+    """model.json of the model folder ``path`` after checking it whole
+    (:func:`read_manifest`) and every array file against its checksum:
+    what ``streamcvm info`` describes. :class:`ModelError` otherwise."""
+    man, read = read_manifest(path)
+    for name in man["files"]:
+        _array(path, man, read, name[:-len(".npy")])
+    return man
+
+
+def _array(path, man, read, name):
+    """Array ``name`` of the model folder, checked against its checksum."""
+    import io
+    import xxhash
+    data = read(name + ".npy")
+    want = man["files"].get(name + ".npy")
+    where = os.path.join(path, name + ".npy")
+    if data is None:
+        raise ModelError(f"{where}: missing")
+    if want is None or xxhash.xxh3_128(data).hexdigest() != want:
+        raise ModelError(f"{where}: damaged (checksum mismatch)")
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise ModelError(f"{where}: damaged ({e})") from None
+
+
+def load_model(path):
+    """Read a model folder written by :func:`save_model` (a path or an fsspec
+    URL), checked whole first (:func:`read_manifest`), every array against
+    its checksum."""
+    path = os.fspath(path)
+    man, read = read_manifest(path)
 
     def get(name):
-        data = read(name + ".npy")
-        want = man["files"].get(name + ".npy")
-        if want is None or data is None or xxhash.xxh3_128(data).hexdigest() != want:
-            raise ModelError(f"{os.path.join(path, name + '.npy')}: missing or corrupt "
-                             f"(checksum mismatch)")
-        return np.load(io.BytesIO(data), allow_pickle=False)
+        return _array(path, man, read, name)
 
     machines = []
     for k, r in enumerate(man["machines"]):
         names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"]
                                    else ["sv"])
-        machines.append(machine_from(r, {n: get(f"m{k}_{n}") for n in names}))
-    cls = _estimators().get(man["estimator"])
-    if cls is None:
-        raise ModelError(f"{path}: unknown estimator {man['estimator']!r}")
+        arrays = {n: get(f"m{k}_{n}") for n in names}
+        m = machine_from(r, arrays)
+        if m.sv.shape[0] != len(m.coef) or m.sv.shape[1] != man["n_features_in"]:
+            raise ModelError(f"{os.path.join(path, 'model.json')}: damaged (machine {k}'s "
+                             f"arrays do not match its record)")
+        machines.append(m)
+    cls = _estimators()[man["estimator"]]
     params = dict(man["params"])
     if isinstance(params.get("class_weight"), dict):
         params["class_weight"] = _class_weight_keys(params["class_weight"], man["classes"])

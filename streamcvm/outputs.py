@@ -14,15 +14,33 @@ first, before it reads a row:
 - a text output may be ``-`` (standard output) or a special file such as
   ``/dev/stdout`` or a named pipe: it is then written straight into, never
   renamed over;
-- the folder the output goes in exists and is writable.
+- the folder the output goes in exists and is writable;
+- an output is a local path, except a model folder (``url_ok``), which
+  may go to an fsspec URL (the command line refuses ``memory://``: it
+  lives in the command's own process and is gone when it exits).
+
+The answer, a :class:`Target`, travels to the writer: its ``replace`` tells
+:func:`streamcvm.atomic.publish` what it may replace when the output is
+complete (whatever is there with ``overwrite``; else exactly what was
+seen here, or nothing), so two runs writing one path never replace each
+other's output in silence.
 
 A refusal is an :class:`OutputError` with a one-line message.
 """
 import json
 import os
 import stat
+from typing import NamedTuple
 
 STDOUT = "-"
+
+
+class Target(NamedTuple):
+    """What :func:`check_output` found at an output path."""
+    path: str
+    mode: str           # "stdout", "special" (write into it), "replace" or "new"
+    replace: object     # for streamcvm.atomic.publish: True (anything: overwrite),
+    #                     False (nothing) or the identity of what was there
 
 
 class OutputError(Exception):
@@ -71,24 +89,38 @@ def streamcvm_kind(path):
     return None
 
 
-def check_output(path, *, what, own_kind=None, inputs=(), overwrite=False, stream=False):
+def check_output(path, *, what, own_kind=None, inputs=(), overwrite=False, stream=False,
+                 url_ok=False):
     """Check ``path`` as the destination of ``what`` (a noun for messages:
     "model folder", "prediction file", ...) before any work is done.
 
     ``own_kind``: the :func:`streamcvm_kind` this command writes, replaced
     without ``overwrite``. ``inputs``: paths the command reads. ``stream``:
-    the output is text that may go to ``-`` or a special file.
+    the output is text that may go to ``-`` or a special file. ``url_ok``:
+    the writer can upload to an fsspec URL (model folders).
 
-    Returns "stdout", "special" (write into it, no rename), "replace" (an
-    existing path to be replaced when the new output is complete) or "new".
+    Returns a :class:`Target` whose ``mode`` is "stdout", "special" (write
+    into it, no rename), "replace" (an existing path to be replaced when the
+    new output is complete) or "new".
     """
     path = os.fspath(path)
+    mode = _check_output(path, what, own_kind, inputs, overwrite, stream, url_ok)
+    if overwrite or mode in ("stdout", "special") or "://" in path:
+        replace = True if overwrite or mode != "new" else False
+    else:
+        from .atomic import identity
+        replace = identity(path) if mode == "replace" else False
+    return Target(path, mode, replace)
+
+
+def _check_output(path, what, own_kind, inputs, overwrite, stream, url_ok):
     if stream and path == STDOUT:
         return "stdout"
     if "://" in path:
-        if own_kind == "model":
-            return _check_model_url(path, what, overwrite)
-        return "new"            # an fsspec URL: the store layer checks it
+        if not url_ok:
+            raise OutputError(path, f"a {what} is written to a local path, not a URL "
+                                    f"(write it locally, then copy it)")
+        return _check_model_url(path, what, overwrite)
     out = _real(path)
     for src in inputs:
         if src is None or "://" in os.fspath(src):

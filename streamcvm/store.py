@@ -54,8 +54,35 @@ class ContentHash:
         return top.hexdigest()
 
 
+ATTRS_DIGEST = "attrs_xxh3_128"
+
+
+def attrs_digest(attrs):
+    """XXH3-128 of a store's attributes as canonical JSON (sorted keys, no
+    blanks), without the digest itself: the chunks carry checksums, and so
+    do the attributes that say how to read them (n, d, classes ...)."""
+    import json
+    body = {k: v for k, v in attrs.items() if k != ATTRS_DIGEST}
+    return xxhash.xxh3_128(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                           .encode()).hexdigest()
+
+
 class StoreError(Exception):
-    """A path that is not a readable streamcvm store (one-line message)."""
+    """A path that is not a readable streamcvm store, or a store whose data
+    cannot be trusted (one-line message)."""
+
+
+def _why(e):
+    """One short line for an exception raised while reading a chunk."""
+    from .formats import MissingChunk
+    if isinstance(e, MissingChunk):
+        return str(e)
+    text = " ".join(str(e).split())
+    if "checksum" in text.lower():
+        return "checksum mismatch"
+    if "filter returned failure" in text:       # HDF5: fletcher32 or Zstd refused the chunk
+        return "checksum mismatch or undecodable chunk"
+    return f"{type(e).__name__}: {text[:160]}" if text else type(e).__name__
 
 
 def count_classes(classes, ys):
@@ -168,10 +195,18 @@ class DiskStore(BaseStore):
     """A store on disk: a Zarr v3 group (a directory, or any fsspec URL zarr
     reads: ``file://``, ``s3://``, ``gs://`` ... with their fsspec package
     installed) or an HDF5 file (a local path). It pickles as its path, so a
-    dask worker reopens it where it runs."""
+    dask worker reopens it where it runs.
 
-    def __init__(self, path):
+    Every read is checked: a chunk that fails its checksum, is missing or
+    cannot be decompressed, and a NaN or inf in X, is a one-line
+    :class:`StoreError` naming the store and the rows, never data (a store
+    ingested with ``--allow-nan`` says so in the message: training and
+    prediction need finite features). ``check_finite=False`` returns X as
+    stored instead, NaN and inf included, for code that handles them itself."""
+
+    def __init__(self, path, check_finite=True):
         self.path = os.fspath(path)
+        self.check_finite = bool(check_finite)
         self._open()
 
     def _open(self):
@@ -190,18 +225,39 @@ class DiskStore(BaseStore):
             raise StoreError(f"{path}: {e}") from None
         attrs = self._src.attrs
         self._arr, self._has = self._src.array, self._src.has
+        self.checksums = self._src.checksums
         ver = attrs.get("streamcvm_format")
         if ver is None:
             raise StoreError(f"{path}: not a streamcvm store (no streamcvm_format attribute)")
-        if ver > FORMAT_VERSION:
-            raise StoreError(f"{path}: store format {ver} is newer than this streamcvm "
+        if not isinstance(ver, int) or ver > FORMAT_VERSION:
+            raise StoreError(f"{path}: store format {ver!r} is newer than this streamcvm "
                              f"reads ({FORMAT_VERSION}); upgrade streamcvm")
         self.attrs = attrs
-        self.n = int(attrs["n"])
-        self.d = int(attrs["d"])
+        want = attrs.get(ATTRS_DIGEST)
+        self.attrs_checked = want is not None
+        if want is not None and want != attrs_digest(attrs):
+            raise StoreError(f"{path}: damaged store (its attributes do not match their "
+                             f"checksum); re-ingest it or restore it from a copy")
+        try:
+            self._read_attrs(attrs)
+            self._open_arrays()
+        except (KeyError, TypeError, ValueError) as e:
+            why = f"no {e.args[0]}" if isinstance(e, KeyError) else str(e)
+            raise StoreError(f"{path}: damaged store ({why}); re-ingest it or restore it "
+                             f"from a copy") from None
+        # data ingested with --allow-nan may hold NaN / inf; otherwise they
+        # are damage (a store of an older streamcvm without checksums)
+        self.allow_nan = bool((attrs.get("ingest_options") or {}).get("allow_nan"))
+
+    def _read_attrs(self, attrs):
+        def count(key, lo=0):
+            v = attrs[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"attribute {key} is {v!r}")
+            return v
+        self.n, self.d, self.nnz = count("n"), count("d"), count("nnz")
+        self.chunk_rows = count("chunk_rows", 1)
         self.sparse = bool(attrs["sparse"])
-        self.nnz = int(attrs["nnz"])
-        self.chunk_rows = int(attrs["chunk_rows"])
         self.has_qid = bool(attrs.get("has_qid"))
         self.has_weight = bool(attrs.get("has_weight"))
         self.fingerprint = attrs.get("fingerprint")
@@ -209,21 +265,38 @@ class DiskStore(BaseStore):
         self.feature_names = attrs.get("feature_names")
         c = attrs.get("classes")
         self._classes = None if c is None else np.asarray(c, dtype=np.float64)
+
+    def _open_arrays(self):
+        """The arrays, each checked against the attributes (shape, row chunking)."""
+        n, cr = self.n, self.chunk_rows
+
+        def get(name, shape, rows_chunked=True):
+            if not self._has(name):
+                raise KeyError(f"array {name}")
+            a = self._arr(name)
+            if tuple(a.shape) != shape:
+                raise ValueError(f"array {name} has shape {tuple(a.shape)}, the store's "
+                                 f"attributes say {shape}")
+            if rows_chunked and a.chunks[0] != cr:
+                raise ValueError(f"array {name} has chunks of {a.chunks[0]} rows, the "
+                                 f"store's attributes say {cr}")
+            return a
         if self.sparse:
-            self._indptr = self._arr("indptr")
-            self._indices = self._arr("indices")
-            self._data = self._arr("data")
+            self._indptr = get("indptr", (n + 1,))
+            self._indices = get("indices", (self.nnz,), False)
+            self._data = get("data", (self.nnz,), False)
         else:
-            self._X = self._arr("X")
-        self._y = self._arr("y")
-        self._qid = self._arr("qid") if self.has_qid else None
-        self._w = self._arr("weight") if self.has_weight else None
+            self._X = get("X", (n, self.d))
+        self._y = get("y", (n,))
+        self._qid = get("qid", (n,)) if self.has_qid else None
+        self._w = get("weight", (n,)) if self.has_weight else None
 
     def __getstate__(self):
-        return {"path": self.path}
+        return {"path": self.path, "check_finite": self.check_finite}
 
     def __setstate__(self, state):
         self.path = state["path"]
+        self.check_finite = state.get("check_finite", True)
         self._open()
 
     def close(self):
@@ -236,23 +309,92 @@ class DiskStore(BaseStore):
         if self._classes is None or not self._has("class_counts"):
             return None
         if getattr(self, "_counts", None) is None:      # read once, not once per machine
-            self._counts = np.asarray(self._arr("class_counts")[...])
+            arr = self._arr("class_counts")
+            counts = self._get("class_counts", arr, 0, arr.shape[0])
+            if counts.shape != (self.n_chunks, len(self._classes)) or (counts < 0).any() \
+                    or counts.sum() > self.n:
+                raise StoreError(f"{self.path}: damaged store: class_counts has shape "
+                                 f"{counts.shape} or counts that do not fit {self.n:,} rows "
+                                 f"in {self.n_chunks} chunks of {len(self._classes)} classes")
+            self._counts = counts
             self._counts.flags.writeable = False
         return self._counts
 
+    def _get(self, name, arr, a, b):
+        """``arr[a:b]`` as an ndarray; a chunk that cannot be read (checksum
+        mismatch, missing or truncated file, decompression error) is a
+        StoreError naming the store, the array and the rows. Zarr ranges
+        are read a row chunk at a time: the message names the chunk, and a
+        failing chunk leaves no concurrent sibling reads behind."""
+        step = int(arr.chunks[0]) if self.backend == "zarr" else 0
+        if not step or b - a <= 0 or a // step == (b - 1) // step:
+            return self._get_chunk(name, arr, a, b)
+        out, s = None, a
+        while s < b:
+            e = min(b, (s // step + 1) * step)
+            part = self._get_chunk(name, arr, s, e)
+            if out is None:
+                out = np.empty((b - a,) + part.shape[1:], part.dtype)
+            out[s - a:e - a] = part
+            s = e
+        return out
+
+    def _get_chunk(self, name, arr, a, b):
+        try:
+            v = np.asarray(arr[a:b])
+            self._src.missing(name)
+            return v
+        except MemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever the codec or file layer raises
+            unit = "entries" if name in ("indices", "data") else "rows"
+            raise StoreError(f"{self.path}: damaged store: {name} {unit} {a:,}-{b - 1:,} "
+                             f"cannot be read ({_why(e)}); re-ingest it or restore it from "
+                             f"a copy") from None
+
     def _read(self, a, b):
-        y = np.asarray(self._y[a:b])
+        y = self._get("y", self._y, a, b)
         if self.sparse:
             import scipy.sparse as sp
-            ip = np.asarray(self._indptr[a:b + 1])
+            ip = self._get("indptr", self._indptr, a, b + 1)
             s, e = int(ip[0]), int(ip[-1])
-            X = sp.csr_matrix((np.asarray(self._data[s:e]), np.asarray(self._indices[s:e]),
-                               ip - s), shape=(b - a, self.d))
+            if not (0 <= s <= e <= self.nnz and np.all(np.diff(ip) >= 0)):
+                raise StoreError(f"{self.path}: damaged store: indptr of rows {a:,}-{b - 1:,} "
+                                 f"is not increasing within the {self.nnz:,} entries")
+            data = self._get("data", self._data, s, e)
+            indices = self._get("indices", self._indices, s, e)
+            self._check_finite(data, a, (ip - s, indices))
+            X = sp.csr_matrix((data, indices, ip - s), shape=(b - a, self.d))
         else:
-            X = np.asarray(self._X[a:b])
-        qid = np.asarray(self._qid[a:b]) if self._qid is not None else None
-        w = np.asarray(self._w[a:b]) if self._w is not None else None
+            X = self._get("X", self._X, a, b)
+            self._check_finite(X, a)
+        qid = self._get("qid", self._qid, a, b) if self._qid is not None else None
+        w = self._get("weight", self._w, a, b) if self._w is not None else None
         return Chunk(X, y, qid, w)
+
+    def _check_finite(self, values, a, csr=None):
+        """X holds finite numbers only: NaN or inf is refused in one line
+        naming the row (``values``: dense rows from row ``a``, or a CSR
+        block's entries with ``csr`` = (its local indptr, its indices))."""
+        if not self.check_finite:
+            return
+        ok = np.isfinite(values)
+        if ok.all():
+            return
+        k = int(np.flatnonzero(~ok.ravel())[0])
+        if csr is None:
+            row, col, v = a + k // max(self.d, 1), k % max(self.d, 1), values.ravel()[k]
+        else:
+            indptr, indices = csr
+            row = a + int(np.searchsorted(indptr, k, side="right")) - 1
+            col, v = int(indices[k]), values[k]
+        where = f"{self.path}: row {row:,} (0-based), feature {col:,} is {v}"
+        if self.allow_nan:
+            raise StoreError(f"{where}: the store was ingested with --allow-nan, and "
+                             f"training and prediction need finite features (drop or fill "
+                             f"such rows, then ingest again)")
+        raise StoreError(f"{where}, in a store ingested without --allow-nan: the store is "
+                         f"damaged; re-ingest it or restore it from a copy")
 
     def sizes(self):
         """(stored bytes on disk, raw bytes uncompressed) of the arrays."""
@@ -397,6 +539,11 @@ class DaskStore(BaseStore):
 
     def _read(self, a, b):
         X = np.asarray(self._X[a:b].compute(), np.float32)
+        ok = np.isfinite(X)
+        if not ok.all():
+            k = int(np.flatnonzero(~ok.ravel())[0])
+            raise ValueError(f"X: row {a + k // self.d:,}, feature {k % self.d:,} is "
+                             f"{X.ravel()[k]}: training and prediction need finite features")
         y = None if self._y is None else np.asarray(self._y[a:b].compute(), np.float64)
         return Chunk(X, y, None, None)
 
@@ -411,12 +558,13 @@ def is_store_like(X):
     return isinstance(X, (BaseStore, str, os.PathLike))
 
 
-def open_store(path):
+def open_store(path, check_finite=True):
     """Open a store written by ``streamcvm ingest`` (Zarr directory or URL, or
-    HDF5 file)."""
+    HDF5 file). ``check_finite=False``: NaN and inf in X are returned as
+    stored, not refused (:class:`DiskStore`)."""
     if isinstance(path, BaseStore):
         return path
-    return DiskStore(path)
+    return DiskStore(path, check_finite=check_finite)
 
 
 def as_store(X, y=None, **kw):

@@ -38,7 +38,6 @@ them.
 import time
 
 import numpy as np
-from numba import njit
 
 SCALES = (0.2, 0.06, 0.02)      # kernel widths sigma, in units of the box diagonal
 KERNEL = "rbf"
@@ -50,6 +49,8 @@ STEP = 0.5                      # ... with targets 1 -+ STEP (outside / inside)
 NEIGHBOURS = 16                 # for the normals
 MAX_ROWS = 120_000              # rows a level is fitted on
 GRID = 128                      # grid points along the longest side
+MIN_POINTS = 2 * NEIGHBOURS     # fewer cannot give a mesh (each normal needs its neighbours)
+FLAT = 1e-6                     # spread across / along below this: points on a plane
 BLOCK = 65536                   # rows per block of residual / normal work
 
 
@@ -121,36 +122,9 @@ def normals(Z, k=NEIGHBOURS):
     tree_ = (tree_ + tree_.T).tocsr()
     # a forest when the graph is not connected: each component from its own
     # point furthest along x, whose normal points along +x
-    sign = _orient(tree_.indptr, tree_.indices, N, np.argsort(-Z[:, 0], kind="stable"))
+    from ._surface_kernels import orient
+    sign = orient(tree_.indptr, tree_.indices, N, np.argsort(-Z[:, 0], kind="stable"))
     return N * sign[:, None]
-
-
-@njit(cache=True)
-def _orient(indptr, indices, N, starts):
-    """Signs (+-1) for the normals ``N``: breadth first over the forest
-    (CSR ``indptr``, ``indices``), each tree from its first point in
-    ``starts``, signed to point along +x; each point then agrees with the
-    point it was reached from. O(points + edges)."""
-    n = N.shape[0]
-    sign = np.zeros(n)
-    queue = np.empty(n, np.int64)
-    for s in starts:
-        if sign[s] != 0:
-            continue
-        sign[s] = 1.0 if N[s, 0] >= 0 else -1.0
-        head, tail = 0, 1
-        queue[0] = s
-        while head < tail:
-            i = queue[head]
-            head += 1
-            for e in range(indptr[i], indptr[i + 1]):
-                j = indices[e]
-                if sign[j] == 0:
-                    d = N[i, 0] * N[j, 0] + N[i, 1] * N[j, 1] + N[i, 2] * N[j, 2]
-                    sign[j] = sign[i] if d >= 0 else -sign[i]
-                    queue[tail] = j
-                    tail += 1
-    return sign
 
 
 def training_rows(Z, N, offset=OFFSET, step=STEP):
@@ -198,13 +172,16 @@ def _kernel(name, sigma):
 
 def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps=EPS,
         offset=OFFSET, step=STEP, max_rows=MAX_ROWS, seed=0, n_jobs=1, checkpoint_dir=None,
-        resume=False, log=None, progress=None):
+        resume=False, checkpoint_replace=False, log=None, progress=None):
     """The multi-scale model of ``points`` [n, 3] (see the module).
 
     ``checkpoint_dir``: a snapshot after each level; ``resume=True``
     continues after the last level in it (the same levels come back: each
-    level's sample has its own seed). ``log(str)`` gets a line per stage,
-    ``progress(done, total)`` the levels done."""
+    level's sample has its own seed); another run's snapshots there are
+    refused, or deleted with ``checkpoint_replace=True``. ``log(str)`` gets
+    a line per stage, ``progress(done, total)`` the levels done. Fewer than
+    ``MIN_POINTS`` points, points on a plane or a line, or non-finite
+    coordinates or scales are a ValueError."""
     from .checkpoint import Checkpointer, finished_machines
     from .problems import one_blas_thread
     from .problems.driver import Solve
@@ -212,81 +189,95 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
     from .problems.regression import train_regressor
     from .store import as_store
     P = np.asarray(points, np.float64)
-    if P.ndim != 2 or P.shape[1] != 3 or len(P) < 4:
-        raise ValueError(f"a surface needs at least 4 points of 3 coordinates, got shape "
-                         f"{P.shape}")
+    if P.ndim != 2 or P.shape[1] != 3:
+        raise ValueError(f"a surface needs points of 3 coordinates, got shape {P.shape}")
+    if len(P) < MIN_POINTS:
+        raise ValueError(f"a surface needs at least {MIN_POINTS} points (each normal is "
+                         f"fitted to its {NEIGHBOURS} nearest neighbours), got {len(P)}")
     if not np.isfinite(P).all():
         raise ValueError("the points hold NaN or infinite coordinates")
-    if len(scales) < 1 or min(scales) <= 0:
-        raise ValueError(f"scales must be positive widths, got {scales!r}")
+    scales = tuple(scales)
+    if len(scales) < 1 or not all(np.isfinite(v) and v > 0 for v in scales):
+        raise ValueError(f"scales must be positive finite widths, got {scales!r}")
     _kernel(kernel, 1.0)
     params = _params(scales, kernel, mu, c_per_row, eps, offset, step, max_rows, seed)
     lo, hi = P.min(0), P.max(0)
     center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
     if not scale > 0:
         raise ValueError("the points are all equal: no surface")
+    S = P[:: max(1, len(P) // 100_000)]
+    spread = np.linalg.svd(S - S.mean(0), compute_uv=False)
+    if spread[2] <= FLAT * spread[0]:
+        raise ValueError(f"the points lie on a plane or a line, or a few far outliers dwarf "
+                         f"the rest (spread {spread[2]:.3g} across against {spread[0]:.3g} "
+                         f"along): a closed surface needs points spread in three dimensions")
     model = SurfaceModel(center, scale, [], params)
+    if resume and checkpoint_dir is None:
+        raise ValueError("resume=True needs checkpoint_dir")
     ck = None
     if checkpoint_dir is not None:
         import hashlib
         digest = hashlib.sha256(np.ascontiguousarray(P).tobytes()).hexdigest()[:32]
         ck = Checkpointer(checkpoint_dir, {"estimator": "surface", "params": params,
                                            "points": digest, "rows": int(len(P))},
-                          every=float("inf"))
-        got = ck.load() if resume else None
-        if got is not None:
-            for m in finished_machines(ck, *got):
-                model.levels.append((_kernel(kernel, scales[len(model.levels)]), m))
-            if log is not None:
-                log(f"resumed from {checkpoint_dir}: {len(model.levels)} of {len(scales)} "
-                    f"levels done")
-        elif resume:
-            raise ValueError(f"{checkpoint_dir}: no checkpoint to resume from")
-    elif resume:
-        raise ValueError("resume=True needs checkpoint_dir")
-    Z = model.normalise(P).astype(np.float64)
-    t = time.perf_counter()
-    X, T = training_rows(Z, normals(Z), offset, step)
-    del Z
-    if log is not None:
-        log(f"{len(P):,} points: normals and {len(X) - len(P):,} off-surface rows, "
-            f"{time.perf_counter() - t:.1f} s")
-    r = T.copy()
-    for k, m in model.levels:       # resumed levels, subtracted as the run did
-        _subtract(r, X, k, m, n_jobs)
-    if progress is not None:
-        progress(len(model.levels), len(scales))
-    with one_blas_thread():
-        for lev in range(len(model.levels), len(scales)):
-            s = scales[lev]
-            t = time.perf_counter()
-            k = _kernel(kernel, s)
-            rows = np.arange(len(X))
-            if len(X) > max_rows:
-                rows = np.sort(np.random.default_rng([seed, lev]).choice(len(X), max_rows,
-                                                                         replace=False))
-            # the targets in units of their largest size (the first level's
-            # are 1 + step): eps is relative to the ball, not to the targets
-            a = float(np.abs(r[rows]).max()) or 1.0
-            m = train_regressor(as_store(X[rows], r[rows] / a), k,
-                                Solve(method="cvm", eps=eps, seed=seed + lev),
-                                C=c_per_row * len(rows), mu=mu, centred=False)
-            m.coef = m.coef * a
-            m.intercept *= a
+                          every=float("inf")).claim(resume, checkpoint_replace)
+    try:
+        if ck is not None:
+            got = ck.load() if resume else None
+            if got is not None:
+                for m in finished_machines(ck, *got):
+                    model.levels.append((_kernel(kernel, scales[len(model.levels)]), m))
+                if log is not None:
+                    log(f"resumed from {checkpoint_dir}: {len(model.levels)} of {len(scales)} "
+                        f"levels done")
+            elif resume:
+                raise ValueError(f"{checkpoint_dir}: no checkpoint to resume from")
+        Z = model.normalise(P).astype(np.float64)
+        t = time.perf_counter()
+        X, T = training_rows(Z, normals(Z), offset, step)
+        del Z
+        if log is not None:
+            log(f"{len(P):,} points: normals and {len(X) - len(P):,} off-surface rows, "
+                f"{time.perf_counter() - t:.1f} s")
+        r = T.copy()
+        for k, m in model.levels:       # resumed levels, subtracted as the run did
             _subtract(r, X, k, m, n_jobs)
-            model.levels.append((k, m))
-            if ck is not None:
-                ck.done.append(machine_arrays(m))
-                ck.machine = len(model.levels)
-                ck.save(machines=len(scales))
-            if log is not None:
-                on = np.abs(r[:len(P)])
-                log(f"level sigma {s:g}: {len(m.coef):,} support vectors from {len(rows):,} "
-                    f"rows, {time.perf_counter() - t:.1f} s; |1 - f| on the points mean "
-                    f"{on.mean():.4f} max {on.max():.4f}")
-            if progress is not None:
-                progress(lev + 1, len(scales))
-    return model
+        if progress is not None:
+            progress(len(model.levels), len(scales))
+        with one_blas_thread():
+            for lev in range(len(model.levels), len(scales)):
+                s = scales[lev]
+                t = time.perf_counter()
+                k = _kernel(kernel, s)
+                rows = np.arange(len(X))
+                if len(X) > max_rows:
+                    rows = np.sort(np.random.default_rng([seed, lev]).choice(len(X), max_rows,
+                                                                             replace=False))
+                # the targets in units of their largest size (the first level's
+                # are 1 + step): eps is relative to the ball, not to the targets
+                a = float(np.abs(r[rows]).max()) or 1.0
+                m = train_regressor(as_store(X[rows], r[rows] / a), k,
+                                    Solve(method="cvm", eps=eps, seed=seed + lev),
+                                    C=c_per_row * len(rows), mu=mu, centred=False)
+                m.coef = m.coef * a
+                m.intercept *= a
+                _subtract(r, X, k, m, n_jobs)
+                model.levels.append((k, m))
+                if ck is not None:
+                    ck.done.append(machine_arrays(m))
+                    ck.machine = len(model.levels)
+                    ck.save(machines=len(scales))
+                if log is not None:
+                    on = np.abs(r[:len(P)])
+                    log(f"level sigma {s:g}: {len(m.coef):,} support vectors from {len(rows):,} "
+                        f"rows, {time.perf_counter() - t:.1f} s; |1 - f| on the points mean "
+                        f"{on.mean():.4f} max {on.max():.4f}")
+                if progress is not None:
+                    progress(lev + 1, len(scales))
+        return model
+    finally:
+        if ck is not None:
+            ck.close()
 
 
 def _subtract(r, X, k, m, n_jobs):
@@ -355,7 +346,11 @@ def mesh(model, points, *, grid=GRID, pad=0.1, runner=None, progress=None):
     F[0], F[-1], F[:, 0], F[:, -1], F[:, :, 0], F[:, :, -1] = low, low, low, low, low, low
     step = axes[0][1] - axes[0][0]
     V, faces, _, _ = marching_cubes(F, level=level, spacing=(step, step, step))
-    return near_components(V + lo, faces, P, 2.0 * step)
+    V, faces = near_components(V + lo, faces, P, 2.0 * step)
+    if len(faces) == 0:
+        raise ValueError("no piece of the level set f = 1 lies near the points: no surface "
+                         "(points far from the rest? too few or too sparse points?)")
+    return V, faces
 
 
 def near_components(V, faces, points, tol):

@@ -119,10 +119,13 @@ def blocks(kind, n, block_rows=65536, d=None, seed=0, n_jobs=None, first_block=0
             yield f.result()
 
 
-def write_store(path, kind, n, *, d=None, seed=0, chunk_rows=None, fmt="zarr",
+def write_store(path, kind, n, *, d=None, seed=0, chunk_rows=None, fmt=None,
                 overwrite=False, progress=False, **kw):
-    """Generate ``n`` rows of ``kind`` straight into a store; returns the path."""
+    """Generate ``n`` rows of ``kind`` straight into a store; returns the path.
+    ``fmt``: "zarr" or "hdf5" (default: hdf5 for a .h5 / .hdf5 name, as ingest)."""
     from .ingest.writer import StoreWriter
+    if fmt is None:
+        fmt = "hdf5" if os.fspath(path).lower().endswith((".h5", ".hdf5")) else "zarr"
     d = DEFAULT_D[kind] if d is None else int(d)
     sparse = kind == "text"
     nnz_row = kw.get("words_per_row", 60) * 0.9 if sparse else None

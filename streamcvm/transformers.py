@@ -73,8 +73,9 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         if not (isinstance(self.n_components, numbers.Integral) and self.n_components >= 1):
             raise ValueError(f"n_components must be a positive integer, got "
                              f"{self.n_components!r}")
-        if not isinstance(self.C, numbers.Real) or self.C <= 0:
-            raise ValueError(f"C must be positive, got {self.C!r}")
+        from .estimators import positive_number
+        if not positive_number(self.C):
+            raise ValueError(f"C must be a positive finite number, got {self.C!r}")
         if not isinstance(self.eps, numbers.Real) or not 0 < self.eps < 1:
             raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
         if self.kernel not in ("rbf", "laplacian", "exponential"):
@@ -82,11 +83,13 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                              f"a constant k(x, x)), got {self.kernel!r}")
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0, checkpoint_keep=2,
-            resume=False):
+            resume=False, checkpoint_replace=False):
         """Fit on arrays (X, y) or a store (its y). ``checkpoint_dir``: a
         snapshot after each feature (at most every ``checkpoint_every``
         seconds, and after the last); ``resume=True`` continues from the
-        newest one there, with the same features as a run never interrupted."""
+        newest one there, with the same features as a run never interrupted.
+        Another run's snapshots there are refused, or deleted with
+        ``checkpoint_replace=True``."""
         from .estimators import _resolve_gamma, _training_record, store_classes
         from .problems import one_blas_thread
         from .progress import FitProgress
@@ -120,10 +123,12 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         seed = 0 if self.random_state is None else int(self.random_state)
         n_feat = len(sides) * self.n_components
         ck, machines, _ = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
-                                             checkpoint_every, None, checkpoint_keep)
+                                             checkpoint_every, None, checkpoint_keep,
+                                             checkpoint_replace)
         if ck is not None:
             ck.event_gap = checkpoint_every if checkpoint_every is not None else 1.0
-        with FitProgress(self.verbose, n_feat, "mmda", unit="feature", verb="fit") as bar, \
+        with checkpoint.held(ck), \
+                FitProgress(self.verbose, n_feat, "mmda", unit="feature", verb="fit") as bar, \
                 one_blas_thread():
             for f in range(n_feat):
                 bar.next()

@@ -100,6 +100,16 @@ def inproc(*args):
     return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
 
 
+def tree(path):
+    """Every file under ``path`` with its bytes' digest: unchanged or not."""
+    import hashlib
+    p = Path(path)
+    if p.is_file():
+        return {"": hashlib.sha1(p.read_bytes()).hexdigest()}
+    return {str(f.relative_to(p)): hashlib.sha1(f.read_bytes()).hexdigest()
+            for f in sorted(p.rglob("*")) if f.is_file()}
+
+
 def one_line_error(r, command, phrase):
     """Exit status 1 and exactly one line ``streamcvm COMMAND: error: ...``."""
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)

@@ -15,17 +15,7 @@ import streamcvm
 from streamcvm import CVMClassifier, synthetic
 from streamcvm.model import load_model, save_model
 
-from conftest import cli_cmd, cli_env, inproc, one_line_error, run_cli
-
-
-def tree(path):
-    """Every file under ``path`` with its bytes' digest: unchanged or not."""
-    import hashlib
-    p = Path(path)
-    if p.is_file():
-        return {"": hashlib.sha1(p.read_bytes()).hexdigest()}
-    return {str(f.relative_to(p)): hashlib.sha1(f.read_bytes()).hexdigest()
-            for f in sorted(p.rglob("*")) if f.is_file()}
+from conftest import cli_cmd, cli_env, inproc, one_line_error, run_cli, tree
 
 
 @pytest.fixture(scope="module")

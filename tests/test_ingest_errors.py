@@ -25,7 +25,7 @@ import pytest
 
 from conftest import partials, read_all, run_cli
 from streamcvm.ingest import IngestError, ingest
-from streamcvm import open_store
+from streamcvm import StoreError, open_store
 from streamcvm.synthetic import write_text
 
 ONE_LINE_PREFIX = "streamcvm ingest: error: "
@@ -374,7 +374,11 @@ def test_cli_allow_nan_svmlight(tmp_path):
     r = run_cli("ingest", "nan.txt", "-o", "out.zarr", "-q", "--allow-nan", "--one-based",
                 "--dense", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    s = open_store(tmp_path / "out.zarr")
+    # as stored when asked for; by default a read refuses them (training needs finite X)
+    with pytest.raises(StoreError, match=r"row 2 \(0-based\), feature 0 is nan: the store "
+                                         r"was ingested with --allow-nan"):
+        read_all(open_store(tmp_path / "out.zarr"))
+    s = open_store(tmp_path / "out.zarr", check_finite=False)
     X, y, _ = read_all(s)
     assert X.shape == (4, 3)
     np.testing.assert_array_equal(X[:2], [[0.5, 0, 1], [0, 1.25, 0]])
@@ -392,7 +396,7 @@ def test_cli_allow_nan_csv(tmp_path):
     (tmp_path / "nan.csv").write_text(GOOD2_CSV + "1,nan,6\n0,,7\n1,8,\n1,-Inf,NAN\n")
     r = run_cli("ingest", "nan.csv", "-o", "out.zarr", "-q", "--allow-nan", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    X, y, _ = read_all(open_store(tmp_path / "out.zarr"))
+    X, y, _ = read_all(open_store(tmp_path / "out.zarr", check_finite=False))
     np.testing.assert_array_equal(y, [1, 0, 1, 0, 1, 1])
     expect = np.array([[0.5, 3], [4, 5], [np.nan, 6], [np.nan, 7], [8, np.nan],
                        [-np.inf, np.nan]], np.float32)
@@ -402,7 +406,9 @@ def test_cli_allow_nan_csv(tmp_path):
 def test_api_allow_nan_sparse(tmp_path):
     (tmp_path / "nan.txt").write_text(GOOD2_SVM + "1 1:nan\n")
     ingest(tmp_path / "nan.txt", tmp_path / "out.zarr", allow_nan=True, sparse=True)
-    X, _, _ = read_all(open_store(tmp_path / "out.zarr"))
+    with pytest.raises(StoreError, match=r"row 2 \(0-based\), feature 0 is nan"):
+        read_all(open_store(tmp_path / "out.zarr"))
+    X, _, _ = read_all(open_store(tmp_path / "out.zarr", check_finite=False))
     assert np.isnan(X[2, 0]) and X[2].nnz == 1
 
 
