@@ -975,6 +975,10 @@ def cmd_surface(args):
         P = read_points(args.points)
     except PointsError as e:
         raise SystemExit(f"streamcvm surface: error: {e}") from None
+    try:
+        P = surface.check_points(P)
+    except ValueError as e:
+        raise SystemExit(f"streamcvm surface: error: {args.points}: {e}") from None
     say = (lambda s: None) if args.quiet else \
         (lambda s: print(s, file=sys.stderr, flush=True))
     say(f"{len(P):,} points from {args.points}")

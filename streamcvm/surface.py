@@ -170,6 +170,32 @@ def _kernel(name, sigma):
     raise ValueError(f"surface kernel must be 'rbf' or 'exponential', got {name!r}")
 
 
+def check_points(points):
+    """``points`` as float64 ``[n, 3]``, or a one-line ValueError when no
+    surface can come of them: another shape, fewer than ``MIN_POINTS``,
+    NaN or infinite coordinates, all equal, or spread in fewer than three
+    dimensions (on a plane or a line, or a few far outliers dwarf the rest:
+    the smallest singular value of the centred points, on a subsample of at
+    most ~100,000, under ``FLAT`` times the largest)."""
+    P = np.asarray(points, np.float64)
+    if P.ndim != 2 or P.shape[1] != 3:
+        raise ValueError(f"a surface needs points of 3 coordinates, got shape {P.shape}")
+    if len(P) < MIN_POINTS:
+        raise ValueError(f"a surface needs at least {MIN_POINTS} points (each normal is "
+                         f"fitted to its {NEIGHBOURS} nearest neighbours), got {len(P)}")
+    if not np.isfinite(P).all():
+        raise ValueError("the points hold NaN or infinite coordinates")
+    if not np.linalg.norm(P.max(0) - P.min(0)) > 0:
+        raise ValueError("the points are all equal: no surface")
+    S = P[:: max(1, len(P) // 100_000)]
+    spread = np.linalg.svd(S - S.mean(0), compute_uv=False)
+    if spread[2] <= FLAT * spread[0]:
+        raise ValueError(f"the points lie on a plane or a line, or a few far outliers dwarf "
+                         f"the rest (spread {spread[2]:.3g} across against {spread[0]:.3g} "
+                         f"along): a closed surface needs points spread in three dimensions")
+    return P
+
+
 def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps=EPS,
         offset=OFFSET, step=STEP, max_rows=MAX_ROWS, seed=0, n_jobs=1, checkpoint_dir=None,
         resume=False, checkpoint_replace=False, log=None, progress=None):
@@ -188,14 +214,7 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
     from .problems.machine import machine_arrays
     from .problems.regression import train_regressor
     from .store import as_store
-    P = np.asarray(points, np.float64)
-    if P.ndim != 2 or P.shape[1] != 3:
-        raise ValueError(f"a surface needs points of 3 coordinates, got shape {P.shape}")
-    if len(P) < MIN_POINTS:
-        raise ValueError(f"a surface needs at least {MIN_POINTS} points (each normal is "
-                         f"fitted to its {NEIGHBOURS} nearest neighbours), got {len(P)}")
-    if not np.isfinite(P).all():
-        raise ValueError("the points hold NaN or infinite coordinates")
+    P = check_points(points)
     scales = tuple(scales)
     if len(scales) < 1 or not all(np.isfinite(v) and v > 0 for v in scales):
         raise ValueError(f"scales must be positive finite widths, got {scales!r}")
@@ -203,14 +222,6 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
     params = _params(scales, kernel, mu, c_per_row, eps, offset, step, max_rows, seed)
     lo, hi = P.min(0), P.max(0)
     center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
-    if not scale > 0:
-        raise ValueError("the points are all equal: no surface")
-    S = P[:: max(1, len(P) // 100_000)]
-    spread = np.linalg.svd(S - S.mean(0), compute_uv=False)
-    if spread[2] <= FLAT * spread[0]:
-        raise ValueError(f"the points lie on a plane or a line, or a few far outliers dwarf "
-                         f"the rest (spread {spread[2]:.3g} across against {spread[0]:.3g} "
-                         f"along): a closed surface needs points spread in three dimensions")
     model = SurfaceModel(center, scale, [], params)
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs checkpoint_dir")

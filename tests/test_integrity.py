@@ -508,7 +508,7 @@ def test_surface_refuses_degenerate_points(tmp_path, case, phrase):
         P[:, 2] = 0.0
     else:
         P[0, 1] = 1e30
-    r = inproc("surface", _points(tmp_path, P), "-o", tmp_path / "s.ply", "-q")
+    r = inproc("surface", _points(tmp_path, P), "-o", tmp_path / "s.ply")   # not -q
     one_line_error(r, "surface", phrase)
     assert not (tmp_path / "s.ply").exists()
 
