@@ -120,9 +120,11 @@ def blocks(kind, n, block_rows=65536, d=None, seed=0, n_jobs=None, first_block=0
 
 
 def write_store(path, kind, n, *, d=None, seed=0, chunk_rows=None, fmt=None,
-                overwrite=False, progress=False, **kw):
+                overwrite=False, progress=False, checksums=True, **kw):
     """Generate ``n`` rows of ``kind`` straight into a store; returns the path.
-    ``fmt``: "zarr" or "hdf5" (default: hdf5 for a .h5 / .hdf5 name, as ingest)."""
+    ``fmt``: "zarr" or "hdf5" (default: hdf5 for a .h5 / .hdf5 name, as ingest);
+    ``checksums=False`` writes a store as versions before checksums did
+    (benchmarks against them)."""
     from .ingest.writer import StoreWriter
     if fmt is None:
         fmt = "hdf5" if os.fspath(path).lower().endswith((".h5", ".hdf5")) else "zarr"
@@ -134,7 +136,7 @@ def write_store(path, kind, n, *, d=None, seed=0, chunk_rows=None, fmt=None,
         from tqdm.auto import tqdm
         bar = tqdm(total=n, unit="rows", unit_scale=True, desc=f"generate {kind}")
     with StoreWriter(path, d, sparse=sparse, chunk_rows=chunk_rows, fmt=fmt,
-                     overwrite=overwrite, nnz_per_row=nnz_row) as w:
+                     overwrite=overwrite, nnz_per_row=nnz_row, checksums=checksums) as w:
         for X, y in blocks(kind, n, d=d, seed=seed, **kw):
             w.append(X, y)
             if bar is not None:

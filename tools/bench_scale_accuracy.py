@@ -70,6 +70,12 @@ What each figure is:
   reference's (below 1: streamcvm is faster). streamcvm's figures include
   process start-up and reading the store, the references' do not.
 - growth: streamcvm's train s and peak RSS of one size over the previous.
+- ``--baseline REV``: streamcvm of git revision REV (a detached worktree
+  under WORKDIR, as ``compare_models.py`` makes) runs first at each size,
+  on its own copies of the stores written without chunk checksums (what
+  versions before them read); its row's method ends in "stores w/o
+  checksums", and this tree's row then has train / predict ratio = this
+  tree's seconds over the baseline's (above 1: this tree is slower).
 
 Usage::
 
@@ -77,6 +83,8 @@ Usage::
     python tools/bench_scale_accuracy.py --datasets gaussian --sizes 200K 2M --no-svc
     python tools/bench_scale_accuracy.py --datasets text --streamcvm-args "--method cvm"
     python tools/bench_scale_accuracy.py --datasets gaussian --sizes 20000 --test-rows 20000
+    python tools/bench_scale_accuracy.py --datasets gaussian --no-svc --no-nystroem \
+        --baseline 5aff467                                    # before / after a change
 
 The header gives the command line and the git commit ("-dirty": tracked
 files differ from HEAD). The machine is shared and noisy: compare figures
@@ -97,6 +105,7 @@ B.use_source_tree()
 SIZES = {"gaussian": [200_000, 2_000_000, 20_000_000], "text": [1_000_000]}
 TEST_ROWS = {"gaussian": 500_000, "text": 200_000}
 TEST_FIRST_BLOCK = 10 ** 6
+BASELINE_TAG = ", stores w/o checksums"     # the --baseline rows' method suffix
 WARMUP_ROWS = 5_000
 NYSTROEM_K = (1000, 4000)
 THREADS = 2
@@ -111,7 +120,7 @@ def child_store(spec):
     """Make sure ``spec["path"]`` is a store of ``spec["n"]`` rows (else
     generate it); its size and shape."""
     s, took = B.generated_store(spec["path"], spec["data"], spec["n"], SEED,
-                                spec["first_block"])
+                                spec["first_block"], checksums=spec.get("checksums", True))
     out = {} if took is None else {"generate_s": took}
     out.update(n=s.n, d=s.d, sparse=bool(s.sparse), chunks=s.n_chunks,
                disk_bytes=s.sizes()[0])
@@ -202,9 +211,15 @@ def failure(r):
     return B.stderr_tail(r["stderr"])
 
 
-def run_streamcvm(train, test, model, extra, timeout):
-    """Train (timed, own peak RSS), evaluate, read model.json."""
-    exe = streamcvm_exe()
+def baseline_exe(tree):
+    """``streamcvm`` of the source tree ``tree`` (a worktree of --baseline)."""
+    return ["env", f"PYTHONPATH={tree}", sys.executable, "-m", "streamcvm.cli"]
+
+
+def run_streamcvm(train, test, model, extra, timeout, exe=None):
+    """Train (timed, own peak RSS), evaluate, read model.json (``exe``: the
+    command that runs streamcvm; default this interpreter's)."""
+    exe = exe or streamcvm_exe()
     cmd = exe + ["train", train, "-o", model, "-q", "--overwrite"] + extra
     out = {"command": shlex.join(["streamcvm"] + cmd[len(exe):])}
     r = B.run_timed(cmd, timeout)
@@ -268,14 +283,21 @@ def table(runs):
             "core vectors / SVs", "steps", "peak RSS MB", "train ratio", "predict ratio",
             "notes"]
     lines = []
-    ours = {}
+    ours, base = {}, {}
     for r in runs:
         is_ours = r["method"].startswith("streamcvm")
-        if is_ours:
+        is_base = is_ours and r["method"].endswith(BASELINE_TAG)
+        if is_base:
+            base[r["rows"]] = r
+        elif is_ours:
             ours[r["rows"]] = r
         me = ours.get(r["rows"], {})
         ok = "error" not in r
-        ratio = lambda k: me[k] / r[k] if not is_ours and me.get(k) and r.get(k) else None
+        if is_ours:     # this tree against the baseline: this / baseline
+            b = base.get(r["rows"], {}) if not is_base else {}
+            ratio = lambda k: r[k] / b[k] if b.get(k) and r.get(k) else None
+        else:           # streamcvm against a reference: streamcvm / reference
+            ratio = lambda k: me[k] / r[k] if me.get(k) and r.get(k) else None
         core = (f"{r['core_size']:,} / {r['n_sv']:,}" if is_ours and ok else
                 fmt(r.get("n_sv"), ",") if ok else "-")
         fitted = r.get("train_s") is not None
@@ -310,6 +332,10 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=3600,
                     help="seconds for streamcvm train (and evaluate) and each Nystroem run "
                          "(default 3600)")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also run streamcvm of git revision REV (a worktree under WORKDIR), "
+                         "before this tree's at each size, on stores written without chunk "
+                         "checksums (as versions before them wrote)")
     ap.add_argument("--no-svc", action="store_true", help="skip the SVC references")
     ap.add_argument("--svc-max-rows", type=parse_rows, default=200_000,
                     help="SVC on all rows only up to this many (default 200K)")
@@ -335,6 +361,13 @@ def main(argv=None):
         f"threadpool_limits({THREADS}), SVC (libsvm) and LinearSVC (liblinear) are "
         f"single-threaded, Nystroem's BLAS products use {THREADS}"])
     result = session.record(args=vars(a), datasets={})
+    base = None
+    if a.baseline:
+        from compare_models import worktree
+        label, key, tree = worktree(a.baseline, a.workdir)
+        base = {"label": label, "key": key, "exe": baseline_exe(tree)}
+        result["baseline"] = {"revision": label, "tree": tree}
+    old = dict(suffix="-nochecksums", checksums=False)
     for ds in a.datasets:
         test_rows = a.test_rows or TEST_ROWS[ds]
         test, test_info = B.ensure_store(a.workdir, ds, test_rows, TEST_FIRST_BLOCK, SEED)
@@ -342,6 +375,14 @@ def main(argv=None):
         log(f"{ds}: warm-up train + evaluate on {WARMUP_ROWS:,} rows (untimed) ...")
         run_streamcvm(warm, warm, os.path.join(a.workdir, "models", f"{ds}-warmup"), extra,
                       a.timeout)
+        if base:
+            base["test"], _ = B.ensure_store(a.workdir, ds, test_rows, TEST_FIRST_BLOCK, SEED,
+                                             **old)
+            bwarm, _ = B.ensure_store(a.workdir, ds, WARMUP_ROWS, 0, SEED, **old)
+            log(f"{ds}: baseline warm-up on {WARMUP_ROWS:,} rows (untimed) ...")
+            run_streamcvm(bwarm, bwarm, os.path.join(a.workdir, "models",
+                                                     f"{ds}-warmup-{base['key']}"),
+                          extra, a.timeout, base["exe"])
         res = result["datasets"][ds] = {"test": test, "test_rows": test_info["n"],
                                         "d": test_info["d"], "stores": {}, "runs": []}
         for n in a.sizes or SIZES[ds]:
@@ -350,6 +391,18 @@ def main(argv=None):
             tag = ("-" + re.sub(r"[^\w.=-]+", "_", a.streamcvm_args.strip())
                    if a.streamcvm_args.strip() else "")
             model = os.path.join(a.workdir, "models", f"{ds}-{n}{tag}")
+            if base:
+                btrain, _ = B.ensure_store(a.workdir, ds, n, 0, SEED, **old)
+                log(f"{ds} {n:,} rows: streamcvm {base['label']} train (stores without "
+                    f"checksums) ...")
+                r = run_streamcvm(btrain, base["test"], f"{model}-{base['key']}", extra,
+                                  a.timeout, base["exe"])
+                r.update(rows=n, method=f"streamcvm {base['label']}{BASELINE_TAG}",
+                         fit_rows=n)
+                res["runs"].append(r)
+                if "error" not in r:
+                    log(f"  train {r['train_s']:.1f} s, peak RSS {r['peak_rss'] / 1e6:,.0f} "
+                        f"MB, accuracy {r['accuracy']:.4f}")
             log(f"{ds} {n:,} rows: streamcvm train ...")
             r = run_streamcvm(train, test, model, extra, a.timeout)
             r.update(rows=n, method="streamcvm" + (f" {a.streamcvm_args.strip()}"
@@ -372,7 +425,8 @@ def main(argv=None):
         runs = res["runs"]
         B.print_sizes(f"{ds}: {res['d']:,} features, held-out {res['test_rows']:,} rows "
                       f"(first_block={TEST_FIRST_BLOCK})", runs, table(runs),
-                      [r for r in runs if r["method"].startswith("streamcvm") and "error" not in r])
+                      [r for r in runs if r["method"].startswith("streamcvm") and "error" not in r
+                       and not r["method"].endswith(BASELINE_TAG)])
     log(f"wrote {a.json}")
     return 0
 

@@ -393,29 +393,33 @@ def parse_rows(s):
     return int(n)
 
 
-def generated_store(path, kind, n, seed=0, first_block=0, progress=False):
+def generated_store(path, kind, n, seed=0, first_block=0, progress=False, checksums=True):
     """(the store at ``path``, seconds spent generating it or None): a
     ``streamcvm.synthetic.write_store`` store of ``n`` rows of ``kind``,
-    generated again unless one of ``n`` rows is there (child side)."""
+    generated again unless one of ``n`` rows, with chunk checksums or
+    without as asked, is there (child side)."""
     from streamcvm import open_store, synthetic
     try:
-        ok = open_store(path).n == n
+        s = open_store(path)
+        ok = s.n == n and bool(s.checksums) == bool(checksums)
     except Exception:           # missing or unreadable: generated again
         ok = False
     took = None
     if not ok:
         t = time.perf_counter()
         synthetic.write_store(path, kind, n, seed=seed, first_block=first_block,
-                              overwrite=True, progress=progress)
+                              overwrite=True, progress=progress, checksums=checksums)
         took = time.perf_counter() - t
     return open_store(path), took
 
 
-def ensure_store(workdir, kind, n, first_block, seed=0, **spec):
+def ensure_store(workdir, kind, n, first_block, seed=0, suffix="", **spec):
     """(path, the child's record) of the store of ``n`` rows of ``kind`` in
     ``workdir``, made by the running script's "store" job (a child) from
-    the spec {"kind": "store", "data", "path", "n", "first_block", **spec}."""
-    path = os.path.join(workdir, f"{kind}-{'test' if first_block else 'train'}-{n}-s{seed}.zarr")
+    the spec {"kind": "store", "data", "path", "n", "first_block", **spec}
+    (``suffix``: added to the file name, e.g. for stores of another format)."""
+    path = os.path.join(workdir, f"{kind}-{'test' if first_block else 'train'}-{n}-s{seed}"
+                                 f"{suffix}.zarr")
     log(f"store {path} ...")
     r = run_child(dict(kind="store", data=kind, path=path, n=n, first_block=first_block,
                        **spec), None)
