@@ -174,9 +174,9 @@ def cases():
          lambda w: ([cli("surface", w / "ball.xyz", "-o", w / "s.ply", "-q",
                          "--checkpoint-dir", w / "ck")], [w / "ck"])),
     ]
-    for how in ("delete", "truncate", "flip"):
+    for how, done in (("delete", "deleted"), ("truncate", "truncated"), ("flip", "flipped")):
         for cmd in ("train", "predict", "evaluate"):
-            out.append((f"zarr chunk {how}d: {cmd}", _store_case(how, cmd)))
+            out.append((f"zarr chunk {done}: {cmd}", _store_case(how, cmd)))
     for cmd in ("train", "evaluate"):
         out.append((f"hdf5 chunk flipped: {cmd}", _hdf5_case(cmd)))
     for cmd in ("train", "predict", "evaluate"):
