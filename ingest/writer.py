@@ -16,7 +16,8 @@ import numpy as np
 
 from ..atomic import finish, remove, remove_stale, temporary_name
 from ..formats import FORMATS
-from ..store import (ATTRS_DIGEST, FORMAT_VERSION, MAX_CLASSES, ContentHash, attrs_digest,
+from ..store import (ATTRS_DIGEST, CHECKSUMS_KEY, CHUNK_CHECKSUM, FORMAT_VERSION,
+                     MAX_CLASSES, ContentHash, attrs_digest,
                      default_chunk_rows)
 
 NNZ_CHUNK = 1 << 20         # entries per chunk of sparse indices/data
@@ -340,6 +341,8 @@ class StoreWriter:
         meta.update(attrs or {})
         meta.setdefault("fingerprint", self._hash.hexdigest())
         meta = json.loads(json.dumps(meta))         # as a reader will see them
+        if self.checksums:      # bound to the arrays' codecs by the digest (DiskStore)
+            meta[CHECKSUMS_KEY] = CHUNK_CHECKSUM[self.fmt]
         meta[ATTRS_DIGEST] = attrs_digest(meta)
         self.be.set_attrs(meta)
         self.be.finish()

@@ -81,13 +81,11 @@ class ZarrFormat:
             except Exception as e:  # noqa: BLE001 - any failure means not a store
                 raise StoreOpenError(f"not a Zarr store ({type(e).__name__})") from None
             self.attrs = dict(self.group.attrs)
-            self.checksums = None
-            for name in ("y", "X", "data"):
-                if name in self.group:
-                    self.checksums = "crc32c" if any(
-                        c.to_dict().get("name") == "crc32c"
-                        for c in self.group[name].compressors) else None
-                    break
+            # crc32c only if every array has it (a store's arrays are written alike)
+            names = [n for n, _ in self.group.arrays()]
+            self.checksums = "crc32c" if names and all(
+                any(c.to_dict().get("name") == "crc32c" for c in self.group[n].compressors)
+                for n in names) else None
             # checksummed stores have every chunk written: a missing one is damage
             self._store.strict = self.checksums is not None
             self._store.missing = set()
@@ -152,8 +150,9 @@ class HDF5Format:
             except (OSError, ValueError, TypeError) as e:
                 why = " ".join(str(e).split())[:160]
                 raise StoreOpenError(f"not a readable HDF5 store ({why})") from None
-            self.checksums = "fletcher32" if "y" in self.file and \
-                self.file["y"].fletcher32 else None
+            names = [n for n in self.file if isinstance(self.file[n], h5py.Dataset)]
+            self.checksums = "fletcher32" if names and all(
+                self.file[n].fletcher32 for n in names) else None
         else:
             self.file = h5py.File(path, "w")
             self.comp = dict(hdf5plugin.Zstd(clevel=clevel), fletcher32=bool(checksums))

@@ -55,6 +55,8 @@ class ContentHash:
 
 
 ATTRS_DIGEST = "attrs_xxh3_128"
+CHECKSUMS_KEY = "chunk_checksums"       # the checksum the writer put on every chunk
+CHUNK_CHECKSUM = {"zarr": "crc32c", "hdf5": "fletcher32"}
 
 
 def attrs_digest(attrs):
@@ -238,6 +240,11 @@ class DiskStore(BaseStore):
         if want is not None and want != attrs_digest(attrs):
             raise StoreError(f"{path}: damaged store (its attributes do not match their "
                              f"checksum); re-ingest it or restore it from a copy")
+        said = attrs.get(CHECKSUMS_KEY)
+        if said is not None and said != self.checksums:
+            raise StoreError(f"{path}: damaged store (written with {said} chunk checksums, "
+                             f"its arrays now have {self.checksums or 'none'}); re-ingest it "
+                             f"or restore it from a copy")
         try:
             self._read_attrs(attrs)
             self._open_arrays()

@@ -293,6 +293,20 @@ def test_store_attributes_are_checked(work, tmp_path):
     one_line_error(r, "info", "attributes do not match their checksum")
 
 
+def test_a_store_cannot_lose_its_checksums_in_silence(work, tmp_path):
+    """The attributes (under their digest) say which checksum the chunks
+    carry: metadata edited to drop the crc32c codec is damage, not an old
+    store."""
+    s = tmp_path / "s.zarr"
+    shutil.copytree(work / "train.zarr", s)
+    meta = json.loads((s / "zarr.json").read_text())
+    arrays = meta["consolidated_metadata"]["metadata"]
+    arrays["X"]["codecs"] = [c for c in arrays["X"]["codecs"] if c["name"] != "crc32c"]
+    (s / "zarr.json").write_text(json.dumps(meta))
+    r = inproc("info", s)
+    one_line_error(r, "info", "written with crc32c chunk checksums, its arrays now have none")
+
+
 def _old_store(path, X, y):
     with StoreWriter(str(path), X.shape[1], chunk_rows=100, checksums=False) as w:
         w.append(X, y)
