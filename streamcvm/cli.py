@@ -254,6 +254,18 @@ def describe_model(path):
     if stages:
         lines.append(f"sample     progressive: the last stage trained on "
                      f"{min(stages):,}-{max(stages):,} sampled rows per machine")
+    comp = [m.get("compact") for m in ms if isinstance(m.get("compact"), dict)]
+    if comp:
+        kept = [c for c in comp if c.get("intercept") is not None]
+        if kept:
+            bs = ", ".join(format(c["B"], ",") for c in kept)
+            svs = ", ".join(format(c["support_vectors"], ",") for c in kept)
+            lines.append(f"compact    {len(kept)} of {len(ms)} machine(s) predict with B = "
+                         f"{bs} basis points instead of {svs} support vectors "
+                         f"('predict --exact': the full expansion)")
+        for c in comp:
+            lines.append(f"           {c.get('decision', '')} ({c['validation_rows']:,} "
+                         f"validation rows)")
     if ms[0].get("epsilon_bar") is not None and man["estimator"] == "CVMRegressor":
         lines.append(f"tube       half width {ms[0]['epsilon_bar']:.6g}")
     if man.get("scaler"):
@@ -654,6 +666,9 @@ def _add_predict(sub):
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file or streamcvm output at OUT (a prediction "
                         "store is replaced without it; the inputs never)")
+    p.add_argument("--exact", action="store_true",
+                   help="predict with the full kernel expansion even where the model has a "
+                        "compact one (see 'streamcvm info MODEL')")
     _add_cluster_args(p)
     p.set_defaults(func=cmd_predict)
 
@@ -718,7 +733,7 @@ def cmd_predict(args):
                           inputs=[args.store, args.model], overwrite=args.overwrite,
                           stream=not to_store)
     mode = target.mode
-    est = load_model(args.model)
+    est = _exact(load_model(args.model), args.exact)
     proba = bool(args.probability)
     if proba and getattr(est, "probA_", None) is None:
         raise SystemExit(f"streamcvm predict: error: {args.model}: -b 1 needs a classifier "
@@ -1025,6 +1040,9 @@ def _add_evaluate(sub):
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--json", action="store_true",
                    help="print the figures as one JSON object instead of the report")
+    p.add_argument("--exact", action="store_true",
+                   help="predict with the full kernel expansion even where the model has a "
+                        "compact one (see 'streamcvm info MODEL')")
     _add_cluster_args(p)
     p.set_defaults(func=cmd_evaluate)
 
@@ -1032,7 +1050,7 @@ def _add_evaluate(sub):
 def cmd_evaluate(args):
     import json
     with _runner(args) as runner:
-        lines, figures = evaluate_report(args.store, args.model, runner)
+        lines, figures = evaluate_report(args.store, args.model, runner, exact=args.exact)
     print(json.dumps(figures) if args.json else "\n".join(lines))
     return 0
 
@@ -1042,7 +1060,14 @@ def evaluate_text(store_path, model_path, runner=None):
     return "\n".join(evaluate_report(store_path, model_path, runner)[0])
 
 
-def evaluate_report(store_path, model_path, runner=None):
+def _exact(est, exact):
+    """``est`` set to predict with its full expansions (``--exact``)."""
+    if exact and "compact" in est.get_params():
+        est.set_params(compact=False)
+    return est
+
+
+def evaluate_report(store_path, model_path, runner=None, exact=False):
     """(report lines, figures as a JSON-able dict) of ``streamcvm evaluate``,
     in memory independent of the rows (confusion counts and the AUC's score
     histogram stream); the chunks' predictions are computed on ``runner``
@@ -1052,7 +1077,7 @@ def evaluate_report(store_path, model_path, runner=None):
     from .metrics import ClassTotals
     from .model import load_model
     from .store import open_store
-    est = load_model(model_path)
+    est = _exact(load_model(model_path), exact)
     store = open_store(store_path)
     if est.task == "regression":
         _check_regression_store(est, store, store_path)

@@ -149,6 +149,8 @@ class _CVMBase(BaseEstimator):
                              f"least 1,000, got {ts!r}")
         if getattr(self, "stop", "slack") not in ("slack", "validation"):
             raise ValueError(f"stop must be 'slack' or 'validation', got {self.stop!r}")
+        if getattr(self, "compact", False) not in ("auto", False):
+            raise ValueError(f"compact must be 'auto' or False, got {self.compact!r}")
 
     def _prepare(self, X, y=None, sample_weight=None, regression=False):
         store, labels = self._prepare_store(X, y, sample_weight, regression)
@@ -282,7 +284,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                  degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
                  multi_class="ovo", decision_function_shape="ovr", class_weight=None,
                  train_size="auto", stop="slack", n_jobs=-1, scale=False,
-                 probability=False, random_state=0, verbose=False):
+                 probability=False, compact="auto", random_state=0, verbose=False):
         super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
                          degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
                          full_pass=full_pass, scale=scale, random_state=random_state,
@@ -294,6 +296,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.train_size = train_size
         self.stop = stop
         self.n_jobs = n_jobs
+        self.compact = compact
 
     def fit(self, X, y=None, sample_weight=None, *, checkpoint_dir=None,
             checkpoint_every=60.0, checkpoint_iters=None, checkpoint_keep=2, resume=False,
@@ -345,7 +348,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             if not cv:
                 store = HoldoutStore(store, seed, 0.0, holdout_fraction(store.n))
         solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
-                      max_core=self.max_core, n_jobs=self.n_jobs)
+                      max_core=self.max_core, n_jobs=self.n_jobs, compact=self.compact)
         fit_kw = dict(C=self.C, full_pass=self.full_pass, sample_weight=weighted,
                       train_size=self.train_size, stop=self.stop)
         ck, machines, cur = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
@@ -417,7 +420,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     def _ovo_rows(self, X):
         """:meth:`_ovo` of rows already validated (and scaled)."""
         from .kernels import sq_norms
-        U, Usq, UT, groups = self._sv_union_
+        (U, Usq, UT, groups), intercepts = self._union()
         sq = sq_norms(X)
         F = np.zeros((X.shape[0], len(self.machines_)))
         rows = int(max(128, min(2048, 2 ** 21 // max(U.shape[0], 1))))  # blocks of ~8 MB, cache-friendly
@@ -431,7 +434,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 Kd = buf[:b - a, :hi - lo]
                 np.copyto(Kd, K[:, lo:hi])
                 F[a:b, mach] += Kd @ W
-        F += np.array([m.intercept for m in self.machines_])
+        F += intercepts
         return F
 
     def _model_record(self):
@@ -457,8 +460,47 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         group being (first column, end column, its machines, coefficients
         [rows, machines]). One-vs-one rows are grouped by their class (the
         sign of their coefficient tells which side); otherwise one group."""
-        from .kernels import sq_norms
         self.machines_ = machines
+        self._unions_ = {}
+
+    def _active_machines(self, exact=None):
+        """The machines predict uses: each one's compact expansion where it
+        has one and ``compact`` is not False (``exact=True``: the full ones),
+        the compact rows given ids of their own (negative, distinct)."""
+        import dataclasses
+        exact = self.compact is False if exact is None else exact
+        if exact or all(m.compact is None for m in self.machines_):
+            return list(self.machines_)
+        out, nxt = [], -1
+        for m in self.machines_:
+            c = m.compact
+            if c is None:
+                out.append(m)
+                continue
+            ids = nxt - np.arange(len(c.coef), dtype=np.int64)
+            nxt -= len(c.coef)
+            out.append(dataclasses.replace(c, sv_ids=ids))
+        # machines share their support rows, not their compact bases: keep the
+        # full expansions unless the compact ones are fewer rows by far
+        full = len(np.unique(np.concatenate([m.sv_ids for m in self.machines_])))
+        mine = len(np.unique(np.concatenate([m.sv_ids for m in out])))
+        return out if 2 * mine < full else list(self.machines_)
+
+    def _union(self, exact=None):
+        """The support rows the active machines share (:meth:`_build_union`), cached."""
+        machines = self._active_machines(exact)
+        key = tuple(id(m.coef) for m in machines)
+        got = self.__dict__.setdefault("_unions_", {}).get(key)
+        if got is None:
+            got = self._unions_[key] = (self._build_union(machines),
+                                        np.array([m.intercept for m in machines]))
+        return got
+
+    def _build_union(self, machines):
+        """(rows, squared norms, rows transposed or None, groups) of the
+        distinct support rows of ``machines``, sorted by class (see
+        :meth:`_set_machines`)."""
+        from .kernels import sq_norms
         ids = np.concatenate([m.sv_ids for m in machines])
         coef = np.concatenate([m.coef for m in machines])
         mach = np.repeat(np.arange(len(machines)), [len(m.sv_ids) for m in machines])
@@ -484,7 +526,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             W[col[sel] - lo, np.searchsorted(ms, mach[sel])] = coef[sel]
             groups.append((int(lo), int(hi), ms, W))
         UT = None if sp.issparse(U) else np.ascontiguousarray(U.T, np.float32)
-        self._sv_union_ = (U, sq_norms(U), UT, groups)
+        return U, sq_norms(U), UT, groups
 
     def predict_with_decision(self, X):
         """(predict(X), decision_function(X)) from one pass of kernel blocks."""
@@ -812,14 +854,15 @@ class CVMRegressor(RegressorMixin, _OneMachine):
 
     def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
                  coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
-                 full_pass=False, train_size="auto", scale=False, random_state=0,
-                 verbose=False):
+                 full_pass=False, train_size="auto", scale=False, compact="auto",
+                 random_state=0, verbose=False):
         super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
                          degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
                          full_pass=full_pass, scale=scale, random_state=random_state,
                          verbose=verbose)
         self.mu = mu
         self.train_size = train_size
+        self.compact = compact
 
     def _check_params(self):
         if self.method not in METHODS:
@@ -830,6 +873,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         if not (isinstance(self.mu, str) and self.mu == "auto") and \
                 not positive_number(self.mu):
             raise ValueError(f"mu must be 'auto' or a positive finite number, got {self.mu!r}")
+        if self.compact not in ("auto", False):
+            raise ValueError(f"compact must be 'auto' or False, got {self.compact!r}")
         ts = self.train_size
         if not (ts in ("auto", "all") or (isinstance(ts, numbers.Integral) and ts >= 1000)):
             raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
@@ -873,7 +918,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         kern = self._make_kernel(self.gamma_)
         auto_c = isinstance(self.C, str)
         solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
-                      max_core=REGRESSION_MAX_CORE if self.max_core is None else self.max_core)
+                      max_core=REGRESSION_MAX_CORE if self.max_core is None else self.max_core,
+                      compact=self.compact)
         self._fit_one(store, kern, solve, lambda run: train_regressor(
             store, kern, run, C=self.C_, mu=self.mu_,
             stage_core=STAGE_CORE if self.max_core is None else self.max_core,
@@ -923,7 +969,9 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         if got is not None:
             return got[0]
         X = self._validate_X(X)
-        return self.machine_.decision(self.kernel_, X)
+        m = self.machine_
+        use = m.compact if self.compact is not False and m.compact is not None else m
+        return use.decision(self.kernel_, X)
 
     def predict_with_decision(self, X):
         f = self.predict(X)

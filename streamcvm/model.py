@@ -25,7 +25,7 @@ import numpy as np
 from . import __version__
 from .checkpoint import file_digest as _digest
 from .kernels import Kernel
-from .problems.machine import machine_arrays, machine_from
+from .problems.machine import COMPACT_ARRAYS, has_compact, machine_arrays, machine_from
 
 FORMAT_VERSION = 1
 
@@ -208,10 +208,12 @@ def _check_fields(man):
                              f"{d} features")
         number(r["intercept"], f"machine {j}'s intercept")
         names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"]
-                                   else ["sv"])
+                                   else ["sv"]) + (list(COMPACT_ARRAYS) if has_compact(r) else [])
         for n in names:
             if f"m{j}_{n}.npy" not in files:
                 raise ValueError(f"machine {j} has no {n} file")
+        if has_compact(r):
+            number(r["compact"]["intercept"], f"machine {j}'s compact intercept")
     classes = man.get("classes")
     if kind in ("CVMClassifier", "MMDATransformer"):
         if not isinstance(classes, list) or len(classes) < 2:
@@ -276,10 +278,13 @@ def load_model(path):
     machines = []
     for k, r in enumerate(man["machines"]):
         names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"]
-                                   else ["sv"])
+                                   else ["sv"]) + (list(COMPACT_ARRAYS) if has_compact(r) else [])
         arrays = {n: get(f"m{k}_{n}") for n in names}
         m = machine_from(r, arrays)
-        if m.sv.shape[0] != len(m.coef) or m.sv.shape[1] != man["n_features_in"]:
+        c = m.compact
+        if m.sv.shape[0] != len(m.coef) or m.sv.shape[1] != man["n_features_in"] or (
+                c is not None and (c.sv.ndim != 2 or c.sv.shape[0] != len(c.coef)
+                                   or c.sv.shape[1] != man["n_features_in"])):
             raise ModelError(f"{os.path.join(path, 'model.json')}: damaged (machine {k}'s "
                              f"arrays do not match its record)")
         machines.append(m)

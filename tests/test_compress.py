@@ -114,3 +114,118 @@ def test_refit_intercept_and_kmeans_centres(data):
     assert np.all(np.isfinite(C))
     r = compress.random_rows(300, 50)
     assert len(set(r.tolist())) == 50 and r.max() < 300
+
+
+# -- a machine's compact expansion, chosen on validation rows ---------------------
+
+def _machine(n_sv=2400, seed=0, regression=False):
+    """A two-feature machine whose f is smooth (compressible): random
+    support rows, coefficients from a smooth function of them."""
+    from streamcvm.problems.machine import Machine
+    rng = np.random.default_rng(seed)
+    S = rng.uniform(-2, 2, size=(n_sv, 2)).astype(np.float32)
+    a = np.sin(S[:, 0]) * np.cos(S[:, 1]) / n_sv * 50
+    return Machine(sv=S, coef=a.astype(np.float64), intercept=0.05,
+                   sv_ids=np.arange(n_sv), classes=None if regression else (-1.0, 1.0),
+                   regression=regression)
+
+
+def test_compact_machine_keeps_the_smallest_b_that_matches(data):
+    k = Kernel("rbf", gamma=1.0)
+    m = _machine()
+    rng = np.random.default_rng(1)
+    Xf = rng.uniform(-2, 2, size=(4000, 2)).astype(np.float32)
+    Xv = rng.uniform(-2, 2, size=(3000, 2)).astype(np.float32)
+    fv = m.decision(k, Xv)
+    yv = np.where(fv > 0, 1.0, -1.0)            # labels the full model gets all right
+    flip = rng.random(3000) < 0.05              # ... but 5% noise
+    yv[flip] *= -1
+    c, rec = compress.compact_machine(m, k, Xf, Xv, yv, sizes=(16, 64, 256))
+    assert c is not None and rec["B"] == len(c.coef) == len(c.sv)
+    assert rec["tried"][-1]["B"] == rec["B"]
+    t = rec["tried"][-1]
+    assert t["broken"] - t["fixed"] <= np.sqrt(t["fixed"] + t["broken"])
+    for earlier in rec["tried"][:-1]:            # the smaller ones were worse
+        assert earlier["broken"] - earlier["fixed"] > np.sqrt(earlier["fixed"] + earlier["broken"])
+    assert np.mean((c.decision(k, Xv) > 0) == (fv > 0)) >= 0.98
+    assert np.all(c.sv_ids < 0) and c.compact is None
+
+
+def test_compact_machine_declines_where_it_does_not_pay():
+    k = Kernel("rbf", gamma=1.0)
+    m = _machine(n_sv=500)
+    X = np.zeros((10, 2), np.float32)
+    c, rec = compress.compact_machine(m, k, X, X, np.ones(10), sizes=(256,))
+    assert c is None and "too few to pay" in rec["decision"]
+
+
+def test_compact_machine_regression_keeps_the_rmse():
+    k = Kernel("rbf", gamma=1.0)
+    m = _machine(regression=True)
+    rng = np.random.default_rng(2)
+    Xf = rng.uniform(-2, 2, size=(4000, 2)).astype(np.float32)
+    Xv = rng.uniform(-2, 2, size=(2000, 2)).astype(np.float32)
+    yv = m.decision(k, Xv) + rng.normal(scale=0.05, size=2000)
+    c, rec = compress.compact_machine(m, k, Xf, Xv, yv, regression=True, sizes=(16, 128, 512))
+    assert c is not None
+    assert rec["tried"][-1]["rmse"] <= rec["full_rmse"] * (1 + compress.RMSE_TOL)
+
+
+def test_a_progressive_fit_records_its_compact_choice(tmp_path):
+    """train_size below the rows: a progressive fit; its machine gets the
+    compact record (kept or not), chosen on its validation rows."""
+    from streamcvm import CVMClassifier, synthetic
+    s = synthetic.write_store(tmp_path / "g.zarr", "gaussian", 8000, seed=0)
+    est = CVMClassifier(train_size=6000, eps=1e-3).fit(s)
+    m = est.machines_[0]
+    info = m.compact_info
+    assert info is not None and info["support_vectors"] == len(m.coef)
+    assert info["validation_rows"] >= 1000
+    if m.compact is None:
+        assert info["decision"].startswith(("kept the full", f"{len(m.coef):,} support"))
+    est2 = CVMClassifier(train_size=6000, eps=1e-3, compact=False).fit(s)
+    assert est2.machines_[0].compact_info is None
+    assert np.array_equal(est2.machines_[0].coef, m.coef)      # the same fit otherwise
+
+
+def test_predict_uses_the_compact_expansion_unless_exact(tmp_path):
+    """The estimator's plumbing: a compact expansion attached to a fitted
+    machine is what predict uses; compact=False (predict --exact) the full
+    one; both survive save / load; info says which."""
+    from conftest import inproc
+    from streamcvm import CVMClassifier, open_store, synthetic
+    from streamcvm.model import load_model, save_model
+    s = synthetic.write_store(tmp_path / "g.zarr", "gaussian", 3000, seed=0)
+    est = CVMClassifier(eps=1e-3).fit(s)
+    m = est.machines_[0]
+    import dataclasses
+    X = open_store(s).rows(0, 3000).X
+    Z = compress.kmeans_centres(m.sv, 64, weights=np.abs(m.coef))
+    beta, b = compress.fit_values(est.kernel_, Z, X, m.decision(est.kernel_, X))
+    c = dataclasses.replace(m, sv=Z, coef=beta, intercept=b, sv_ids=-1 - np.arange(64),
+                            sv_sq=None)
+    m.compact, m.compact_info = c, {"B": 64, "support_vectors": len(m.coef),
+                                   "validation_rows": 1500, "decision": "B = 64: test"}
+    est._set_machines(est.machines_)
+    full = m.decision(est.kernel_, X)
+    small = c.decision(est.kernel_, X)
+    assert not np.allclose(full, small)
+    assert np.allclose(est.decision_function(X), small)
+    est.set_params(compact=False)
+    assert np.allclose(est.decision_function(X), full)
+    est.set_params(compact="auto")
+    save_model(est, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert np.allclose(back.decision_function(X), small)
+    assert back.machines_[0].compact_info["B"] == 64
+    r = inproc("info", tmp_path / "m")
+    assert r.returncode == 0 and "compact    1 of 1 machine(s) predict with B = 64" in r.stdout
+    out = {}
+    for flags in ((), ("--exact",)):
+        p = tmp_path / f"p{len(flags)}.txt"
+        r = inproc("predict", s, tmp_path / "m", "-o", p, *flags)
+        assert r.returncode == 0, r.stderr
+        out[flags] = np.loadtxt(p)
+    labels = lambda f: np.where(f > 0, est.classes_[1], est.classes_[0])
+    assert np.array_equal(out[()], labels(small)) and np.array_equal(out[("--exact",)],
+                                                                      labels(full))

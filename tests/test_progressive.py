@@ -62,8 +62,10 @@ def test_progressive_fit_holds_out_its_validation_rows_and_records_the_stages():
     (vid, Xv, yv, _), (tid, _, _, _) = pg.draw_sample(store, (-1.0, 1.0), 2400, 16000, 0)
     assert not set(m.sv_ids.tolist()) & set(vid.tolist())   # never trained on
     assert set(m.sv_ids.tolist()) <= set(tid[:last["stage_rows"]].tolist())
+    clf.set_params(compact=False)           # the machine itself (not a compact expansion)
     err = np.mean(clf.predict(Xv) != yv)
     assert err == pytest.approx(last["stage_validation_error"], abs=1e-12)
+    clf.set_params(compact="auto")
     full = CVMClassifier(train_size="all").fit(store)
     test = _noisy(n=20000, seed=7)
     acc_p = np.mean(clf.predict(test.X) == test.y)

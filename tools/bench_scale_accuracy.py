@@ -70,6 +70,9 @@ What each figure is:
   reference's (below 1: streamcvm is faster). streamcvm's figures include
   process start-up and reading the store, the references' do not.
 - growth: streamcvm's train s and peak RSS of one size over the previous.
+- notes: a model that predicts with a compact expansion (``streamcvm info``:
+  "compact") is evaluated a second time with ``evaluate --exact`` (its full
+  expansion): that predict s and accuracy are in its notes.
 - ``--baseline REV``: streamcvm of git revision REV (a detached worktree
   under WORKDIR, as ``compare_models.py`` makes) runs first at each size,
   on its own copies of the stores written without chunk checksums (what
@@ -242,6 +245,15 @@ def run_streamcvm(train, test, model, extra, timeout, exe=None):
                core_size=sum(m["core_size"] for m in ms),
                n_iter=sum(m["n_iter"] for m in ms),
                n_sv=sum(m["shape"][0] for m in ms))
+    comp = [m["compact"] for m in ms if isinstance(m.get("compact"), dict)
+            and m["compact"].get("intercept") is not None]
+    if comp:        # the model predicts with a compact expansion: the full one too
+        out["compact_B"] = sum(c["B"] for c in comp)
+        ex = B.run_timed(exe + ["evaluate", test, model, "--exact"], timeout)
+        if ex["rc"] == 0:
+            out["predict_exact_s"] = ex["wall"]
+            out["accuracy_exact"] = next(float(ln.split()[1]) for ln in ex["stdout"].splitlines()
+                                         if ln.startswith("accuracy"))
     return out
 
 
@@ -306,6 +318,10 @@ def table(runs):
             r["error"] if r.get("timeout") else "-"
         if r.get("warnings"):
             notes.append("; ".join(w.split(":")[0] for w in r["warnings"]))
+        if r.get("compact_B"):
+            notes.append(f"predicts with a compact expansion of B = {r['compact_B']:,}; the "
+                         f"full one (--exact): predict {fmt(r.get('predict_exact_s'), '.1f')} s, "
+                         f"accuracy {fmt(r.get('accuracy_exact') and 100 * r['accuracy_exact'], '.2f')}%")
         lines.append([
             f"{r['rows']:,}", r["method"], fmt(r.get("fit_rows"), ","), train_s,
             fmt(r.get("predict_s"), ".1f") if ok else "-",

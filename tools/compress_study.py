@@ -19,6 +19,7 @@ kmeans/proj/b         B k-means centres of the support rows (weighted by
                       abs(a)); projection; b~ refitted
 kmeans/lsq            k-means centres; least squares on f
 random/proj/b         B random support rows; projection; b~ refitted
+random/lsq            B random support rows; least squares on f
 ====================  =======================================================
 
 Fit rows: ``--fit-rows`` random rows of the training store (never the test
@@ -49,7 +50,7 @@ import benchlib as B
 B.use_source_tree()
 
 CANDIDATES = ["pivchol/proj", "pivchol/proj/b", "pivchol/lsq", "kmeans/proj/b", "kmeans/lsq",
-              "random/proj/b"]
+              "random/proj/b", "random/lsq"]
 
 
 def labels(f, classes):
@@ -66,6 +67,8 @@ def main(argv=None):
                     help="support rows the pivoted Cholesky chooses among (default 16384)")
     ap.add_argument("--only", nargs="+", choices=CANDIDATES, default=CANDIDATES)
     ap.add_argument("--fit-rows", type=int, default=50_000)
+    ap.add_argument("--lsq-rows", type=int, default=None,
+                    help="fit rows the least squares candidates use (default: all the fit rows)")
     ap.add_argument("--test-rows", type=int, default=100_000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
@@ -124,7 +127,8 @@ def main(argv=None):
             Z, basis_s = bases[kind]
             t0 = time.perf_counter()
             if name.endswith("lsq"):
-                beta, b = compress.fit_values(kern, Z, Xf, ff)
+                n = len(Xf) if a.lsq_rows is None else min(a.lsq_rows, len(Xf))
+                beta, b = compress.fit_values(kern, Z, Xf[:n], ff[:n])
             else:
                 beta = compress.project(kern, Z, S, coef, n_jobs=a.threads)
                 b = b0

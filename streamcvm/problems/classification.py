@@ -96,9 +96,10 @@ def train_machine(store, kernel, solve=None, *, classes=None, C=1.0, full_pass=F
                                   callback=None if callback is None else shown),
                         make_pool=stage_pool, validation=val, warm=warm, exact_start=False,
                         stop=stop, **kw)
+        from ..compress import compactor
         m = train_progressive(store, kernel, classes, sizes, seed=solve.seed,
                               runner=solve.runner, weighted=sample_weight, resume=resume,
-                              train=stage)
+                              train=stage, compact=compactor(kernel, solve))
         m.classes = tuple(_side(c) for c in classes)
         return m
     return _fit(store, kernel, classes, solve, full_pass=full_pass, make_pool=make_pool,

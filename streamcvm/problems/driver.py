@@ -152,7 +152,10 @@ class Solve:
     manifest["current"], "arrays": ...}`` of a snapshot taken inside this
     machine, to continue from), ``runner`` (where O(n) passes run their
     chunk tasks: a :class:`streamcvm.parallel.Runner`; None: the active dask
-    client, else threads)."""
+    client, else threads). ``compact``: "auto" (a machine trained by
+    progressive subsampling gets a compact expansion where it pays,
+    :func:`streamcvm.compress.compact_machine`) or False (the default: trial
+    fits, folds; the estimators set it)."""
 
     method: str = "bvm"
     eps: object = 1e-3
@@ -166,6 +169,7 @@ class Solve:
     n_machines: int = 1
     resume: object = None
     runner: object = None
+    compact: object = False
 
     def but(self, **changes):
         """A copy with ``changes``."""

@@ -23,6 +23,8 @@ class Machine:
     sv_sq: np.ndarray = None      # squared norms of the support rows (lazy)
     regression: bool = False      # f(x) is a regression estimate (classes None)
     epsilon_bar: float = None     # regression: the tube width the L2-SVR found (cvr eq. 10)
+    compact: object = None        # a compact expansion of f (a Machine of B basis rows), or None
+    compact_info: dict = None     # how it was chosen (streamcvm.compress.compact_machine)
 
     def decision(self, kernel, X, sq=None, n_jobs=1):
         """f(x) (binary) or R^2 - d^2(x) (one-class), for rows X, in kernel
@@ -50,12 +52,25 @@ def machine_arrays(m):
                       sv_data=m.sv.data.astype(np.float32))
     else:
         arrays["sv"] = np.asarray(m.sv, np.float32)
+    if m.compact is not None:
+        arrays.update(compact_sv=np.asarray(m.compact.sv, np.float32),
+                      compact_coef=np.asarray(m.compact.coef, np.float64))
     rec = {"classes": None if m.classes is None else list(m.classes),
            "intercept": m.intercept, "radius2": m.radius2, "c2": m.c2, "n_iter": m.n_iter,
            "core_size": m.core_size, "sparse": bool(sp.issparse(m.sv)),
            "shape": list(m.sv.shape), "full_pass_violators": m.full_pass_violators,
-           "history": m.history, "regression": m.regression, "epsilon_bar": m.epsilon_bar}
+           "history": m.history, "regression": m.regression, "epsilon_bar": m.epsilon_bar,
+           "compact": None if m.compact_info is None else
+           dict(m.compact_info, intercept=None if m.compact is None else m.compact.intercept)}
     return rec, arrays
+
+
+COMPACT_ARRAYS = ("compact_sv", "compact_coef")
+
+
+def has_compact(rec):
+    """Whether a machine record (:func:`machine_arrays`) has a compact expansion."""
+    return isinstance(rec.get("compact"), dict) and rec["compact"].get("intercept") is not None
 
 
 def machine_from(rec, arrays):
@@ -64,12 +79,23 @@ def machine_from(rec, arrays):
     sv = csr_view(arrays["sv_data"], arrays["sv_indices"], arrays["sv_indptr"],
                   tuple(rec["shape"])) if rec["sparse"] else arrays["sv"]
     cl = rec["classes"]
-    return Machine(sv=sv, coef=arrays["coef"], intercept=rec["intercept"], sv_ids=arrays["ids"],
-                   classes=None if cl is None else tuple(tuple(c) if isinstance(c, list) else c
-                                                         for c in cl),
-                   radius2=rec["radius2"], c2=rec["c2"], n_iter=rec["n_iter"],
-                   core_size=rec["core_size"], full_pass_violators=rec["full_pass_violators"],
-                   history=rec.get("history", []), regression=rec.get("regression", False),
-                   epsilon_bar=rec.get("epsilon_bar"))
+    m = Machine(sv=sv, coef=arrays["coef"], intercept=rec["intercept"], sv_ids=arrays["ids"],
+                classes=None if cl is None else tuple(tuple(c) if isinstance(c, list) else c
+                                                      for c in cl),
+                radius2=rec["radius2"], c2=rec["c2"], n_iter=rec["n_iter"],
+                core_size=rec["core_size"], full_pass_violators=rec["full_pass_violators"],
+                history=rec.get("history", []), regression=rec.get("regression", False),
+                epsilon_bar=rec.get("epsilon_bar"))
+    info = rec.get("compact")
+    if isinstance(info, dict):
+        m.compact_info = {k: v for k, v in info.items() if k != "intercept"}
+        if has_compact(rec):
+            import dataclasses
+            Z = arrays["compact_sv"]
+            m.compact = dataclasses.replace(
+                m, sv=Z, coef=arrays["compact_coef"], intercept=float(info["intercept"]),
+                sv_ids=-1 - np.arange(len(Z), dtype=np.int64), sv_sq=None, history=[],
+                full_pass_violators=None, compact=None, compact_info=None)
+    return m
 
 

@@ -247,7 +247,8 @@ class StagePool:
 
 
 def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weighted=False,
-                      resume=None, train=None, callback=None, verdict=None, admit=None):
+                      resume=None, train=None, callback=None, verdict=None, admit=None,
+                      compact=None):
     """Train the stages of a progressive fit; ``sizes = plan(...)``.
     ``train(stage_store, validation, make_pool, resume, warm)`` trains one
     stage's machine on an in-memory store of the sample's first rows (labels
@@ -257,7 +258,10 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
     (:class:`ErrorVerdict`, the default, or :class:`SquaredVerdict` for a
     regression, ``classes`` None). ``admit(next rows, machine, rows)``:
     whether the next stage may be trained at all (e.g. its core set would
-    not fit), asked after a stage the verdict would continue from. Returns
+    not fit), asked after a stage the verdict would continue from.
+    ``compact(machine, training rows, Xv, yv, losses)``: called on the final
+    machine with its validation losses (e.g. to add its compact expansion,
+    chosen on the validation rows). Returns
     the machine (support ids mapped to the store's rows) with the stages
     recorded in its history."""
     from ..sampling import ChunkPool
@@ -309,6 +313,8 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
             callback(rec)
         if not go:
             break
+    if compact is not None:
+        compact(machine, Xt[:m], Xv, yv, prev)     # prev: the machine's validation losses
     machine.sv_ids = tid[machine.sv_ids]
     # a stage that started a new solver (not a warm exact chain) left its
     # levels behind: its verdict is kept, ahead of the last solver's levels

@@ -91,10 +91,11 @@ def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=Fals
 
         def admit(rows, machine, m):
             return machine.core_size * rows / m <= budget
+        from ..compress import compactor
         machine = train_progressive(store, kernel, None, sizes, seed=solve.seed,
                                     runner=solve.runner, resume=solve.resume, train=stage,
                                     verdict=SquaredVerdict(),
-                                    admit=admit)
+                                    admit=admit, compact=compactor(kernel, solve, True))
         solver = None
     if warn and max_core is not None and machine.core_size >= max_core:
         import warnings
