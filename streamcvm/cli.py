@@ -369,6 +369,11 @@ def _add_train(sub):
                         "helped; classification first tries every row while its core set "
                         "stays under 2,048 vectors; regression stops before a stage whose "
                         "core set would pass 11,000), 'all' rows, or at most N rows that way")
+    p.add_argument("--no-compact", action="store_true",
+                   help="classification and regression: no compact expansion (by default a "
+                        "machine trained on sampled rows also gets one over at most 4,096 "
+                        "basis points, kept if its validation errors are not significantly "
+                        "worse; predict uses it, predict --exact the full one)")
     p.add_argument("--stop", choices=["slack", "validation"], default="slack",
                    help="what ends the eps annealing: the margin slack (default) or, with "
                         "held-out rows (--train-size), the validation error")
@@ -480,6 +485,9 @@ def cmd_train(args):
     if task not in ("classification", "regression") and args.train_size != "auto":
         raise SystemExit("streamcvm train: error: --train-size is for classification and "
                          "regression")
+    if task not in ("classification", "regression") and args.no_compact:
+        raise SystemExit("streamcvm train: error: --no-compact is for classification and "
+                         "regression")
     if task != "classification" and args.stop != "slack":
         raise SystemExit("streamcvm train: error: --stop is for classification")
     _check_train_paths(args)        # before the heavy imports, and before any work
@@ -507,14 +515,16 @@ def cmd_train(args):
     elif task == "regression":
         if args.mu is not None:
             kw["mu"] = _num_or_auto(args.mu, "mu")
-        est = CVMRegressor(train_size=_train_size(args.train_size), **kw)
+        est = CVMRegressor(train_size=_train_size(args.train_size),
+                           compact=False if args.no_compact else "auto", **kw)
     elif task == "ranking":
         est = CVMRanker(**kw)
     else:
         est = CVMClassifier(multi_class=args.multi_class, probability=bool(args.probability),
                             class_weight=_class_weight(args.class_weight),
                             train_size=_train_size(args.train_size), stop=args.stop,
-                            n_jobs=args.jobs, **kw)
+                            n_jobs=args.jobs, compact=False if args.no_compact else "auto",
+                            **kw)
     resume = bool(args.resume)
     if resume and not checkpoint.is_checkpoint_dir(args.resume):   # --checkpoint-dir DIR too
         resume = False

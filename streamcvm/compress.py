@@ -70,8 +70,10 @@ def kmeans_centres(X, B, weights=None, seed=0):
     X = _dense(X)
     # random initial centres: k-means++'s seeding costs 4x the fit at B = 4,096 and
     # gives the same expansion quality (compress_study)
+    # batches of 1,024 rows (scikit-learn's default): a batch's distances to the
+    # centres are batch x B float64, 32 MB at B = 4,096
     km = MiniBatchKMeans(n_clusters=int(min(B, len(X))), random_state=seed, n_init=1,
-                         init="random", batch_size=max(4096, 3 * B))
+                         init="random", batch_size=1024)
     km.fit(X, sample_weight=weights)
     return _dense(km.cluster_centers_)
 
@@ -113,13 +115,13 @@ def project(kernel, Z, X, a, ridge=1e-10, n_jobs=1):
     return _solve(_gram(kernel, Z, ridge), rhs)
 
 
-def fit_values(kernel, Z, R, f, ridge=1e-8, block=8192):
+def fit_values(kernel, Z, R, f, ridge=1e-8, block=1024):
     """``(beta, b)`` minimising ``sum_r (sum_j beta_j k(z_j, x_r) + b - f_r)^2
     + ridge' ||beta||^2`` over sample rows ``R`` with the full model's
     values ``f`` (``ridge'``: ``ridge`` x the mean diagonal of ``K_RZ' K_RZ``,
     enough to keep the normal equations positive definite for Cholesky).
     The normal equations are accumulated in blocks of rows, so memory is
-    O(B^2), not O(|R| B)."""
+    O(B^2) (134 MB at B = 4,096), not O(|R| B)."""
     Z, R = _dense(Z), _dense(R)
     f = np.asarray(f, np.float64)
     nb = len(Z)
@@ -167,7 +169,7 @@ def decision(kernel, Z, beta, b, X, n_jobs=1):
 
 SIZES = (256, 512, 1024, 2048, 4096)    # B tried, smallest first
 PAYS = 4                                # only where |S| > PAYS x B
-FIT_ROWS = 16384                        # training rows the least squares fit uses
+FIT_ROWS = 8192                         # training rows the least squares fit uses
 RMSE_TOL = 0.005                        # regression: validation RMSE within 0.5% of the full
 
 

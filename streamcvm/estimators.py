@@ -274,6 +274,12 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         50,000, a quarter at most; streamcvm.probability), for
         ``predict_proba`` and ``predict_log_proba`` (more than two classes:
         pairwise coupling, as LIBSVM). The held-out rows are not trained on.
+    compact : "auto" (default) or False. "auto": a machine trained by
+        progressive subsampling also gets a compact expansion over B <= 4,096
+        basis points, B chosen on its held-out validation rows
+        (streamcvm.compress.compact_machine); predict uses it. False: no
+        compact expansion at fit, and predict uses the full one (set it on a
+        fitted or loaded model to predict exactly).
     random_state : seed of the row sampling
     verbose : show a progress bar (eps level, core-set size, radius)
     """
@@ -841,6 +847,9 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         core set would stay within the budget above. The stages are in
         ``history_`` (``stage_rows``, ``stage_validation_rmse``). A number:
         at most that many rows, the same way.
+    compact : "auto" (default) or False, as :class:`CVMClassifier`; a
+        compact expansion is kept when its validation RMSE is within 0.5% of
+        the full model's.
     kernel, coef0, degree, eps, sample_size, full_pass, scale,
     random_state, verbose : as :class:`CVMClassifier`
 

@@ -314,6 +314,7 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
         if not go:
             break
     if compact is not None:
+        solver = None       # its kernel cache goes first: compaction's memory comes after
         compact(machine, Xt[:m], Xv, yv, prev)     # prev: the machine's validation losses
     machine.sv_ids = tid[machine.sv_ids]
     # a stage that started a new solver (not a warm exact chain) left its
