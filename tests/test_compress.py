@@ -229,3 +229,14 @@ def test_predict_uses_the_compact_expansion_unless_exact(tmp_path):
     labels = lambda f: np.where(f > 0, est.classes_[1], est.classes_[0])
     assert np.array_equal(out[()], labels(small)) and np.array_equal(out[("--exact",)],
                                                                       labels(full))
+
+
+def test_no_compact_is_refused_where_nothing_is_compressed(tmp_path):
+    from conftest import inproc, one_line_error
+    from streamcvm import synthetic
+    s = synthetic.write_store(tmp_path / "g.zarr", "gaussian", 500, seed=0)
+    r = inproc("train", s, "-o", tmp_path / "m", "--task", "one-class", "--no-compact", "-q")
+    one_line_error(r, "train", "--no-compact is for classification and regression")
+    with pytest.raises(ValueError, match="compact must be"):
+        from streamcvm import CVMClassifier
+        CVMClassifier(compact="yes").fit(np.zeros((10, 2)), np.arange(10) % 2)
