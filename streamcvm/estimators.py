@@ -493,13 +493,15 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return out if 2 * mine < full else list(self.machines_)
 
     def _union(self, exact=None):
-        """The support rows the active machines share (:meth:`_build_union`), cached."""
-        machines = self._active_machines(exact)
-        key = tuple(id(m.coef) for m in machines)
-        got = self.__dict__.setdefault("_unions_", {}).get(key)
+        """The support rows the active machines share (:meth:`_build_union`)
+        and their intercepts, built once per setting of ``compact`` (predict
+        calls this for every chunk)."""
+        exact = self.compact is False if exact is None else exact
+        got = self.__dict__.setdefault("_unions_", {}).get(exact)
         if got is None:
-            got = self._unions_[key] = (self._build_union(machines),
-                                        np.array([m.intercept for m in machines]))
+            machines = self._active_machines(exact)
+            got = self._unions_[exact] = (self._build_union(machines),
+                                          np.array([m.intercept for m in machines]))
         return got
 
     def _build_union(self, machines):
