@@ -377,6 +377,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 checkpoint.machine_done(ck, m, len(subs))
             self._set_machines(machines)
             self.kernel_ = kern
+            if self.compact == "auto" and not any(m.compact_info for m in machines):
+                self._compact_fitted(store, seed, solve.but(runner=runner))
             self.probA_ = self.probB_ = None
             if cv:
                 F, y = self._cv_decisions(store, subs, kern, seed, cw,
@@ -469,6 +471,51 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.machines_ = machines
         self._unions_ = {}
 
+    def _labels_of(self, F):
+        """Class indices predicted from machine values ``F`` [rows, machines]."""
+        if F.shape[1] == 1:
+            return (F[:, 0] > 0).astype(np.int64)
+        if self.multi_class == "ovr":
+            return np.argmax(F, axis=1)
+        return np.argmax(ovo_votes(F, len(self.classes_)), axis=1)
+
+    def _compact_fitted(self, store, seed, solve):
+        """A compact expansion for machines trained on every row (no held-out
+        rows): one k-means basis shared by all of them, B chosen by how often
+        its labels equal the full model's on training rows the least-squares
+        fit did not use (:func:`streamcvm.compress.compact_shared`)."""
+        import dataclasses
+        from .compress import CHECK_ROWS, FIT_ROWS, compact_shared
+        from .problems.progressive import draw_sample
+        machines = self.machines_
+        if store.sparse or any(sp.issparse(m.sv) for m in machines):
+            info = {"decision": "sparse support rows: not compressed"}
+        else:
+            U, _, _, groups, key = self._build_union(machines, keys=True)
+            w = np.zeros(U.shape[0])
+            for lo, hi, _, W in groups:
+                w[lo:hi] = np.abs(W).sum(axis=1)
+
+            def sample():
+                n_check = int(min(CHECK_ROWS, store.n // 2))
+                (_, Xc, _, _), (_, Xf, _, _) = draw_sample(
+                    store, None, n_check, int(min(FIT_ROWS, store.n - n_check)), seed,
+                    solve.runner)
+                return Xf, self._ovo_rows(Xf), Xc, self._labels_of(self._ovo_rows(Xc))
+            got, info = compact_shared(U, w, key, self.kernel_, sample, self._labels_of,
+                                       seed=seed)
+            if got is not None:
+                Z, Beta, b = got
+                ids = -1 - np.arange(len(Z), dtype=np.int64)
+                for j, m in enumerate(machines):
+                    m.compact = dataclasses.replace(
+                        m, sv=Z, coef=np.ascontiguousarray(Beta[:, j]), intercept=float(b[j]),
+                        sv_ids=ids, sv_sq=None, history=[], full_pass_violators=None,
+                        compact=None, compact_info=None)
+        for m in machines:
+            m.compact_info = dict(info, shared=True) if m.compact else dict(info)
+        self._set_machines(machines)
+
     def _active_machines(self, exact=None):
         """The machines predict uses: each one's compact expansion where it
         has one and ``compact`` is not False (``exact=True``: the full ones),
@@ -482,6 +529,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             c = m.compact
             if c is None:
                 out.append(m)
+                continue
+            if (m.compact_info or {}).get("shared"):     # one basis for all: its ids
+                out.append(c)
                 continue
             ids = nxt - np.arange(len(c.coef), dtype=np.int64)
             nxt -= len(c.coef)
@@ -504,10 +554,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                                           np.array([m.intercept for m in machines]))
         return got
 
-    def _build_union(self, machines):
+    def _build_union(self, machines, keys=False):
         """(rows, squared norms, rows transposed or None, groups) of the
         distinct support rows of ``machines``, sorted by class (see
-        :meth:`_set_machines`)."""
+        :meth:`_set_machines`); ``keys``: and each row's class."""
         from .kernels import sq_norms
         ids = np.concatenate([m.sv_ids for m in machines])
         coef = np.concatenate([m.coef for m in machines])
@@ -518,6 +568,15 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             side = np.array([m.classes[1] for m in machines])[mach]
             other = np.array([m.classes[0] for m in machines])[mach]
             key[inv] = np.where(coef > 0, side, other)       # the row's own class
+            # the class every machine using the row shares, where there is one
+            # (a row of a compact basis, shared by its class's machines)
+            cls, code = np.unique(np.concatenate([side, other]), return_inverse=True)
+            counts = np.zeros((len(uniq), len(cls)), np.int64)
+            np.add.at(counts, (np.concatenate([inv, inv]), code), 1)
+            uses = np.bincount(inv, minlength=len(uniq))
+            common = counts == uses[:, None]
+            one = (common.sum(axis=1) == 1) & (uses > 1)
+            key[one] = cls[np.argmax(common[one], axis=1)]
         order = np.lexsort((uniq, key))                       # by class, then row id
         rank = np.empty_like(order)
         rank[order] = np.arange(len(order))
@@ -534,6 +593,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             W[col[sel] - lo, np.searchsorted(ms, mach[sel])] = coef[sel]
             groups.append((int(lo), int(hi), ms, W))
         UT = None if sp.issparse(U) else np.ascontiguousarray(U.T, np.float32)
+        if keys:
+            return U, sq_norms(U), UT, groups, key[order]
         return U, sq_norms(U), UT, groups
 
     def predict_with_decision(self, X):

@@ -61,9 +61,15 @@ def save_model(est, path, overwrite=False, target=None):
             np.save(fn, np.ascontiguousarray(arr), allow_pickle=False)
             files[name + ".npy"] = _digest(fn)
 
-        recs = []
+        recs, bases = [], {}
         for k, m in enumerate(machines):
             rec, arrays = machine_arrays(m)
+            if m.compact is not None and rec["compact"].get("shared"):
+                # one basis for all machines: written once, with the first of them
+                first = bases.setdefault(id(m.compact.sv), k)
+                if first != k:
+                    del arrays["compact_sv"]
+                    rec["compact"]["basis_of"] = first
             hist = rec.pop("history")        # not part of a model; what it reached is
             last = hist[-1] if hist else {}
             rec["eps_reached"] = last.get("certified_eps", last.get("eps"))
@@ -207,13 +213,17 @@ def _check_fields(man):
             raise ValueError(f"machine {j} has support rows of shape {shape!r}, the model "
                              f"{d} features")
         number(r["intercept"], f"machine {j}'s intercept")
-        names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"]
-                                   else ["sv"]) + (list(COMPACT_ARRAYS) if has_compact(r) else [])
+        names = _array_names(r)
         for n in names:
             if f"m{j}_{n}.npy" not in files:
                 raise ValueError(f"machine {j} has no {n} file")
         if has_compact(r):
             number(r["compact"]["intercept"], f"machine {j}'s compact intercept")
+            of = r["compact"].get("basis_of")
+            if of is not None and not (isinstance(of, int) and 0 <= of < j and has_compact(
+                    machines[of]) and machines[of]["compact"].get("basis_of") is None):
+                raise ValueError(f"machine {j}'s compact basis is that of machine {of!r}, "
+                                 "which has none of its own")
     classes = man.get("classes")
     if kind in ("CVMClassifier", "MMDATransformer"):
         if not isinstance(classes, list) or len(classes) < 2:
@@ -236,6 +246,17 @@ def _check_fields(man):
         for n in ["scale_scale"] + (["scale_offset"] if sc["centred"] else []):
             if f"{n}.npy" not in files:
                 raise ValueError(f"no {n} file")
+
+
+def _array_names(r):
+    """The array files of machine record ``r`` (``m<k>_<name>.npy``)."""
+    names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"] else ["sv"])
+    if has_compact(r):
+        names += [n for n in COMPACT_ARRAYS
+                  if not (n == "compact_sv" and r["compact"].get("basis_of") is not None)]
+        if r["compact"].get("shared"):
+            names.append("compact_ids")
+    return names
 
 
 def verify_model(path):
@@ -277,13 +298,15 @@ def load_model(path):
 
     machines = []
     for k, r in enumerate(man["machines"]):
-        names = ["coef", "ids"] + (["sv_data", "sv_indices", "sv_indptr"] if r["sparse"]
-                                   else ["sv"]) + (list(COMPACT_ARRAYS) if has_compact(r) else [])
-        arrays = {n: get(f"m{k}_{n}") for n in names}
+        arrays = {n: get(f"m{k}_{n}") for n in _array_names(r)}
+        of = r["compact"].get("basis_of") if has_compact(r) else None
+        if of is not None:              # a shared basis: the same array as machine ``of``'s
+            arrays["compact_sv"] = machines[of].compact.sv
         m = machine_from(r, arrays)
         c = m.compact
         if m.sv.shape[0] != len(m.coef) or m.sv.shape[1] != man["n_features_in"] or (
                 c is not None and (c.sv.ndim != 2 or c.sv.shape[0] != len(c.coef)
+                                   or len(c.sv_ids) != len(c.coef)
                                    or c.sv.shape[1] != man["n_features_in"])):
             raise ModelError(f"{os.path.join(path, 'model.json')}: damaged (machine {k}'s "
                              f"arrays do not match its record)")

@@ -71,16 +71,15 @@ def class_table(classes, store, one_class=False):
 
 
 def ovo_votes(F, k):
-    """One-vs-one decisions -> per-class votes + confidence in (-1/3, 1/3)."""
-    votes = np.zeros((F.shape[0], k))
-    conf = np.zeros((F.shape[0], k))
-    col = 0
-    for i in range(k):
-        for j in range(i + 1, k):
-            f = F[:, col]
-            votes[:, j] += f > 0
-            votes[:, i] += f <= 0
-            conf[:, j] += f
-            conf[:, i] -= f
-            col += 1
+    """One-vs-one decisions -> per-class votes + confidence in (-1/3, 1/3).
+    Column c of ``F`` is machine (i, j), i < j, in row-major order: positive
+    votes for j, otherwise for i."""
+    i, j = np.triu_indices(k, 1)
+    to_j = np.zeros((len(i), k))
+    to_j[np.arange(len(i)), j] = 1.0
+    to_i = np.zeros((len(i), k))
+    to_i[np.arange(len(i)), i] = 1.0
+    pos = (F > 0).astype(np.float64)
+    votes = pos @ to_j + (1.0 - pos) @ to_i
+    conf = F @ (to_j - to_i)
     return votes + conf / (3.0 * (np.abs(conf) + 1.0))

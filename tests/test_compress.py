@@ -240,3 +240,129 @@ def test_no_compact_is_refused_where_nothing_is_compressed(tmp_path):
     with pytest.raises(ValueError, match="compact must be"):
         from streamcvm import CVMClassifier
         CVMClassifier(compact="yes").fit(np.zeros((10, 2)), np.arange(10) % 2)
+
+
+# fits without held-out rows: one shared basis, B by agreement with the full model
+
+def _mixture(n, k, seed=0):
+    """Overlapping Gaussian classes: most rows become support vectors."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    return (rng.normal(size=(n, 5)) + 0.8 * np.eye(5)[y]).astype(np.float32), y
+
+
+def test_compact_shared_keeps_the_first_b_that_agrees():
+    """The rule on its own: the first B whose labels equal the full model's
+    on ``agree`` of the check rows; an unreachable ``agree`` keeps the full
+    expansion, and too few support rows never ask for the sample."""
+    from streamcvm import CVMClassifier
+    X, y = _mixture(6000, 2)
+    est = CVMClassifier(compact=False).fit(X, y)
+    m = est.machines_[0]
+    k = est.kernel_
+    Xf, Xc = X[:3000], X[3000:]
+    full = m.decision(k, Xc) > 0
+
+    def sample():
+        return Xf, m.decision(k, Xf)[:, None], Xc, full
+    labels = lambda F: F[:, 0] > 0          # noqa: E731
+    key = np.zeros(len(m.coef))
+    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, sample, labels)
+    assert got is not None and rec["B"] == rec["tried"][-1]["B"]
+    assert all(t["agree"] < compress.AGREE for t in rec["tried"][:-1])
+    Z, Beta, b = got
+    agree = np.mean(labels(compress.decisions(k, Z, Beta, b, Xc)) == full)
+    assert rec["tried"][-1]["agree"] == agree >= compress.AGREE
+    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, sample, labels, agree=1.01)
+    assert got is None and rec["decision"].startswith("kept the full expansion")
+    assert len(rec["tried"]) == len([B for B in compress.SIZES
+                                     if len(m.coef) > compress.PAYS * B])
+
+    def never():
+        raise AssertionError("sampled although no B pays")
+    got, rec = compress.compact_shared(m.sv[:1000], np.abs(m.coef[:1000]), key[:1000], k,
+                                       never, labels)
+    assert got is None and "too few to pay" in rec["decision"]
+
+
+def test_a_fit_on_every_row_gets_a_compact_expansion(tmp_path):
+    """A two-class fit on 6,000 rows (no held-out rows): predict uses the
+    compact expansion, recorded with its check; it agrees with the full one
+    on fresh rows; save / load keeps it; info says so."""
+    from conftest import inproc
+    from streamcvm import CVMClassifier
+    from streamcvm.model import load_model, save_model
+    X, y = _mixture(6000, 2)
+    T, _ = _mixture(4000, 2, seed=1)
+    est = CVMClassifier().fit(X, y)
+    m = est.machines_[0]
+    info = m.compact_info
+    assert m.compact is not None and info["B"] == len(m.compact.coef) < len(m.coef) / 4
+    assert info["check_rows"] >= 2900 and info["tried"][-1]["agree"] >= compress.AGREE
+    k = est.kernel_
+    assert np.allclose(est.decision_function(T), m.compact.decision(k, T))
+    exact = m.decision(k, T)
+    assert not np.allclose(est.decision_function(T), exact)
+    assert np.mean((est.decision_function(T) > 0) == (exact > 0)) >= 0.995
+    save_model(est, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert np.array_equal(back.predict(T), est.predict(T))
+    assert np.array_equal(back.set_params(compact=False).predict(T),
+                          est.set_params(compact=False).predict(T))
+    r = inproc("info", tmp_path / "m")
+    assert r.returncode == 0
+    assert f"predict with one basis of B = {info['B']:,} points" in r.stdout
+    assert "training rows" in r.stdout
+
+
+def test_one_vs_one_machines_share_one_basis(tmp_path):
+    """Three classes: the three machines' compact expansions are one basis
+    (predict evaluates B kernel values a row, not the union's), written
+    once in the model folder; a manifest that points a machine at a basis
+    that is not there is refused."""
+    import json
+    from streamcvm import CVMClassifier
+    from streamcvm.model import DIGEST_KEY, ModelError, load_model, manifest_digest, save_model
+    X, y = _mixture(6000, 3)
+    T, _ = _mixture(3000, 3, seed=1)
+    est = CVMClassifier().fit(X, y)
+    cs = [m.compact for m in est.machines_]
+    assert all(c is not None and c.sv is cs[0].sv for c in cs)
+    B = len(cs[0].coef)
+    (U, _, _, groups), _ = est._union()
+    assert U.shape[0] == B and B < len(est._union(True)[0][0]) / 4
+    full = est.set_params(compact=False).predict(T)
+    small = est.set_params(compact="auto").predict(T)
+    assert np.mean(full == small) >= 0.99
+    save_model(est, tmp_path / "m")
+    files = {p.name for p in (tmp_path / "m").iterdir()}
+    assert "m0_compact_sv.npy" in files and "m1_compact_sv.npy" not in files
+    assert {"m1_compact_ids.npy", "m2_compact_ids.npy"} <= files
+    back = load_model(tmp_path / "m")
+    assert np.array_equal(back.predict(T), small)
+    assert back.machines_[2].compact.sv is back.machines_[0].compact.sv
+    meta = json.loads((tmp_path / "m" / "model.json").read_text())
+    assert meta["machines"][1]["compact"]["basis_of"] == 0
+    meta["machines"][1]["compact"]["basis_of"] = 2
+    meta.pop(DIGEST_KEY)
+    meta[DIGEST_KEY] = manifest_digest(meta)
+    (tmp_path / "m" / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(ModelError, match="compact basis is that of machine 2"):
+        load_model(tmp_path / "m")
+
+
+def test_ovo_votes_match_the_pairwise_loop():
+    from streamcvm.predict import ovo_votes
+    rng = np.random.default_rng(0)
+    for k in (2, 3, 7):
+        F = rng.normal(size=(50, k * (k - 1) // 2))
+        F[0] = 0.0
+        votes, conf, col = np.zeros((50, k)), np.zeros((50, k)), 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                votes[:, j] += F[:, col] > 0
+                votes[:, i] += F[:, col] <= 0
+                conf[:, j] += F[:, col]
+                conf[:, i] -= F[:, col]
+                col += 1
+        assert np.allclose(ovo_votes(F, k), votes + conf / (3 * (np.abs(conf) + 1)))

@@ -75,7 +75,6 @@ The header gives the command line and the git commit ("-dirty": tracked
 files differ from HEAD, as ``git describe --dirty``).
 """
 import os
-import subprocess
 import sys
 import time
 
@@ -200,23 +199,6 @@ CHILD_JOBS = {"prepare": child_prepare, "run": child_run}
 # parent
 # ---------------------------------------------------------------------------
 
-def baseline_worktree(rev):
-    """A detached git worktree of ``rev`` (made once, reused): its path."""
-    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--short",
-                        f"{rev}^{{commit}}"], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"--baseline: {rev!r} is not a commit of {ROOT}")
-    sha = r.stdout.strip()
-    path = os.path.join("/tmp/streamcvm-bench", f"baseline-{sha}")
-    if not os.path.isdir(os.path.join(path, "streamcvm")):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        r = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "--force", path,
-                            sha], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SystemExit(f"--baseline: git worktree add failed: {r.stderr.strip()}")
-    return sha, path
-
-
 def table(rows, with_store, with_base=False):
     head = ["dataset", "method", "train s", "predict s", "accuracy %", "#SV", "peak RSS MB",
             "train vs SVC", "predict speed-up", "predict speed-up 1t", "d acc pp",
@@ -308,7 +290,7 @@ def main(argv=None):
             "repeat": a.repeat}
     libs = [("", None)]
     if a.baseline:
-        sha, path = baseline_worktree(a.baseline)
+        sha, path = B.baseline_worktree(a.baseline)
         libs.append((f" @{sha}", path))
         header.append(f"baseline: {a.baseline} = {sha} ({path})")
         log(header[-1])

@@ -502,3 +502,20 @@ def print_sizes(title, runs, table, ours):
          for a, b in zip(ours, ours[1:])]
     if g:
         print("\nstreamcvm growth: " + "; ".join(g))
+
+
+def baseline_worktree(rev):
+    """A detached git worktree of ``rev`` (made once, reused): its path."""
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--short",
+                        f"{rev}^{{commit}}"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"--baseline: {rev!r} is not a commit of {ROOT}")
+    sha = r.stdout.strip()
+    path = os.path.join("/tmp/streamcvm-bench", f"baseline-{sha}")
+    if not os.path.isdir(os.path.join(path, "streamcvm")):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        r = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "--force", path,
+                            sha], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"--baseline: git worktree add failed: {r.stderr.strip()}")
+    return sha, path
