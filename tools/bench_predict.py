@@ -257,8 +257,12 @@ def child_nystroem_store(spec):
 
 
 def child_store(spec):
-    return {"path": spec["path"], "generate_s": B.generated_store(
-        spec["path"], spec["data"], spec["n"], first_block=spec["first_block"])[1]}
+    _, took = B.generated_store(spec["path"], spec["data"], spec["n"],
+                                first_block=spec["first_block"])
+    out = {"path": spec["path"]}
+    if took is not None:
+        out.update(generate_s=took, disk_bytes=B.path_bytes(spec["path"]))
+    return out
 
 
 def child_gamma(spec):
