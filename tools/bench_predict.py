@@ -8,7 +8,9 @@ Cases, each predicted in fresh child processes one after the other:
 - ``--sets`` (default: the ``bench_classify.py`` sets): a ``CVMClassifier``
   with the defaults (C=1, the protocol's gamma) fitted on the training rows,
   predicting the test set. Nystroem K=1000 / 4000 + ``LinearSVC(C=1)`` on the
-  same rows (at most ``--nystroem-rows`` of them, seed 0).
+  same rows (at most ``--nystroem-rows`` of them, and at most as many as keep
+  the float64 feature matrix within ``--nystroem-gb``, random, seed 0: the fit
+  rows change its accuracy a little, not its predict time).
 - ``--models MODEL=TEST ...``: model folders already trained (e.g. the 2M and
   20M mixture models of ``bench_scale_accuracy.py``) predicting a test
   store, chunk by chunk, its first ``--rows`` rows; Nystroem K=1000 + LinearSVC
@@ -183,7 +185,8 @@ def _nystroem(spec, Xtr, ytr, regression):
     from sklearn.linear_model import Ridge
     from sklearn.pipeline import make_pipeline
     from sklearn.svm import LinearSVC
-    rows = min(spec["nystroem_rows"], Xtr.shape[0])
+    # its float64 features, copied again by liblinear, within --nystroem-gb
+    rows = int(min(spec["nystroem_rows"], Xtr.shape[0], spec["nystroem_gb"] * 1e9 / (8 * spec["K"])))
     if rows < Xtr.shape[0]:
         pick = np.sort(np.random.default_rng(0).choice(Xtr.shape[0], rows, replace=False))
         Xtr, ytr = Xtr[pick], ytr[pick]
@@ -245,7 +248,7 @@ def child_nystroem_store(spec):
         import numpy as np
         from streamcvm import open_store
         Xtr, ytr = B.read_rows(open_store(spec["train"]), spec["nystroem_rows"])
-        model, out = _nystroem(dict(spec, nystroem_rows=len(ytr)), Xtr, ytr,
+        model, out = _nystroem(spec, Xtr, ytr,
                                spec["regression"])
         X, y = _store_rows(spec["test"], spec["rows"])
         pred, out["predict_s"] = _best(lambda: model.predict(X), spec["repeat"])
@@ -300,6 +303,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--nystroem-rows", type=int, default=200_000)
+    ap.add_argument("--nystroem-gb", type=float, default=2.0,
+                    help="Nystroem's feature matrix at most this many GB (default 2: "
+                         "K=4000 on at most 62,500 rows)")
     ap.add_argument("--baseline", metavar="REV")
     ap.add_argument("--workdir", default="/tmp/streamcvm-bench/predict")
     ap.add_argument("--json")
@@ -313,7 +319,8 @@ def main():
         sha, lib = B.baseline_worktree(a.baseline)
         more.append(f"baseline: {a.baseline} = {sha} ({lib})")
     session = B.Session(packages=("scikit-learn", "numpy", "numba"), more=more)
-    common = dict(threads=a.threads, repeat=a.repeat, nystroem_rows=a.nystroem_rows)
+    common = dict(threads=a.threads, repeat=a.repeat, nystroem_rows=a.nystroem_rows,
+                  nystroem_gb=a.nystroem_gb)
     runs = []
     for ds in a.sets:
         spec = dict(common, dataset=ds, raw_dir=a.raw_dir, quick=False, C=1.0)
