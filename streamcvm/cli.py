@@ -257,9 +257,12 @@ def describe_model(path):
     comp = [m.get("compact") for m in ms if isinstance(m.get("compact"), dict)]
     if comp and all(c.get("shared") for c in comp):
         c = comp[0]
-        lines.append(f"compact    the {len(ms)} machines predict with one basis of B = "
+        what = "features are computed" if man["estimator"] == "MMDATransformer" else \
+            "machines predict"
+        lines.append(f"compact    the {len(ms)} {what} with one basis of B = "
                      f"{c['B']:,} points instead of {c['support_vectors']:,} support rows "
-                     f"('predict --exact': the full expansion)")
+                     f"('{'features' if 'features' in what else 'predict'} --exact': the "
+                     f"full expansion)")
         lines.append(f"           {c.get('decision', '')}")
     elif comp:
         kept = [c for c in comp if c.get("intercept") is not None]
@@ -833,6 +836,10 @@ def _add_features(sub):
                    help="also save the fitted directions as a model folder, to transform "
                         "other stores with (--model)")
     p.add_argument("-c", "--C", type=float, default=None, help="the L2-SVM's C (default 1)")
+    p.add_argument("--exact", action="store_true",
+                   help="the full kernel expansions (by default, where it keeps every "
+                        "feature's R^2 >= 0.999, one compact basis of at most 4,096 points "
+                        "computes them; see 'streamcvm info MODEL')")
     p.add_argument("-t", "--kernel", choices=["rbf", "laplacian", "exponential"], default=None,
                    help="rbf (default), laplacian or exponential")
     p.add_argument("-g", "--gamma", default=None,
@@ -901,12 +908,15 @@ def cmd_features(args):
         if not isinstance(est, MMDATransformer):
             raise SystemExit(f"streamcvm features: error: {args.model}: a "
                              f"{type(est).__name__} model, not MMDA features")
+        if args.exact:
+            est.set_params(compact=False)
     else:
         given = dict(n_components=args.n_components, C=args.C, kernel=args.kernel,
                      gamma=None if args.gamma is None else _num_or_auto(args.gamma, "gamma",
                                                                          "features"),
                      eps=args.eps, sample_size=args.sample_size, max_core=args.max_core)
         est = MMDATransformer(**{k: v for k, v in given.items() if v is not None},
+                              compact=False if args.exact else "auto",
                               random_state=args.seed, verbose=not args.quiet)
         resume = bool(args.resume) and checkpoint.is_checkpoint_dir(args.resume)
         t = time.perf_counter()

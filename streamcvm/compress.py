@@ -189,6 +189,7 @@ PAYS = 4                                # only where |S| > PAYS x B
 FIT_ROWS = 8192                         # training rows the least squares fit uses
 RMSE_TOL = 0.005                        # regression: validation RMSE within 0.5% of the full
 AGREE = 0.999                           # no held-out rows: labels equal on 99.9% of check rows
+R2_MIN = 0.999                          # features (MMDA): every column's R^2 on the check rows
 CHECK_ROWS = 8192                       # training rows that check B when none are held out
 
 
@@ -281,6 +282,17 @@ def compactor(kernel, solve, regression=False):
     return hook
 
 
+def sample_rows(store, seed=0, runner=None):
+    """(fit rows, check rows) of a training store, disjoint, dense: up to
+    ``FIT_ROWS`` and ``CHECK_ROWS`` (half the rows each when it has fewer)."""
+    from .problems.progressive import draw_sample
+    n_check = int(min(CHECK_ROWS, store.n // 2))
+    (_, Xc, _, _), (_, Xf, _, _) = draw_sample(store, None, n_check,
+                                               int(min(FIT_ROWS, store.n - n_check)), seed,
+                                               runner)
+    return _dense(Xf), _dense(Xc)
+
+
 def class_centres(S, weights, key, B, seed=0):
     """``B`` k-means centres of the rows ``S`` (weighted), split over the
     distinct values of ``key`` (e.g. each row's class) in proportion to
@@ -298,8 +310,43 @@ def class_centres(S, weights, key, B, seed=0):
     return _dense(np.concatenate(Z)), np.concatenate(zk)
 
 
-def compact_shared(S, weights, key, kernel, sample, labels, *, seed=0, sizes=SIZES,
-                   agree=AGREE):
+def agreeing_labels(labels, full_labels, agree=AGREE):
+    """The acceptance of :func:`compact_shared` for classifiers: the labels
+    predicted from the compact values (``labels(F)``) equal the full
+    model's ``full_labels`` on at least ``agree`` of the check rows. Labels,
+    not errors: the full model was fitted to these rows' labels, so its
+    errors there are optimistic and the paired rule would refuse every B
+    (a9a: fixed 19, broken 39 at B = 6,000 with test accuracy unchanged).
+    Labels equal on a share ``agree`` of the rows bound the change of
+    accuracy on data like them by ``1 - agree`` (0.1 points), up to the
+    check's sampling error."""
+    def accept(Fc):
+        q = float(np.mean(labels(Fc) == full_labels))
+        return q >= agree, {"agree": q}
+    accept.rule = (f"labels equal to the full model's on {100 * agree:g}% of training rows "
+                   "not used in the fit (no held-out rows)")
+    accept.says = lambda t, n: f"labels {100 * t['agree']:.2f}% equal to the full model's " \
+                               f"on {n:,} training rows"
+    return accept
+
+
+def close_values(full, r2=R2_MIN):
+    """The acceptance of :func:`compact_shared` for features (no labels): every
+    column's values at the check rows explained to ``R^2 >= r2`` by the
+    compact ones (``1 - SSE / SST`` per column, SST about its mean): an RMS
+    error at most ``sqrt(1 - r2)`` of the column's spread (3.2% for 0.999)."""
+    full = np.asarray(full, np.float64)
+    sst = np.maximum(((full - full.mean(axis=0)) ** 2).sum(axis=0), 1e-300)
+
+    def accept(Fc):
+        worst = float(np.min(1.0 - ((Fc - full) ** 2).sum(axis=0) / sst))
+        return worst >= r2, {"r2_min": worst}
+    accept.rule = f"every feature's R^2 >= {r2:g} on training rows not used in the fit"
+    accept.says = lambda t, n: f"every feature's R^2 >= {t['r2_min']:.5f} on {n:,} training rows"
+    return accept
+
+
+def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES):
     """One compact basis for the machines of a fit that held no rows out
     (trained on every row: nothing to judge errors on), or None, and a
     record of the choice.
@@ -307,47 +354,38 @@ def compact_shared(S, weights, key, kernel, sample, labels, *, seed=0, sizes=SIZ
     ``S``: the machines' distinct support rows (dense), ``weights``: each
     row's summed abs(a), ``key``: its class (the centres are split over the
     classes, :func:`class_centres`). ``sample()``: (``Xfit``, ``Ffit``
-    [rows, machines], ``Xcheck``, ``full_labels``), the full machines'
-    values at training rows ``Xfit`` and the full model's labels at other
-    training rows ``Xcheck`` (asked only when some B pays); ``labels(F)``:
-    the labels predicted from a value matrix.
+    [rows, machines], ``Xcheck``, ``accept``), the full machines' values at
+    training rows ``Xfit``, other training rows ``Xcheck`` and the test of a
+    compact model's values there (:func:`agreeing_labels`,
+    :func:`close_values`: ``accept(Fc)`` -> (kept?, figures to record));
+    asked only when some B pays.
 
     For each B with ``|S| > PAYS x B``, smallest first: B centres; every
     machine's beta and b~ by least squares on all of them (one
-    factorisation for all machines); the first B whose labels equal the
-    full model's on at least ``agree`` of the check rows is kept. Labels,
-    not errors: the full model was fitted to these rows' labels, so its
-    errors there are optimistic and the paired rule would refuse every B
-    (a9a: fixed 19, broken 39 at B = 6,000, with test accuracy unchanged).
-    Labels equal on a share ``agree`` of the rows bound the change of
-    accuracy on data like them by ``1 - agree`` (0.1 points), up to the
-    check's sampling error. (A one-vs-one machine on its two classes'
-    centres only, the structure of its support rows, needed twice the B for
-    99.75% equal labels on letter.) Returns ((Z, Beta [B, machines], b
-    [machines]) or None, record)."""
-    rec = {"support_vectors": int(S.shape[0]),
-           "rule": f"labels equal to the full model's on {100 * agree:g}% of training rows "
-                   "not used in the fit (no held-out rows)", "tried": []}
+    factorisation for all machines); the first B that ``accept`` passes is
+    kept. (A one-vs-one machine on its two classes' centres only, the
+    structure of its support rows, needed twice the B for 99.75% equal
+    labels on letter.) Returns ((Z, Beta [B, machines], b [machines]) or
+    None, record)."""
+    rec = {"support_vectors": int(S.shape[0]), "tried": []}
     todo = [B for B in sizes if S.shape[0] > PAYS * B]
     if not todo:
         rec["decision"] = (f"{S.shape[0]:,} support vectors: too few to pay (compressed only "
                            f"above {PAYS} x {sizes[0]})")
         return None, rec
     S = _dense(S)
-    Xfit, Ffit, Xcheck, full_labels = sample()
+    Xfit, Ffit, Xcheck, accept = sample()
     Ffit = np.asarray(Ffit, np.float64).reshape(len(Xfit), -1)
     Xfit, Xcheck = _dense(Xfit), _dense(Xcheck)
-    rec["check_rows"] = int(len(Xcheck))
+    rec.update(check_rows=int(len(Xcheck)), rule=accept.rule)
     for B in todo:
         Z, _ = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed)
         Beta, b = fit_values(kernel, Z, Xfit, Ffit)        # O(B^2) memory, in row blocks
-        Fc = decisions(kernel, Z, Beta, b, Xcheck)
-        t = {"B": int(len(Z)), "agree": float(np.mean(labels(Fc) == full_labels))}
+        ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck))
+        t = {"B": int(len(Z)), **t}
         rec["tried"].append(t)
-        if t["agree"] >= agree:
-            rec.update(B=int(len(Z)), decision=f"B = {len(Z):,}: labels {100 * t['agree']:.2f}% "
-                       f"equal to the full model's on {len(Xcheck):,} training rows")
+        if ok:
+            rec.update(B=int(len(Z)), decision=f"B = {len(Z):,}: {accept.says(t, len(Xcheck))}")
             return (Z, Beta, b), rec
-    rec["decision"] = (f"kept the full expansion: no B up to {todo[-1]:,} gave labels "
-                       f"{100 * agree:g}% equal to the full model's")
+    rec["decision"] = f"kept the full expansion: no B up to {todo[-1]:,} passed ({accept.rule})"
     return None, rec

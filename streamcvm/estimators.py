@@ -485,8 +485,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         its labels equal the full model's on training rows the least-squares
         fit did not use (:func:`streamcvm.compress.compact_shared`)."""
         import dataclasses
-        from .compress import CHECK_ROWS, FIT_ROWS, compact_shared
-        from .problems.progressive import draw_sample
+        from .compress import agreeing_labels, compact_shared, sample_rows
         machines = self.machines_
         if store.sparse or any(sp.issparse(m.sv) for m in machines):
             info = {"decision": "sparse support rows: not compressed"}
@@ -497,13 +496,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 w[lo:hi] = np.abs(W).sum(axis=1)
 
             def sample():
-                n_check = int(min(CHECK_ROWS, store.n // 2))
-                (_, Xc, _, _), (_, Xf, _, _) = draw_sample(
-                    store, None, n_check, int(min(FIT_ROWS, store.n - n_check)), seed,
-                    solve.runner)
-                return Xf, self._ovo_rows(Xf), Xc, self._labels_of(self._ovo_rows(Xc))
-            got, info = compact_shared(U, w, key, self.kernel_, sample, self._labels_of,
-                                       seed=seed)
+                Xf, Xc = sample_rows(store, seed, solve.runner)
+                return Xf, self._ovo_rows(Xf), Xc, agreeing_labels(
+                    self._labels_of, self._labels_of(self._ovo_rows(Xc)))
+            got, info = compact_shared(U, w, key, self.kernel_, sample, seed=seed)
             if got is not None:
                 Z, Beta, b = got
                 ids = -1 - np.arange(len(Z), dtype=np.int64)

@@ -48,7 +48,13 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     ``gamma`` ("auto": 1 / the mean squared distance between rows, on 5,000
     rows, as the paper's beta), ``eps`` (the MEB tolerance), ``sample_size``
     (rows per random sample), ``max_core`` (a cap on the core set),
-    ``random_state`` (the sampler's seed), ``verbose`` (a progress bar).
+    ``random_state`` (the sampler's seed), ``verbose`` (a progress bar),
+    ``compact`` ("auto", the default: after the fit, one basis of B <= 4,096
+    k-means centres replaces the ``expansion_rows_`` where every feature
+    keeps R^2 >= 0.999 on training rows the fit of the basis did not use,
+    and ``transform`` uses it; False: the full expansions, at fit and in
+    ``transform``, which can be set on a fitted or loaded model;
+    :func:`streamcvm.compress.compact_shared`).
 
     ``fit`` takes arrays or a store (a path or an opened store: y from the
     store); ``transform`` takes arrays or a store (streamed chunk by chunk);
@@ -58,8 +64,9 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     task = "features"
 
     def __init__(self, n_components=1, *, C=1.0, kernel="rbf", gamma="auto", eps=1e-3,
-                 sample_size=59, max_core=None, random_state=0, verbose=False):
+                 sample_size=59, max_core=None, compact="auto", random_state=0, verbose=False):
         self.n_components = n_components
+        self.compact = compact
         self.C = C
         self.kernel = kernel
         self.gamma = gamma
@@ -78,6 +85,8 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             raise ValueError(f"C must be a positive finite number, got {self.C!r}")
         if not isinstance(self.eps, numbers.Real) or not 0 < self.eps < 1:
             raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
+        if self.compact not in ("auto", False):
+            raise ValueError(f"compact must be 'auto' or False, got {self.compact!r}")
         if self.kernel not in ("rbf", "laplacian", "exponential"):
             raise ValueError(f"kernel must be 'rbf', 'laplacian' or 'exponential' (MMDA needs "
                              f"a constant k(x, x)), got {self.kernel!r}")
@@ -156,6 +165,8 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                          f"{len(solver.ids):,}, {d.own:,} support rows")
         self.kernel_ = kern
         self._set_features(machines)
+        if self.compact == "auto":
+            self._compact_features(store, seed)
         self.checkpoint_stats_ = checkpoint.stats(ck)
         self.training_ = _training_record(self, store, t0)
         return self
@@ -175,11 +186,53 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self._basis = Basis(_directions(machines))
         self.expansion_rows_ = len(self._basis.ids)
         self._n_features_out = len(machines)
+        self._compact_basis = None          # (Z, Beta [B, features], b, |Z|^2): one basis for all
+        if machines and all(m.compact is not None for m in machines):
+            from .kernels import sq_norms
+            Z = np.asarray(machines[0].compact.sv, np.float32)
+            self._compact_basis = (Z, np.stack([m.compact.coef for m in machines], axis=1),
+                                   np.array([m.compact.intercept for m in machines]),
+                                   sq_norms(Z))
+
+    def _compact_features(self, store, seed):
+        """One compact basis for all features (every machine's ``compact``,
+        :func:`streamcvm.compress.compact_shared`), kept when every feature
+        keeps R^2 >= 0.999 on training rows the fit did not use."""
+        import dataclasses
+        import scipy.sparse as sp
+        from .compress import close_values, compact_shared, sample_rows
+        machines, basis = self.machines_, self._basis
+        if store.sparse or sp.issparse(basis.rows):
+            info = {"decision": "sparse support rows: not compressed"}
+            got = None
+        else:
+            def sample():
+                Xf, Xc = sample_rows(store, seed)
+                return (Xf, basis.project(self.kernel_, Xf), Xc,
+                        close_values(basis.project(self.kernel_, Xc)))
+            got, info = compact_shared(basis.rows, np.abs(basis.W).sum(axis=1),
+                                       np.zeros(len(basis.ids)), self.kernel_, sample, seed=seed)
+        for j, m in enumerate(machines):
+            if got is not None:
+                Z, Beta, b = got
+                m.compact = dataclasses.replace(
+                    m, sv=Z, coef=np.ascontiguousarray(Beta[:, j]), intercept=float(b[j]),
+                    sv_ids=-1 - np.arange(len(Z), dtype=np.int64), history=[], compact=None,
+                    compact_info=None)
+            m.compact_info = dict(info, shared=True) if got is not None else dict(info)
+        self._set_features(machines, self.feature_seconds_)
 
     # -- transform ------------------------------------------------------------
     def _features(self, X):
-        """The features of validated rows X (float32 or CSR)."""
-        return self._basis.project(self.kernel_, X)
+        """The features of validated rows X (float32 or CSR): by the compact
+        basis where there is one and ``compact`` is not False."""
+        c = self._compact_basis
+        if c is None or self.compact is False:
+            return self._basis.project(self.kernel_, X)
+        from .kernels import kernel_sums
+        Z, Beta, b, Zsq = c
+        return np.asarray(kernel_sums(self.kernel_, X, Z, Beta, None, Zsq),
+                          np.float64).reshape(X.shape[0], Beta.shape[1]) + b
 
     def transform(self, X):
         """The features of X (arrays, or every row of a store, in order)."""

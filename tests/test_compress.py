@@ -262,18 +262,18 @@ def test_compact_shared_keeps_the_first_b_that_agrees():
     k = est.kernel_
     Xf, Xc = X[:3000], X[3000:]
     full = m.decision(k, Xc) > 0
-
-    def sample():
-        return Xf, m.decision(k, Xf)[:, None], Xc, full
     labels = lambda F: F[:, 0] > 0          # noqa: E731
+
+    def sample(agree=compress.AGREE):
+        return Xf, m.decision(k, Xf)[:, None], Xc, compress.agreeing_labels(labels, full, agree)
     key = np.zeros(len(m.coef))
-    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, sample, labels)
+    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, sample)
     assert got is not None and rec["B"] == rec["tried"][-1]["B"]
     assert all(t["agree"] < compress.AGREE for t in rec["tried"][:-1])
     Z, Beta, b = got
     agree = np.mean(labels(compress.decisions(k, Z, Beta, b, Xc)) == full)
     assert rec["tried"][-1]["agree"] == agree >= compress.AGREE
-    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, sample, labels, agree=1.01)
+    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, lambda: sample(1.01))
     assert got is None and rec["decision"].startswith("kept the full expansion")
     assert len(rec["tried"]) == len([B for B in compress.SIZES
                                      if len(m.coef) > compress.PAYS * B])
@@ -281,8 +281,20 @@ def test_compact_shared_keeps_the_first_b_that_agrees():
     def never():
         raise AssertionError("sampled although no B pays")
     got, rec = compress.compact_shared(m.sv[:1000], np.abs(m.coef[:1000]), key[:1000], k,
-                                       never, labels)
+                                       never)
     assert got is None and "too few to pay" in rec["decision"]
+
+
+def test_close_values_is_the_worst_columns_r2():
+    rng = np.random.default_rng(0)
+    F = rng.normal(size=(500, 3))
+    E = np.zeros_like(F)
+    E[:, 1] = 0.05 * rng.normal(size=500)           # one column off by 5% of its sd
+    ok, t = compress.close_values(F)(F + E)
+    r2 = 1 - (E[:, 1] ** 2).sum() / ((F[:, 1] - F[:, 1].mean()) ** 2).sum()
+    assert not ok and np.isclose(t["r2_min"], r2) and r2 < compress.R2_MIN
+    ok, t = compress.close_values(F)(F + E / 10)
+    assert ok and t["r2_min"] >= compress.R2_MIN
 
 
 def test_a_fit_on_every_row_gets_a_compact_expansion(tmp_path):
@@ -366,3 +378,49 @@ def test_ovo_votes_match_the_pairwise_loop():
                 conf[:, i] -= F[:, col]
                 col += 1
         assert np.allclose(ovo_votes(F, k), votes + conf / (3 * (np.abs(conf) + 1)))
+
+
+def test_mmda_features_by_one_compact_basis(tmp_path, monkeypatch):
+    """MMDA: the compact basis is kept only when every feature keeps its R^2
+    (here a looser one, so that 6,000 rows have a basis to keep); transform
+    then uses it, compact=False the full expansions; save / load keeps both;
+    the CLI's --exact writes the full features."""
+    from conftest import inproc
+    from streamcvm import MMDATransformer, as_store
+    from streamcvm.model import load_model, save_model
+    X, y = _mixture(6000, 3)
+    T, _ = _mixture(2000, 3, seed=1)
+    strict = MMDATransformer(n_components=2).fit(X, y)
+    info = strict.machines_[0].compact_info
+    assert strict._compact_basis is None and info["decision"].startswith("kept the full")
+    assert info["tried"][0]["r2_min"] < compress.R2_MIN
+    loose = compress.close_values
+    monkeypatch.setattr(compress, "close_values", lambda full: loose(full, r2=0.95))
+    est = MMDATransformer(n_components=2).fit(X, y)
+    Z, Beta, b, _ = est._compact_basis
+    info = est.machines_[0].compact_info
+    assert len(Z) == info["B"] < est.expansion_rows_ / 4 and info["tried"][-1]["r2_min"] >= 0.95
+    full = strict.transform(T)
+    assert np.allclose(est.set_params(compact=False).transform(T), full)
+    small = est.set_params(compact="auto").transform(T)
+    assert np.allclose(small, compress.decisions(est.kernel_, Z, Beta, b, T))
+    r2 = 1 - ((small - full) ** 2).sum(0) / ((full - full.mean(0)) ** 2).sum(0)
+    assert r2.min() > 0.9 and not np.allclose(small, full)
+    save_model(est, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert np.allclose(back.transform(T), small)
+    r = inproc("info", tmp_path / "m")
+    assert r.returncode == 0 and "features are computed with one basis" in r.stdout
+    from streamcvm.ingest import StoreWriter
+    with StoreWriter(tmp_path / "t.zarr", 5) as w:
+        w.append(T, np.zeros(len(T)))
+        w.close()
+    out = {}
+    for flags in ((), ("--exact",)):
+        p = tmp_path / f"f{len(flags)}.zarr"
+        r = inproc("features", tmp_path / "t.zarr", "--model", tmp_path / "m", "-o", p, "-q",
+                   *flags)
+        assert r.returncode == 0, r.stderr
+        out[flags] = as_store(str(p)).rows(0, len(T)).X
+    assert np.allclose(out[()], small, atol=1e-5) and np.allclose(out[("--exact",)], full,
+                                                                   atol=1e-5)

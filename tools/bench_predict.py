@@ -16,6 +16,11 @@ Cases, each predicted in fresh child processes one after the other:
   store, chunk by chunk, its first ``--rows`` rows; Nystroem K=1000 + LinearSVC
   on ``--nystroem-rows`` random rows of the store named by ``--train`` (one
   per model, the same order), or no Nystroem row without it.
+- ``--mmda SET ...``: ``MMDATransformer(n_components=5)`` fitted with
+  ``compact=False``, then its compaction alone timed ("compact fit s" in the
+  JSON); transform of the test rows by the full expansions and by the compact
+  basis; 1-NN test accuracy on each kind of features (the 1-NN fitted on the
+  training rows' features of the same kind); "agree %": 1-NN labels equal.
 - ``--friedman N`` (0: none): a Friedman #1 store of N rows (seed 0, 10
   features), ``streamcvm train --task regression`` with the defaults,
   predicting 100,000 held-out rows (``first_block=10**6``); Nystroem
@@ -179,6 +184,46 @@ def child_classify(spec):
         return out
 
 
+def child_mmda(spec):
+    """MMDA features (n_components per class) on a protocol set: the fit, the
+    compaction's own seconds, transform of the test rows by the compact basis
+    and by the full expansions, and 1-NN test accuracy on each kind of features."""
+    with _limits(spec):
+        import numpy as np
+        from sklearn.neighbors import KNeighborsClassifier
+        from streamcvm import MMDATransformer, as_store
+        Xtr, ytr, Xte, yte = B.load_data(spec)
+        est = MMDATransformer(n_components=spec["n_components"], compact=False, random_state=0)
+        t = time.perf_counter()
+        est.fit(Xtr, ytr)
+        out = {"train_s": time.perf_counter() - t, "n_test": int(len(yte)),
+               "n_sv": int(est.expansion_rows_), "features": int(len(est.machines_))}
+        labels, codes = np.unique(ytr, return_inverse=True)
+        t = time.perf_counter()
+        est.set_params(compact="auto")._compact_features(as_store(Xtr, codes.astype(float)), 0)
+        out["compact_fit_s"] = time.perf_counter() - t
+        info = est.machines_[0].compact_info
+        out["B"] = info.get("B") if est._compact_basis is not None else None
+        out["compact_decision"] = info.get("decision")
+        feats = {}
+        for name in ("exact", "compact"):
+            if name == "compact" and not out["B"]:
+                continue
+            est.set_params(compact=False if name == "exact" else "auto")
+            feats[name], out[f"{name}_s"] = _best(lambda: est.transform(Xte), spec["repeat"])
+            knn = KNeighborsClassifier(1).fit(est.transform(Xtr), ytr)
+            out[f"{name}_accuracy"] = float(np.mean(knn.predict(feats[name]) == yte))
+        if out["B"]:
+            out["agree"] = float(np.mean(KNeighborsClassifier(1).fit(
+                est.set_params(compact=False).transform(Xtr), ytr).predict(feats["exact"]) ==
+                KNeighborsClassifier(1).fit(est.set_params(compact="auto").transform(Xtr), ytr)
+                .predict(feats["compact"])))
+            f, g = feats["exact"], feats["compact"]
+            out["r2_min_test"] = float(np.min(1 - ((g - f) ** 2).sum(0) /
+                                              ((f - f.mean(0)) ** 2).sum(0)))
+        return out
+
+
 def _nystroem(spec, Xtr, ytr, regression):
     import numpy as np
     from sklearn.kernel_approximation import Nystroem
@@ -274,7 +319,7 @@ def child_gamma(spec):
     return {"gamma": float(D.protocol_gamma(Xtr))}
 
 
-CHILD_JOBS = {"classify": child_classify, "nystroem_set": child_nystroem_set,
+CHILD_JOBS = {"classify": child_classify, "nystroem_set": child_nystroem_set, "mmda": child_mmda,
               "model": child_model, "nystroem_store": child_nystroem_store,
               "store": child_store, "gamma": child_gamma}
 
@@ -294,6 +339,9 @@ def _ratio(a, b):
 def main():
     ap = B.parser(__doc__)
     ap.add_argument("--sets", nargs="*", default=list(SETS), metavar="SET")
+    ap.add_argument("--mmda", nargs="*", default=[], metavar="SET",
+                    help="protocol sets for MMDA features (5 per class): transform s, "
+                         "1-NN accuracy on compact and full features")
     ap.add_argument("--models", nargs="*", default=[], metavar="MODEL=TEST")
     ap.add_argument("--train", nargs="*", default=[], metavar="STORE",
                     help="training stores of --models, for their Nystroem rows")
@@ -340,6 +388,10 @@ def main():
             B.log(f"{ds}: Nystroem K={K} ...")
             r[f"nys{K}"] = B.run_child(dict(spec, kind="nystroem_set", K=K))
         runs.append(r)
+    for ds in a.mmda:
+        spec = dict(common, dataset=ds, raw_dir=a.raw_dir, quick=False, n_components=5)
+        B.log(f"{ds}: MMDA, 5 features per class ...")
+        runs.append(dict(B.run_child(dict(spec, kind="mmda")), case=f"{ds} MMDA 5/class"))
     os.makedirs(a.workdir, exist_ok=True)
     for i, mt in enumerate(a.models):
         model, test = mt.split("=", 1)
