@@ -56,7 +56,7 @@ What each figure is:
 
 Usage::
 
-    python tools/bench_predict.py --baseline ffa76c5^ --json /tmp/streamcvm-bench/predict.json
+    python tools/bench_predict.py --baseline ffa76c5^ --mmda letter --json /tmp/streamcvm-bench/predict.json
     python tools/bench_predict.py --sets letter --friedman 0 --threads 2
     python tools/bench_predict.py --sets --friedman 0 \\
         --models /tmp/streamcvm-bench/scale_accuracy/models/gaussian-2000000=/tmp/streamcvm-bench/scale_accuracy/gaussian-test-500000-s0.zarr \\
@@ -383,7 +383,7 @@ def main():
             B.log(f"{ds}: baseline ...")
             base = B.run_child(dict(spec, kind="classify", lib=lib))
             r.update(base_s=base.get("base_s"), base_accuracy=base.get("base_accuracy"),
-                     base_error=base.get("error"))
+                     base_train_s=base.get("train_s"), base_error=base.get("error"))
         for K in (1000, 4000):
             B.log(f"{ds}: Nystroem K={K} ...")
             r[f"nys{K}"] = B.run_child(dict(spec, kind="nystroem_set", K=K))
@@ -469,6 +469,17 @@ def report(runs, session, a):
                    100 * r[f"{best}_kernel_mvals"] / r[f"{best}_roofline_mvals"], ".0f")]
         rows.append(row)
     print(B.table(head, rows, left=("case", head[-5])))
+    fits = [r for r in runs if r.get("train_s") and r.get("base_train_s")]
+    if fits:
+        print("\nTraining, one thread, the same rows (this tree, compaction included, "
+              "against the baseline): " + "; ".join(
+                  f"{r['case']} {r['train_s']:.2f} s / {r['base_train_s']:.2f} s = "
+                  f"{r['train_s'] / r['base_train_s']:.2f}x" for r in fits))
+    for r in runs:
+        if r.get("compact_fit_s") is not None:
+            print(f"\n- {r['case']}: fit {r['train_s']:.1f} s without compaction, the "
+                  f"compaction {r['compact_fit_s']:.1f} s more; test R^2 of the worst "
+                  f"feature {B.fmt(r.get('r2_min_test'), '.4f')}")
     for r in runs:
         if r.get("compact_decision"):
             print(f"\n- {r['case']}: {r['compact_decision']}")
