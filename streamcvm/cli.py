@@ -255,28 +255,28 @@ def describe_model(path):
         lines.append(f"sample     progressive: the last stage trained on "
                      f"{min(stages):,}-{max(stages):,} sampled rows per machine")
     comp = [m.get("compact") for m in ms if isinstance(m.get("compact"), dict)]
-    if comp and all(c.get("shared") for c in comp):
-        c = comp[0]
-        what = "features are computed" if man["estimator"] == "MMDATransformer" else \
-            "machines predict"
-        lines.append(f"compact    the {len(ms)} {what} with one basis of B = "
-                     f"{c['B']:,} points instead of {c['support_vectors']:,} support rows "
-                     f"('{'features' if 'features' in what else 'predict'} --exact': the "
-                     f"full expansion)")
-        lines.append(f"           {c.get('decision', '')}")
+    kept = [c for c in comp if c.get("intercept") is not None]
+    if kept and all(c.get("shared") for c in kept):
+        c = kept[0]
+        feats = man["estimator"] == "MMDATransformer"
+        what = "features are computed" if feats else "machines predict"
+        lines.append(f"compact    the {len(ms)} {what} with one basis of B = {c['B']:,} points "
+                     f"instead of "
+                     f"{c['support_vectors']:,} support rows "
+                     f"('{'features' if feats else 'predict'} --exact': the full expansion)")
+    elif kept:
+        bs = ", ".join(format(c["B"], ",") for c in kept)
+        svs = ", ".join(format(c["support_vectors"], ",") for c in kept)
+        lines.append(f"compact    {len(kept)} of {len(ms)} machine(s) predict with B = "
+                     f"{bs} basis points instead of {svs} support vectors "
+                     f"('predict --exact': the full expansion)")
     elif comp:
-        kept = [c for c in comp if c.get("intercept") is not None]
-        if kept:
-            bs = ", ".join(format(c["B"], ",") for c in kept)
-            svs = ", ".join(format(c["support_vectors"], ",") for c in kept)
-            lines.append(f"compact    {len(kept)} of {len(ms)} machine(s) predict with B = "
-                         f"{bs} basis points instead of {svs} support vectors "
-                         f"('predict --exact': the full expansion)")
-        for c in comp[:1] if len({c.get("decision") for c in comp}) == 1 else comp:
-            rows = (f"{c['validation_rows']:,} validation rows" if "validation_rows" in c
-                    else f"{c['check_rows']:,} training rows checked" if "check_rows" in c
-                    else None)
-            lines.append(f"           {c.get('decision', '')}" + (f" ({rows})" if rows else ""))
+        lines.append("compact    none: every machine predicts with its full expansion")
+    for c in comp[:1] if len({c.get("decision") for c in comp}) == 1 else comp:
+        rows = (f"{c['validation_rows']:,} validation rows" if "validation_rows" in c
+                else f"{c['check_rows']:,} training rows checked: {c['rule']}"
+                if "check_rows" in c else None)
+        lines.append(f"           {c.get('decision', '')}" + (f" ({rows})" if rows else ""))
     if ms[0].get("epsilon_bar") is not None and man["estimator"] == "CVMRegressor":
         lines.append(f"tube       half width {ms[0]['epsilon_bar']:.6g}")
     if man.get("scaler"):

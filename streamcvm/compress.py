@@ -387,5 +387,5 @@ def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES):
         if ok:
             rec.update(B=int(len(Z)), decision=f"B = {len(Z):,}: {accept.says(t, len(Xcheck))}")
             return (Z, Beta, b), rec
-    rec["decision"] = f"kept the full expansion: no B up to {todo[-1]:,} passed ({accept.rule})"
+    rec["decision"] = f"kept the full expansion: no B up to {todo[-1]:,} passed"
     return None, rec

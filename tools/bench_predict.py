@@ -231,7 +231,8 @@ def _nystroem(spec, Xtr, ytr, regression):
     from sklearn.pipeline import make_pipeline
     from sklearn.svm import LinearSVC
     # its float64 features, copied again by liblinear, within --nystroem-gb
-    rows = int(min(spec["nystroem_rows"], Xtr.shape[0], spec["nystroem_gb"] * 1e9 / (8 * spec["K"])))
+    rows = int(min(spec["nystroem_rows"], Xtr.shape[0],
+                   spec["nystroem_gb"] * 1e9 / (8 * spec["K"])))
     if rows < Xtr.shape[0]:
         pick = np.sort(np.random.default_rng(0).choice(Xtr.shape[0], rows, replace=False))
         Xtr, ytr = Xtr[pick], ytr[pick]
