@@ -355,6 +355,10 @@ def main():
     ap.add_argument("--nystroem-gb", type=float, default=2.0,
                     help="Nystroem's feature matrix at most this many GB (default 2: "
                          "K=4000 on at most 62,500 rows)")
+    ap.add_argument("--timeout", type=float, default=600.0,
+                    help="a Nystroem child on a protocol set is killed after this many "
+                         "seconds (default 600: LinearSVC on 4,000 dense features at one "
+                         "thread can run for hours)")
     ap.add_argument("--baseline", metavar="REV")
     ap.add_argument("--workdir", default="/tmp/streamcvm-bench/predict")
     ap.add_argument("--json")
@@ -387,7 +391,7 @@ def main():
                      base_train_s=base.get("train_s"), base_error=base.get("error"))
         for K in (1000, 4000):
             B.log(f"{ds}: Nystroem K={K} ...")
-            r[f"nys{K}"] = B.run_child(dict(spec, kind="nystroem_set", K=K))
+            r[f"nys{K}"] = B.run_child(dict(spec, kind="nystroem_set", K=K), a.timeout)
         runs.append(r)
     for ds in a.mmda:
         spec = dict(common, dataset=ds, raw_dir=a.raw_dir, quick=False, n_components=5)
