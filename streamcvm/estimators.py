@@ -564,15 +564,6 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             side = np.array([m.classes[1] for m in machines])[mach]
             other = np.array([m.classes[0] for m in machines])[mach]
             key[inv] = np.where(coef > 0, side, other)       # the row's own class
-            # the class every machine using the row shares, where there is one
-            # (a row of a compact basis, shared by its class's machines)
-            cls, code = np.unique(np.concatenate([side, other]), return_inverse=True)
-            counts = np.zeros((len(uniq), len(cls)), np.int64)
-            np.add.at(counts, (np.concatenate([inv, inv]), code), 1)
-            uses = np.bincount(inv, minlength=len(uniq))
-            common = counts == uses[:, None]
-            one = (common.sum(axis=1) == 1) & (uses > 1)
-            key[one] = cls[np.argmax(common[one], axis=1)]
         order = np.lexsort((uniq, key))                       # by class, then row id
         rank = np.empty_like(order)
         rank[order] = np.arange(len(order))

@@ -254,8 +254,6 @@ def _array_names(r):
     if has_compact(r):
         names += [n for n in COMPACT_ARRAYS
                   if not (n == "compact_sv" and r["compact"].get("basis_of") is not None)]
-        if r["compact"].get("shared"):
-            names.append("compact_ids")
     return names
 
 
@@ -306,7 +304,6 @@ def load_model(path):
         c = m.compact
         if m.sv.shape[0] != len(m.coef) or m.sv.shape[1] != man["n_features_in"] or (
                 c is not None and (c.sv.ndim != 2 or c.sv.shape[0] != len(c.coef)
-                                   or len(c.sv_ids) != len(c.coef)
                                    or c.sv.shape[1] != man["n_features_in"])):
             raise ModelError(f"{os.path.join(path, 'model.json')}: damaged (machine {k}'s "
                              f"arrays do not match its record)")

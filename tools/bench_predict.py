@@ -363,9 +363,18 @@ def main():
     ap.add_argument("--workdir", default="/tmp/streamcvm-bench/predict")
     ap.add_argument("--json")
     B.add_raw_dir(ap)
+    ap.add_argument("--report", metavar="JSON", help="print the report of a saved run")
     a = ap.parse_args()
     if a.child:
         return B.child_main(a.child, CHILD_JOBS)
+    if a.report:
+        saved = B.load_json(a.report, None)
+        if saved is None:
+            raise SystemExit(f"--report: cannot read {a.report}")
+        report(saved["runs"], [f"command: `{saved['command']}`",
+                               f"commit: {saved['commit']}, {saved['date']}",
+                               f"threads: {saved['threads']}"], saved.get("baseline"))
+        return 0
     more = [f"threads: {a.threads} (numba and BLAS) in every child"]
     lib = None
     if a.baseline:
@@ -431,49 +440,64 @@ def main():
         r["nys2000"] = B.run_child(dict(common, kind="nystroem_store", train=train, test=test,
                                         rows=100_000, K=2000, gamma=gamma, regression=True))
         runs.append(r)
-    report(runs, session, a)
+    report(runs, session.header, a.baseline)
     if a.json:
         session.write(a.json, threads=a.threads, baseline=a.baseline, runs=runs)
 
 
-def report(runs, session, a):
-    print("\n".join(session.header) + "\n")
+def _nys(r):
+    """The Nystroem records of a run: [(K, record)], smallest K first."""
+    return sorted((int(k[3:]), v) for k, v in r.items() if k.startswith("nys"))
+
+
+def _quality(r, rec, key):
+    """Accuracy in percent, or RMSE (regression), of ``rec[key]``."""
+    if "exact_rmse" in r:
+        return _f(rec.get(key.replace("accuracy", "rmse")), ".4f")
+    v = rec.get(key)
+    return _f(None if v is None else 100 * v, ".2f")
+
+
+def report(runs, header, baseline):
+    """The report of ``runs`` (also from a saved JSON: ``--report``)."""
+    print("\n".join(header) + "\n")
+    print("Predict seconds, one run, the same test rows in every cell of a row; \"ours\" is "
+          "the compact expansion where the model has one, else the exact one.\n")
     head = ["case", "test rows", "SVs", "B", "exact s", "compact s", "exact / compact"]
-    if a.baseline:
-        head += ["base s", "compact / base"]
-    head += ["Nystroem s", "compact / Nystroem", "accuracy % (RMSE) exact / compact / Nystroem",
-             "agree %", "kernel Mval/s", "roofline Mval/s", "% roofline"]
-    rows = []
+    head += ["base s", "ours / base"] if baseline else []
+    head += ["Nystroem s", "ours / Nystroem (smallest K)"]
+    qhead = ["case", "exact", "compact", "base", "Nystroem", "agree %", "kernel Mval/s",
+             "roofline Mval/s", "% roofline"]
+    rows, qrows = [], []
     for r in runs:
         if "error" in r and "exact_s" not in r:
             rows.append([r["case"], f"error: {r['error']}"] + [""] * (len(head) - 2))
             continue
-        nys = r.get("nys1000") or r.get("nys2000") or {}
-        nk = "K=1000" if "nys1000" in r else "K=2000" if "nys2000" in r else ""
-        reg = "exact_rmse" in r
-        q = (lambda k: _f(r.get(f"{k}_rmse"), ".4f")) if reg else \
-            (lambda k: _f(None if r.get(f"{k}_accuracy") is None else
-                          100 * r[f"{k}_accuracy"], ".2f"))
-        nq = _f(nys.get("rmse"), ".4f") if reg else _f(
-            None if nys.get("accuracy") is None else 100 * nys["accuracy"], ".2f")
-        best = "compact" if r.get("B") else "exact"
-        t = r.get(f"{best}_s")
+        nys = _nys(r)
+        ours = r.get("compact_s") if r.get("B") else r.get("exact_s")
         row = [r["case"], f"{r.get('n_test', 0):,}", f"{r.get('n_sv', 0):,}",
                f"{r['B']:,}" if r.get("B") else "-", _f(r.get("exact_s")),
                _f(r.get("compact_s")) if r.get("B") else "-",
                _f(_ratio(r.get("exact_s"), r.get("compact_s")) if r.get("B") else None, ".2f")]
-        if a.baseline:
-            row += [_f(r.get("base_s")), _f(_ratio(t, r.get("base_s")), ".2f")]
-        row += [f"{_f(nys.get('predict_s'))} ({nk})" if nys else "-",
-                _f(_ratio(t, nys.get("predict_s")), ".2f"),
-                f"{q('exact')} / {q('compact') if r.get('B') else '-'} / {nq}",
-                _f(None if r.get("agree") is None else 100 * r["agree"], ".2f"),
-                _f(r.get(f"{best}_kernel_mvals"), ".0f"),
-                _f(r.get(f"{best}_roofline_mvals"), ".0f"),
-                _f(None if not r.get(f"{best}_roofline_mvals") else
-                   100 * r[f"{best}_kernel_mvals"] / r[f"{best}_roofline_mvals"], ".0f")]
+        if baseline:
+            row += [_f(r.get("base_s")), _f(_ratio(ours, r.get("base_s")), ".2f")]
+        row += ["; ".join(f"K={k}: " + (_f(v.get("predict_s")) if "predict_s" in v
+                                         else v.get("error", "-")[:40]) for k, v in nys) or "-",
+                _f(_ratio(ours, nys[0][1].get("predict_s")) if nys else None, ".2f")]
         rows.append(row)
-    print(B.table(head, rows, left=("case", head[-5])))
+        best = "compact" if r.get("B") else "exact"
+        rate, roof = r.get(f"{best}_kernel_mvals"), r.get(f"{best}_roofline_mvals")
+        qrows.append([r["case"], _quality(r, r, "exact_accuracy"),
+                      _quality(r, r, "compact_accuracy") if r.get("B") else "-",
+                      _quality(r, r, "base_accuracy"),
+                      "; ".join(f"K={k}: {_quality(r, v, 'accuracy')}" for k, v in nys) or "-",
+                      _f(None if r.get("agree") is None else 100 * r["agree"], ".2f"),
+                      _f(rate, ".0f"), _f(roof, ".0f"),
+                      _f(None if not (rate and roof) else 100 * rate / roof, ".0f")])
+    print(B.table(head, rows, left=("case", "Nystroem s")))
+    print("\nAccuracy % (RMSE for the regression) of the same runs; the kernel throughput of "
+          "ours against the roofline:\n")
+    print(B.table(qhead, qrows, left=("case", "Nystroem")))
     fits = [r for r in runs if r.get("train_s") and r.get("base_train_s")]
     if fits:
         print("\nTraining, one thread, the same rows (this tree, compaction included, "

@@ -55,8 +55,6 @@ def machine_arrays(m):
     if m.compact is not None:
         arrays.update(compact_sv=np.asarray(m.compact.sv, np.float32),
                       compact_coef=np.asarray(m.compact.coef, np.float64))
-        if (m.compact_info or {}).get("shared"):    # rows of one basis: which ones
-            arrays["compact_ids"] = np.asarray(m.compact.sv_ids, np.int64)
     rec = {"classes": None if m.classes is None else list(m.classes),
            "intercept": m.intercept, "radius2": m.radius2, "c2": m.c2, "n_iter": m.n_iter,
            "core_size": m.core_size, "sparse": bool(sp.issparse(m.sv)),
@@ -96,8 +94,7 @@ def machine_from(rec, arrays):
             Z = arrays["compact_sv"]
             m.compact = dataclasses.replace(
                 m, sv=Z, coef=arrays["compact_coef"], intercept=float(info["intercept"]),
-                sv_ids=arrays["compact_ids"] if "compact_ids" in arrays else
-                -1 - np.arange(len(Z), dtype=np.int64), sv_sq=None, history=[],
+                sv_ids=-1 - np.arange(len(Z), dtype=np.int64), sv_sq=None, history=[],
                 full_pass_violators=None, compact=None, compact_info=None)
     return m
 
