@@ -128,7 +128,7 @@ def _kernel_rows(est, compact):
     """The rows predict evaluates kernels against: the active union."""
     if hasattr(est, "_union"):
         return est._union(not compact)[0][0]
-    m = est.machines_[0]
+    m = est._model_record()[0][0]
     return (m.compact if compact and m.compact is not None else m).sv
 
 
@@ -271,8 +271,9 @@ def child_model(spec):
         est = load_model(spec["model"])
         X, y = _store_rows(spec["test"], spec["rows"])
         regression = type(est).__name__ == "CVMRegressor"
-        out = {"n_test": int(len(y)), "n_sv": int(sum(len(m.coef) for m in est.machines_))}
-        m = est.machines_[0]
+        machines = est._model_record()[0]
+        out = {"n_test": int(len(y)), "n_sv": int(sum(len(m.coef) for m in machines))}
+        m = machines[0]
         out["B"] = len(m.compact.coef) if m.compact is not None else None
         out["compact_decision"] = (m.compact_info or {}).get("decision")
         for name in ("exact", "compact"):
