@@ -1,4 +1,4 @@
-"""Compact kernel expansions (issue 27, first step: the candidates, measured).
+"""Compact kernel expansions: a trained machine's ``f`` over B << |S| points.
 
 A trained machine predicts with ``f(x) = sum_i a_i k(x_i, x) + b`` over its
 support rows ``x_i``; on noisy data there are tens of thousands. A compact
@@ -18,8 +18,12 @@ dense float32 arrays:
 - :func:`rkhs_error` (``||w - w~||``: the bound ``|f(x) - f~(x)| <= ||w - w~||
   sqrt(k(x, x))`` for ``b~ = b``) and :func:`refit_intercept`.
 
-``tools/compress_study.py`` compares them at equal B on a trained model;
-docs/solvers.md, "Compact expansions", gives the formulations.
+What ships: :func:`compact_machine` (a progressive fit's machine, B chosen
+on its held-out validation rows) and :func:`compact_shared` (one basis for
+all machines or features of a fit on every row, B chosen by
+:func:`agreeing_labels` or :func:`close_values` on unused training rows).
+``tools/compress_study.py`` compares the candidates at equal B on a trained
+model; docs/solvers.md, "Compact expansions", gives the formulations.
 """
 import numpy as np
 
@@ -296,18 +300,17 @@ def sample_rows(store, seed=0, runner=None):
 def class_centres(S, weights, key, B, seed=0):
     """``B`` k-means centres of the rows ``S`` (weighted), split over the
     distinct values of ``key`` (e.g. each row's class) in proportion to
-    their rows, at least one each: (centres, their keys)."""
+    their rows, at least one each."""
     S = _dense(S)
     keys, counts = np.unique(key, return_counts=True)
     share = np.maximum(1, np.floor(B * counts / counts.sum())).astype(int)
     share = np.minimum(share, counts)
-    Z, zk = [], []
+    Z = []
     for k, nk in zip(keys, share):
         sel = key == k
         Z.append(kmeans_centres(S[sel], nk, weights=weights[sel], seed=seed)
                  if nk < sel.sum() else S[sel])
-        zk.append(np.full(len(Z[-1]), k))
-    return _dense(np.concatenate(Z)), np.concatenate(zk)
+    return _dense(np.concatenate(Z))
 
 
 def agreeing_labels(labels, full_labels, agree=AGREE):
@@ -379,7 +382,7 @@ def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES):
     Xfit, Xcheck = _dense(Xfit), _dense(Xcheck)
     rec.update(check_rows=int(len(Xcheck)), rule=accept.rule)
     for B in todo:
-        Z, _ = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed)
+        Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed)
         Beta, b = fit_values(kernel, Z, Xfit, Ffit)        # O(B^2) memory, in row blocks
         ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck))
         t = {"B": int(len(Z)), **t}

@@ -441,7 +441,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             for lo, hi, mach, W in groups:
                 Kd = buf[:b - a, :hi - lo]
                 np.copyto(Kd, K[:, lo:hi])
-                F[a:b, mach] += Kd @ W
+                if len(mach) == F.shape[1]:     # every machine (a shared compact basis)
+                    F[a:b] += Kd @ W
+                else:
+                    F[a:b, mach] += Kd @ W
         F += intercepts
         return F
 

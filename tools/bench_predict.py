@@ -352,6 +352,9 @@ def main():
                     help="test rows of --models (default 500,000)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--nystroem", type=int, nargs="*", default=[1000, 4000], metavar="K",
+                    help="Nystroem sizes on the protocol sets (default 1000 4000; none: "
+                         "no Nystroem rows)")
     ap.add_argument("--nystroem-rows", type=int, default=200_000)
     ap.add_argument("--nystroem-gb", type=float, default=2.0,
                     help="Nystroem's feature matrix at most this many GB (default 2: "
@@ -399,7 +402,7 @@ def main():
             base = B.run_child(dict(spec, kind="classify", lib=lib))
             r.update(base_s=base.get("base_s"), base_accuracy=base.get("base_accuracy"),
                      base_train_s=base.get("train_s"), base_error=base.get("error"))
-        for K in (1000, 4000):
+        for K in a.nystroem:
             B.log(f"{ds}: Nystroem K={K} ...")
             r[f"nys{K}"] = B.run_child(dict(spec, kind="nystroem_set", K=K), a.timeout)
         runs.append(r)
