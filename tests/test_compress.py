@@ -423,4 +423,3 @@ def test_mmda_features_by_one_compact_basis(tmp_path, monkeypatch):
         out[flags] = as_store(str(p)).rows(0, len(T)).X
     assert np.allclose(out[()], small, atol=1e-5) and np.allclose(out[("--exact",)], full,
                                                                    atol=1e-5)
-
