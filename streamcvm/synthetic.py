@@ -160,6 +160,7 @@ def write_text(path, kind, n, *, text_format="svmlight", d=None, seed=0, decimal
     if text_format not in ("svmlight", "csv"):
         raise ValueError(f"unknown text format {text_format!r}")
     d = DEFAULT_D[kind] if d is None else int(d)
+    path = os.fspath(path)
     if compress is None:
         compress = "gzip" if path.endswith(".gz") else "bz2" if path.endswith(".bz2") else None
     if compress == "gzip":

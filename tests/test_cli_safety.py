@@ -331,3 +331,45 @@ def test_resume_from_a_folder_without_a_snapshot_is_an_error(work, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "starting a fresh run" in r.stderr
     assert any(p.name.startswith("ckpt-") for p in ck.iterdir())
+
+
+def test_demo_refuses_files_of_an_earlier_run_without_overwrite(tmp_path):
+    """`streamcvm demo` writes mixture.* in --dir: an existing one is refused
+    in one line before any work (left as it was); --overwrite replaces it."""
+    from conftest import inproc, one_line_error
+    d = tmp_path / "demo"
+    d.mkdir()
+    (d / "mixture.svm.gz").write_bytes(b"mine")
+    r = inproc("demo", "--dir", d, "--rows", "2000", "-q")
+    one_line_error(r, "demo", "mixture.svm.gz exists: pass --overwrite")
+    assert (d / "mixture.svm.gz").read_bytes() == b"mine"
+    assert sorted(p.name for p in d.iterdir()) == ["mixture.svm.gz"]
+    r = inproc("demo", "--dir", d, "--rows", "2000", "-q", "--overwrite")
+    assert r.returncode == 0, r.stderr
+    assert (d / "mixture.svm.gz").read_bytes() != b"mine" and (d / "mixture.model").is_dir()
+
+
+def test_ingest_refuses_to_write_over_its_own_input(tmp_path):
+    """`ingest X -o X --overwrite`: one line, and X is left byte for byte."""
+    from conftest import inproc, one_line_error
+    from streamcvm import synthetic
+    src = tmp_path / "a.svm"
+    synthetic.write_text(src, "gaussian", 300, seed=0)
+    before = src.read_bytes()
+    r = inproc("ingest", src, "-o", src, "--overwrite")
+    one_line_error(r, "ingest", "is the input .*write the store elsewhere")
+    assert src.is_file() and src.read_bytes() == before
+
+
+def test_a_checkpoint_folder_inside_the_input_store_is_refused(tmp_path):
+    """train --checkpoint-dir STORE/ck: refused before any work, the store
+    unchanged (no folder made inside it, every file as it was)."""
+    from conftest import inproc, one_line_error
+    from streamcvm import synthetic
+    s = tmp_path / "s.zarr"
+    synthetic.write_store(s, "gaussian", 500, seed=0)
+    files = {p: p.read_bytes() for p in s.rglob("*") if p.is_file()}
+    r = inproc("train", s, "-o", tmp_path / "m", "--checkpoint-dir", s / "ck", "-q")
+    one_line_error(r, "train", "checkpoint folder may not be, contain or lie inside")
+    assert not (s / "ck").exists() and not (tmp_path / "m").exists()
+    assert {p: p.read_bytes() for p in s.rglob("*") if p.is_file()} == files
