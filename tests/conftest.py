@@ -39,10 +39,24 @@ def raw_file(raw, rel):
     return p
 
 
+def tested_package():
+    """The folder the tests import ``streamcvm`` from: the installed package
+    (``pytest``, as CI runs it) or the checkout (``python -m pytest`` from
+    its root, or an editable install)."""
+    import streamcvm
+    return Path(streamcvm.__file__).resolve().parent
+
+
+def pytest_report_header(config):
+    return f"streamcvm under test: {tested_package()}"
+
+
 def cli_env():
     env = dict(os.environ)
-    # the checkout first on the path, whatever the current directory is
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    if tested_package().parent == REPO:
+        # the checkout first on the path, whatever the current directory is,
+        # so that a subprocess runs the code the tests import
+        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
 
