@@ -174,10 +174,29 @@ def test_two_class_resume_is_exact(tmp_path, searches, kill_after, method, at):
     _continued(res, n_ref, len(searches) - n0)
 
 
+def _recording(monkeypatch, fit, search):
+    """Record the violator searches of each MEBSolver.fit from now on: a list
+    with one count per fit."""
+    per_fit = []
+
+    def rec_fit(self, *a, **k):
+        per_fit.append(0)
+        return fit(self, *a, **k)
+
+    def rec_search(self, *a, **k):
+        per_fit[-1] += 1
+        return search(self, *a, **k)
+    monkeypatch.setattr(meb.MEBSolver, "fit", rec_fit)
+    monkeypatch.setattr(meb.MEBSolver, "search", rec_search)
+    return per_fit
+
+
 def test_multi_class_resume_keeps_finished_machines(tmp_path, monkeypatch):
     store = _data(n=6000, classes=3)
-    ref = CVMClassifier(eps=1e-3).fit(store)
     fit, search = meb.MEBSolver.fit, meb.MEBSolver.search
+    fresh = _recording(monkeypatch, fit, search)
+    ref = CVMClassifier(eps=1e-3).fit(store)
+    assert len(fresh) == 3
     state = {"fits": 0, "searches": 0}
 
     def counting_fit(self, *a, **k):
@@ -194,13 +213,18 @@ def test_multi_class_resume_keeps_finished_machines(tmp_path, monkeypatch):
     monkeypatch.setattr(meb.MEBSolver, "search", killing_search)
     with pytest.raises(_Kill):
         CVMClassifier(eps=1e-3).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
-    monkeypatch.setattr(meb.MEBSolver, "fit", fit)
-    monkeypatch.setattr(meb.MEBSolver, "search", search)
     man = checkpoint.latest(tmp_path)[0]
     assert len(man["machines_done"]) == 1 and man["current"] is not None
+    resumed = _recording(monkeypatch, fit, search)
     res = CVMClassifier(eps=1e-3).fit(store, checkpoint_dir=tmp_path, resume=True)
+    monkeypatch.setattr(meb.MEBSolver, "fit", fit)
+    monkeypatch.setattr(meb.MEBSolver, "search", search)
     _same(ref, res)
     assert res.resumed_from_["machines_done"] == 1 and res.resumed_from_["n_iter"] > 0
+    # the work continued: the first machine was not trained again, the second
+    # went on from its snapshot (fewer searches than from scratch), the third ran whole
+    assert len(resumed) == 2, resumed
+    assert resumed[0] < fresh[1] and resumed[1] == fresh[2], (resumed, fresh)
     np.testing.assert_array_equal(ref.predict(store.X[:500]), res.predict(store.X[:500]))
 
 
