@@ -113,11 +113,18 @@ def test_an_interrupted_fit_resumes_to_the_same_features(stores, tmp_path, monke
     with pytest.raises(_Kill):
         MMDATransformer(n_components=2, **KW).fit(X, y, checkpoint_dir=tmp_path,
                                                   checkpoint_every=0.0)
-    monkeypatch.setattr(mmda.MMDASolver, "fit", fit)
     calls.clear()
+
+    def counting(self, pool, classes):
+        calls.append(1)
+        return fit(self, pool, classes)
+    monkeypatch.setattr(mmda.MMDASolver, "fit", counting)
     res = MMDATransformer(n_components=2, **KW).fit(X, y, checkpoint_dir=tmp_path,
                                                     resume=True)
+    monkeypatch.setattr(mmda.MMDASolver, "fit", fit)
     assert res.resumed_from_["machines_done"] == 3
+    # the work continued: only the features after the snapshot were fitted
+    assert len(calls) == len(ref.machines_) - 3 > 0
     np.testing.assert_array_equal(res.transform(Xt), ref.transform(Xt))
     from streamcvm.checkpoint import CheckpointError
     with pytest.raises(CheckpointError, match="params"):
