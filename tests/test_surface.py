@@ -55,9 +55,19 @@ def test_resume_after_a_level_gives_the_same_model(tmp_path):
     assert len(snaps) == 2
     import shutil
     shutil.rmtree(snaps[-1])                # as if killed during the second level
-    said = []
-    got = surface.fit(P, checkpoint_dir=tmp_path / "ck", resume=True, log=said.append, **FAST)
+    said, trained = [], []
+    from streamcvm.problems import regression
+    train = regression.train_regressor
+
+    def counting(*a, **k):
+        trained.append(1)
+        return train(*a, **k)
+    import unittest.mock
+    with unittest.mock.patch.object(regression, "train_regressor", counting):
+        got = surface.fit(P, checkpoint_dir=tmp_path / "ck", resume=True, log=said.append,
+                          **FAST)
     assert any("1 of 2 levels done" in s for s in said), said
+    assert len(trained) == 1            # only the level after the snapshot was trained
     for (_, a), (_, b) in zip(ref.levels, got.levels):
         np.testing.assert_array_equal(a.coef, b.coef)
         np.testing.assert_array_equal(a.sv, b.sv)
@@ -137,4 +147,6 @@ def test_sigkill_after_a_level_then_resume_writes_the_same_mesh(tmp_path):
     r = inproc("surface", pts, "-o", tmp_path / "m.ply", "--resume", ck, *opts[:-1])
     assert r.returncode == 0, r.stderr
     assert "levels done" in r.stderr
+    # the work continued: one level trained (its log line), not three
+    assert r.stderr.count("level sigma") == 1, r.stderr
     assert (tmp_path / "m.ply").read_bytes() == (tmp_path / "ref.ply").read_bytes()
