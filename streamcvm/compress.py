@@ -392,3 +392,19 @@ def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES):
             return (Z, Beta, b), rec
     rec["decision"] = f"kept the full expansion: no B up to {todo[-1]:,} passed"
     return None, rec
+
+
+def attach_shared(machines, got, info):
+    """Give each of ``machines`` its expansion on the shared basis ``got``
+    (:func:`compact_shared`'s (Z, Beta, b), column j for machine j; None:
+    none kept) as ``compact``, and the record ``info`` as ``compact_info``
+    ("shared": the basis is one array for all, written once in a model)."""
+    import dataclasses
+    for j, m in enumerate(machines):
+        if got is not None:
+            Z, Beta, b = got
+            m.compact = dataclasses.replace(
+                m, sv=Z, coef=np.ascontiguousarray(Beta[:, j]), intercept=float(b[j]),
+                sv_ids=-1 - np.arange(len(Z), dtype=np.int64), sv_sq=None, history=[],
+                full_pass_violators=None, compact=None, compact_info=None)
+        m.compact_info = dict(info, shared=True) if got is not None else dict(info)

@@ -487,12 +487,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         rows): one k-means basis shared by all of them, B chosen by how often
         its labels equal the full model's on training rows the least-squares
         fit did not use (:func:`streamcvm.compress.compact_shared`)."""
-        import dataclasses
-        from .compress import agreeing_labels, compact_shared, sample_rows
+        from .compress import agreeing_labels, attach_shared, compact_shared, sample_rows
         machines = self.machines_
-        if store.sparse or any(sp.issparse(m.sv) for m in machines):
-            info = {"decision": "sparse support rows: not compressed"}
-        else:
+        got, info = None, {"decision": "sparse support rows: not compressed"}
+        if not (store.sparse or any(sp.issparse(m.sv) for m in machines)):
             U, _, _, groups, key = self._build_union(machines, keys=True)
             w = np.zeros(U.shape[0])
             for lo, hi, _, W in groups:
@@ -503,16 +501,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 return Xf, self._ovo_rows(Xf), Xc, agreeing_labels(
                     self._labels_of, self._labels_of(self._ovo_rows(Xc)))
             got, info = compact_shared(U, w, key, self.kernel_, sample, seed=seed)
-            if got is not None:
-                Z, Beta, b = got
-                ids = -1 - np.arange(len(Z), dtype=np.int64)
-                for j, m in enumerate(machines):
-                    m.compact = dataclasses.replace(
-                        m, sv=Z, coef=np.ascontiguousarray(Beta[:, j]), intercept=float(b[j]),
-                        sv_ids=ids, sv_sq=None, history=[], full_pass_violators=None,
-                        compact=None, compact_info=None)
-        for m in machines:
-            m.compact_info = dict(info, shared=True) if m.compact else dict(info)
+        attach_shared(machines, got, info)
         self._set_machines(machines)
 
     def _active_machines(self, exact=None):

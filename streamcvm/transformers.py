@@ -198,28 +198,18 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         """One compact basis for all features (every machine's ``compact``,
         :func:`streamcvm.compress.compact_shared`), kept when every feature
         keeps R^2 >= 0.999 on training rows the fit did not use."""
-        import dataclasses
         import scipy.sparse as sp
-        from .compress import close_values, compact_shared, sample_rows
+        from .compress import attach_shared, close_values, compact_shared, sample_rows
         machines, basis = self.machines_, self._basis
-        if store.sparse or sp.issparse(basis.rows):
-            info = {"decision": "sparse support rows: not compressed"}
-            got = None
-        else:
+        got, info = None, {"decision": "sparse support rows: not compressed"}
+        if not (store.sparse or sp.issparse(basis.rows)):
             def sample():
                 Xf, Xc = sample_rows(store, seed)
                 return (Xf, basis.project(self.kernel_, Xf), Xc,
                         close_values(basis.project(self.kernel_, Xc)))
             got, info = compact_shared(basis.rows, np.abs(basis.W).sum(axis=1),
                                        np.zeros(len(basis.ids)), self.kernel_, sample, seed=seed)
-        for j, m in enumerate(machines):
-            if got is not None:
-                Z, Beta, b = got
-                m.compact = dataclasses.replace(
-                    m, sv=Z, coef=np.ascontiguousarray(Beta[:, j]), intercept=float(b[j]),
-                    sv_ids=-1 - np.arange(len(Z), dtype=np.int64), history=[], compact=None,
-                    compact_info=None)
-            m.compact_info = dict(info, shared=True) if got is not None else dict(info)
+        attach_shared(machines, got, info)
         self._set_features(machines, self.feature_seconds_)
 
     # -- transform ------------------------------------------------------------
