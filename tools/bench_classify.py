@@ -1,18 +1,38 @@
 #!/usr/bin/env python
 """Classification benchmark: streamcvm's CVMClassifier (BVM, CVM, Frank-Wolfe)
-against scikit-learn's SVC (LIBSVM) on the protocol datasets.
+against scikit-learn's SVC (LIBSVM) and scikit-learn-intelex's SVC (oneDAL)
+on the protocol datasets, in the same run.
 
 Data are prepared by ``tools/datasets.py`` exactly as
-``docs/protocol.md`` says (and cached). Both sides get the same data,
+``docs/protocol.md`` says (and cached). All sides get the same data,
 ``C`` (default 1) and the Gaussian kernel with the protocol's gamma = 1/beta,
 beta the mean squared distance between training rows on 5,000 rows (seed 0);
-SVC runs with ``cache_size=2000``. Note that the two solve different
+both SVCs run with ``cache_size=2000``. Note that they solve different
 problems: CVMClassifier is an L2-SVM (squared slack), SVC an L1-SVM, so the
 same ``C`` is not the same regularisation.
+
+Threads: LIBSVM is single-threaded (threads 1). streamcvm runs on every
+core (numba's threads; the "threads" column is ``numba.get_num_threads()``
+in its child), and so does the sklearnex reference
+(``sklearnex.svm.SVC(n_jobs=os.cpu_count())``: oneDAL's threads for fit
+and predict). Speed ratios only compare equal thread counts: the headline
+ratios are against sklearnex (same threads; a ratio is left out, with a
+note, if the counts differ); against LIBSVM only the predict ratio, with
+streamcvm's predict timed again at one thread ("predict speed-up vs LIBSVM
+1t"). The former "train vs SVC" and "predict speed-up" (streamcvm on every
+core over single-threaded LIBSVM) are dropped; LIBSVM stays the accuracy
+reference ("d acc vs LIBSVM pp") and its own train / predict seconds are
+shown at one thread. The sklearnex child records from sklearnex's logger
+which backend ran its fit and predict (oneDAL, or scikit-learn's fallback:
+then "FALLBACK" in its notes and ``"onedal": false`` in the JSON).
+Without scikit-learn-intelex installed (it is in the ``[bench]`` extra,
+x86_64 only), or with ``--no-sklearnex``, that reference is skipped with a
+one-line message and the "vs sklearnex" cells are "-".
 
 Usage::
 
     python tools/bench_classify.py --quick --datasets ijcnn1 usps --methods bvm
+    python tools/bench_classify.py --quick --datasets a9a --methods bvm --no-svc   # vs oneDAL only
     python tools/bench_classify.py --json /tmp/streamcvm-bench/classify.json
     python tools/bench_classify.py --datasets kddcup99 --store --eps 1e-3 --no-svc
     python tools/bench_classify.py --methods bvm --no-svc --repeat 5 --baseline becdcf6
@@ -38,8 +58,9 @@ What each figure is:
   library of git revision REV (a detached worktree under
   ``/tmp/streamcvm-bench/baseline-<sha>``, this script and the same data),
   in the same run, right after the current code; the ratio is train s now /
-  train s at REV. This, not "train vs SVC" across runs, is the figure to
-  judge a change's speed by: SVC's own time moves 2-3x with the machine's load.
+  train s at REV. This, not "train vs sklearnex" across runs, is the figure
+  to judge a change's speed by: a reference's own time moves 2-3x with the
+  machine's load.
 - predict s: wall seconds of ``predict`` on the whole test set.
 - accuracy: test accuracy in percent.
 - #SV: distinct training rows that are support vectors (SVC: ``n_support_``
@@ -51,9 +72,16 @@ What each figure is:
   ``rss_before_fit`` in the JSON cross-check it. With ``--quick`` the child
   still reads the full prepared arrays before subsampling, so there the
   figure mostly measures the data set size, not the solver.
-- train vs SVC: method train s / SVC train s (below 1: faster than SVC).
-- predict speed-up: SVC predict s / method predict s (above 1: faster).
-- d acc pp: method accuracy - SVC accuracy, in percentage points.
+- threads: the thread count of train s and predict s (LIBSVM 1;
+  streamcvm and sklearnex every core).
+- train vs sklearnex: method train s / sklearnex train s, same thread count
+  (below 1: faster than oneDAL's SVC).
+- predict vs sklearnex: method predict s / sklearnex predict s, same thread
+  count (below 1: faster).
+- predict speed-up vs LIBSVM 1t: LIBSVM predict s / method predict s with
+  streamcvm held to one thread (see below; above 1: faster).
+- d acc vs LIBSVM pp: accuracy - LIBSVM SVC's accuracy, in percentage points
+  (for the sklearnex row too: oneDAL solves the same L1-SVM).
 - core / eps: core-set size (summed over machines) and the largest final eps
   among the machines (``eps="auto"`` anneals until eps is small against the margin).
 - store/mem: with ``--store``, the "<method> (store)" row trains from the
@@ -66,8 +94,9 @@ a ratio is only sound between runs of one session). For development,
 test rows, C, gamma (10 significant digits) and the scikit-learn version,
 because SVC takes ~2,000 s on kddcup99; a cached figure is marked
 "cached <date>" in the notes column and in the header. ``--rerun-svc``
-measures it again (and refreshes the cache).
-- predict speed-up 1t: the same at equal thread counts: streamcvm's predict
+measures it again (and refreshes the cache). The sklearnex reference is
+never cached (``--sklearnex-timeout`` per run).
+- predict speed-up vs LIBSVM 1t: at equal thread counts: streamcvm's predict
   timed again with BLAS and numba held to one thread (threadpoolctl,
   ``numba.set_num_threads``), against LIBSVM's single-threaded predict.
 ``--quick`` trains on 3,000 random training rows and tests on 1,000 (seed 0).
@@ -85,6 +114,7 @@ B.use_source_tree()
 
 DATASETS = B.CLASSIFICATION
 METHODS = ["bvm", "cvm", "fvm"]
+REFS = ("svc", "sklearnex")     # LIBSVM, oneDAL
 
 
 # ---------------------------------------------------------------------------
@@ -128,12 +158,27 @@ def child_run(spec):
     if lib:         # --baseline: the library of another revision (tools/ stays this one's)
         sys.path.insert(0, lib)
     out = {"n_test": int(len(yte))}
+    onedal = None
     if method == "svc":
         import sklearn
         from sklearn.svm import SVC
         clf = SVC(C=spec["C"], kernel="rbf", gamma=spec["gamma"], cache_size=2000)
         out["sklearn"] = sklearn.__version__
         out["warmup_s"] = None
+        out["threads"] = 1          # LIBSVM
+    elif method == "sklearnex":
+        import sklearn
+        make = lambda: B.sklearnex_estimator("svc", spec["threads"], C=spec["C"],
+                                             kernel="rbf", gamma=spec["gamma"],
+                                             cache_size=2000)
+        t = time.perf_counter()       # warm-up: imports, oneDAL's thread pool
+        Xw, yw = D.warmup_rows(Xte, yte)
+        make().fit(Xw, yw).predict(Xw)
+        out["warmup_s"] = time.perf_counter() - t
+        out["sklearn"] = sklearn.__version__
+        out["threads"] = int(spec["threads"])
+        clf = make()
+        onedal = B.OnedalLog().__enter__()
     else:
         from streamcvm import CVMClassifier, open_store
         eps = spec["eps"]
@@ -151,21 +196,25 @@ def child_run(spec):
         clf = make(**extra)
     out["rss_before_fit"] = peak_rss_bytes()
     times = []
-    for _ in range(max(1, int(spec.get("repeat", 1))) if method != "svc" else 1):
+    for _ in range(max(1, int(spec.get("repeat", 1))) if method not in REFS else 1):
         t = time.perf_counter()
         clf.fit(open_store(spec["store"]) if from_store else Xtr, None if from_store else ytr)
         times.append(time.perf_counter() - t)
     out["train_s"], out["train_all_s"] = min(times), times
-    if method != "svc":
+    if method not in REFS:
         import streamcvm
         out["library"] = os.path.dirname(os.path.dirname(os.path.abspath(streamcvm.__file__)))
     t = time.perf_counter()
     pred = clf.predict(Xte)
     out["predict_s"] = time.perf_counter() - t
-    if method != "svc":     # at LIBSVM's thread count: one
+    if onedal is not None:
+        onedal.__exit__(None, None, None)
+        out.update(onedal.record())
+    if method not in REFS:     # at LIBSVM's thread count: one
         import numba
         from threadpoolctl import threadpool_limits
         before = numba.get_num_threads()
+        out["threads"] = before
         numba.set_num_threads(1)
         try:
             with threadpool_limits(1):
@@ -175,7 +224,7 @@ def child_run(spec):
         finally:
             numba.set_num_threads(before)
     out["accuracy"] = float(np.mean(np.asarray(pred, np.float64) == yte))
-    if method == "svc":
+    if method in REFS:
         out["n_sv"] = int(np.sum(clf.n_support_))
     else:
         ms = clf.machines_
@@ -200,9 +249,9 @@ CHILD_JOBS = {"prepare": child_prepare, "run": child_run}
 # ---------------------------------------------------------------------------
 
 def table(rows, with_store, with_base=False):
-    head = ["dataset", "method", "train s", "predict s", "accuracy %", "#SV", "peak RSS MB",
-            "train vs SVC", "predict speed-up", "predict speed-up 1t", "d acc pp",
-            "warm-up s", "core", "eps"]
+    head = ["dataset", "method", "threads", "train s", "predict s", "accuracy %", "#SV",
+            "peak RSS MB", "train vs sklearnex", "predict vs sklearnex",
+            "predict speed-up vs LIBSVM 1t", "d acc vs LIBSVM pp", "warm-up s", "core", "eps"]
     head += ["store/mem"] if with_store else []
     head += ["vs base"] if with_base else []
     head += ["notes"]
@@ -212,13 +261,15 @@ def table(rows, with_store, with_base=False):
             cells = [r["dataset"], r["method"]] + [""] * (len(head) - 3) + [r["error"]]
         else:
             acc = r["accuracy"] * 100
-            cells = [r["dataset"], r["method"], fmt(r["train_s"], ".2f"),
+            m = r["method"]
+            ref = lambda who, cell: "(ref)" if m in who else cell
+            cells = [r["dataset"], m, fmt(r.get("threads"), "d"), fmt(r["train_s"], ".2f"),
                      fmt(r["predict_s"], ".3f"), f"{acc:.2f}", f"{r['n_sv']:,}",
                      f"{r['peak_rss'] / 1e6:,.0f}",
-                     fmt(r.get("train_ratio"), ".3g") if r["method"] != "svc" else "(ref)",
-                     fmt(r.get("predict_speedup"), ".2f") if r["method"] != "svc" else "(ref)",
-                     fmt(r.get("predict_speedup_1t"), ".2f") if r["method"] != "svc" else "(ref)",
-                     fmt(r.get("acc_diff_pp"), "+.2f") if r["method"] != "svc" else "(ref)",
+                     ref(REFS, fmt(r.get("train_vs_sklearnex"), ".3g")),
+                     ref(REFS, fmt(r.get("predict_vs_sklearnex"), ".3g")),
+                     ref(REFS, fmt(r.get("predict_speedup_1t"), ".2f")),
+                     ref(("svc",), fmt(r.get("acc_diff_pp"), "+.2f")),
                      fmt(r.get("warmup_s"), ".2f"), fmt(r.get("core_set_size"), ","),
                      fmt(r.get("eps_reached"), ".2g")]
             cells += [fmt(r.get("store_ratio"), ".2f")] if with_store else []
@@ -245,7 +296,9 @@ def main(argv=None):
     ap = B.parser(__doc__)
     ap.add_argument("--datasets", nargs="+", default=DATASETS, choices=DATASETS, metavar="NAME")
     ap.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS + ["svc"])
-    ap.add_argument("--no-svc", action="store_true", help="skip the SVC reference")
+    ap.add_argument("--no-svc", action="store_true", help="skip the SVC (LIBSVM) reference")
+    ap.add_argument("--no-sklearnex", action="store_true",
+                    help="skip the scikit-learn-intelex SVC (oneDAL) reference")
     ap.add_argument("--eps", default="auto", help='"auto" (default) or a float in (0, 1)')
     ap.add_argument("--C", type=float, default=1.0)
     ap.add_argument("--json", metavar="OUT", help="write all raw numbers here")
@@ -257,6 +310,8 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (default 1800)")
     ap.add_argument("--svc-timeout", type=float, default=7200,
                     help="seconds per SVC run (default 7200: SVC takes ~2,000 s on kddcup99)")
+    ap.add_argument("--sklearnex-timeout", type=float, default=7200,
+                    help="seconds per sklearnex SVC run (default 7200)")
     ap.add_argument("--store", action="store_true",
                     help="also train streamcvm from a Zarr store on disk")
     ap.add_argument("--quick", action="store_true",
@@ -277,8 +332,16 @@ def main(argv=None):
     eps = a.eps if a.eps == "auto" else float(a.eps)
     methods = [m for m in a.methods if m != "svc"]
     with_svc = not a.no_svc
-    session = B.Session(details=f", C={a.C:g}, eps={eps}"
-                        + (", QUICK (3,000 train / 1,000 test rows)" if a.quick else ""))
+    skx_missing = None if a.no_sklearnex else B.sklearnex_missing()
+    with_skx = not a.no_sklearnex and skx_missing is None
+    threads = os.cpu_count() or 1
+    session = B.Session(
+        details=f", C={a.C:g}, eps={eps}"
+        + (", QUICK (3,000 train / 1,000 test rows)" if a.quick else ""),
+        more=[f"threads: streamcvm every core (numba), sklearnex SVC n_jobs={threads} "
+              f"(oneDAL), LIBSVM SVC 1; speed ratios only between equal thread counts"]
+        + ([f"{B.SKLEARNEX} {B.sklearnex_version()}"] if with_skx else [])
+        + ([skx_missing] if skx_missing else []))
     commit, now, header = session.commit, session.date, session.header
     svc_cache = B.load_json(a.svc_cache, {}) if a.svc_cache else {}
     if a.svc_cache and with_svc:
@@ -302,7 +365,8 @@ def main(argv=None):
         infos[ds] = info
         if "error" in info:
             rows += [dict(dataset=ds, method=m, error=info["error"])
-                     for m in (["svc"] if with_svc else []) + methods]
+                     for m in (["svc"] if with_svc else []) + (["sklearnex"] if with_skx else [])
+                     + methods]
             continue
         log(f"  {info['n_train']:,} train / {info['n_test']:,} test rows, d={info['d']}, "
             f"{'sparse' if info['sparse'] else 'dense'}, gamma={info['gamma']:.6g}, "
@@ -327,6 +391,22 @@ def main(argv=None):
             rows.append(dict(ref, dataset=ds, method="svc"))
             if "error" in ref:
                 ref = None
+        skx = None
+        if with_skx:
+            log(f"  sklearnex SVC ({threads} threads) ...")
+            skx = B.run_child(dict(spec, method="sklearnex", threads=threads),
+                              a.sklearnex_timeout)
+            if "error" not in skx:
+                skx["note"] = B.backend_note(skx)
+                log(f"    train {skx['train_s']:.2f} s, predict {skx['predict_s']:.3f} s, "
+                    f"accuracy {skx['accuracy']:.4f}; {skx['note']}")
+                if ref is not None:
+                    skx["acc_diff_pp"] = (skx["accuracy"] - ref["accuracy"]) * 100
+            elif skx.get("timeout"):
+                skx["error"] = f"> {a.sklearnex_timeout:g} s (timeout)"
+            rows.append(dict(skx, dataset=ds, method="sklearnex"))
+            if "error" in skx:
+                skx = None
         for m in methods:
             mem = {}                    # the in-memory row of each library
             for from_store in ([False, True] if a.store else [False]):
@@ -343,10 +423,15 @@ def main(argv=None):
                         continue
                     log(f"    train {r['train_s']:.2f} s, accuracy {r['accuracy']:.4f}, "
                         f"peak RSS {r['peak_rss'] / 1e6:,.0f} MB")
+                    if skx is not None:     # equal thread counts only
+                        why = B.threads_note(r.get("threads"), skx["threads"])
+                        if why:
+                            r["note"] = "; ".join(filter(None, (r.get("note"), why)))
+                        else:
+                            r["train_vs_sklearnex"] = r["train_s"] / skx["train_s"]
+                            r["predict_vs_sklearnex"] = r["predict_s"] / skx["predict_s"]
                     if ref is not None:
-                        r["train_ratio"] = r["train_s"] / ref["train_s"]
-                        r["predict_speedup"] = ref["predict_s"] / r["predict_s"]
-                        if r.get("predict_1t_s"):
+                        if r.get("predict_1t_s"):   # LIBSVM's one thread against ours at one
                             r["predict_speedup_1t"] = ref["predict_s"] / r["predict_1t_s"]
                         r["acc_diff_pp"] = (r["accuracy"] - ref["accuracy"]) * 100
                     if not from_store:

@@ -27,6 +27,10 @@ when called, in the children.
   bench_larger_than_ram): ``human_rows``, ``parse_rows``, ``ensure_store`` /
   ``generated_store``, ``read_rows``, ``run_reference``, ``add_warnings``,
   ``print_sizes``.
+- The scikit-learn-intelex (oneDAL) reference: ``sklearnex_missing`` (parent:
+  why it cannot run, without importing it), ``sklearnex_estimator`` and
+  ``OnedalLog`` (child: the estimator at a thread count, and which backend,
+  oneDAL or scikit-learn's fallback, ran each call), ``threads_note``.
 """
 import argparse
 import datetime
@@ -502,6 +506,115 @@ def print_sizes(title, runs, table, ours):
          for a, b in zip(ours, ours[1:])]
     if g:
         print("\nstreamcvm growth: " + "; ".join(g))
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn-intelex (oneDAL's SVC / SVR): a reference at equal threads
+# ---------------------------------------------------------------------------
+
+SKLEARNEX = "scikit-learn-intelex"
+
+
+def sklearnex_missing():
+    """Parent side: None when scikit-learn-intelex can be imported, else a
+    one-line reason (the reference is then skipped). Looks the package up
+    without importing it (the parent stays small)."""
+    import importlib.util
+    try:
+        found = importlib.util.find_spec("sklearnex") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return (f"{SKLEARNEX} is not installed (pip install '{SKLEARNEX}'; x86_64 only): "
+                f"sklearnex reference skipped")
+    return None
+
+
+def sklearnex_version():
+    try:
+        return importlib.metadata.version(SKLEARNEX)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def sklearnex_estimator(kind, threads, **params):
+    """Child side: ``sklearnex.svm.SVC`` or ``SVR`` (``kind`` "svc" / "svr")
+    with ``params`` and ``n_jobs=threads``: oneDAL's threads (TBB) for fit
+    and predict, set by sklearnex around each call (``daal4py.daalinit``)."""
+    import sklearnex.svm as skx
+    return getattr(skx, kind.upper())(n_jobs=int(threads), **params)
+
+
+class OnedalLog:
+    """Child side: a context that records which backend sklearnex ran for
+    each call (its logger "sklearnex" at INFO: "<scope>.<method>: running
+    accelerated version on CPU" for oneDAL, "fallback to original
+    Scikit-learn" otherwise). ``record()``: {"sklearnex": version,
+    "backend": {"fit": "oneDAL", "predict": "oneDAL", ...} ("oneDAL+sklearn"
+    when both ran), "onedal": True only if every call ran oneDAL,
+    "onedal_default_threads": oneDAL's thread count outside the calls}."""
+
+    def __init__(self):
+        import logging
+        self.logging, self.calls = logging, []
+        outer = self
+
+        class Handler(logging.Handler):
+            def emit(self, rec):
+                outer.calls.append(rec.getMessage())
+        self.handler = Handler(logging.INFO)
+
+    def __enter__(self):
+        self.logger = self.logging.getLogger("sklearnex")
+        self.level = self.logger.level
+        self.logger.addHandler(self.handler)
+        if self.logger.getEffectiveLevel() > self.logging.INFO:
+            self.logger.setLevel(self.logging.INFO)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+
+    def backends(self):
+        got = {}
+        for msg in self.calls:
+            scope, sep, what = msg.partition(": ")
+            if not sep or not scope.startswith("sklearn."):
+                continue
+            method = scope.rsplit(".", 1)[-1]
+            kind = ("oneDAL" if what.startswith("running accelerated") else
+                    "sklearn" if "fallback to original" in what else None)
+            if kind:
+                got.setdefault(method, [])
+                if kind not in got[method]:
+                    got[method].append(kind)
+        return {m: "+".join(k) for m, k in got.items()}
+
+    def record(self):
+        import daal4py
+        b = self.backends()
+        return {"sklearnex": sklearnex_version(), "backend": b,
+                "onedal": bool(b) and all(v == "oneDAL" for v in b.values()),
+                "onedal_default_threads": int(daal4py.num_threads())}
+
+
+def backend_note(r):
+    """The notes cell of a sklearnex row: "oneDAL fit, predict" or what fell
+    back to scikit-learn ("FALLBACK ..."), from ``OnedalLog.record``."""
+    b = r.get("backend")
+    if not b:
+        return "backend not logged"
+    bad = [f"{m}: {k}" for m, k in b.items() if k != "oneDAL"]
+    return ("oneDAL " + ", ".join(b) if not bad else
+            "FALLBACK to scikit-learn (" + "; ".join(bad) + ")")
+
+
+def threads_note(ours, ref):
+    """None when the two thread counts agree, else why a ratio is left out."""
+    if ours is None or ref is None or int(ours) == int(ref):
+        return None
+    return f"threads differ ({ours} vs {ref}): no ratio"
 
 
 def baseline_worktree(rev):
