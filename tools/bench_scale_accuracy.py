@@ -30,8 +30,25 @@ For each training store, one run after the other (never concurrently):
      when there are at most ``--svc-max-rows``, and on a random subsample of
      ``--svc-subsample`` rows (50,000, seed 0) at every size (what people do
      when SVC cannot finish). Each SVC child is killed after ``--svc-timeout``
-     s (each Nystroem child after ``--timeout`` s): "> 7200 s" in the table,
-     or its fit time and "killed ... while predicting" when the fit was done.
+     s (each Nystroem child after ``--timeout`` s): "> 7200 s (timeout)" in the
+     table, or its fit time and "killed ... while predicting" when the fit
+     was done.
+   - ``sklearnex.svm.SVC(C=1, kernel="rbf", gamma, cache_size=2000,
+     n_jobs=<streamcvm's threads>)`` (scikit-learn-intelex: oneDAL's SVC, the
+     same L1-SVM as LIBSVM, on every core as streamcvm) on as many training
+     rows as fit in memory: all of them unless the rows (float32, counted
+     twice for a copy, plus solver arrays; sparse: 3x the CSR arrays) and
+     the 2 GB kernel cache would not fit in MemAvailable when it starts
+     (then a random subsample of the rows that fit, seed 0), at most
+     ``--sklearnex-max-rows``; and, like SVC, on the ``--svc-subsample``
+     subsample when that is fewer rows. Each sklearnex child is killed after
+     ``--sklearnex-timeout`` s: "> T s (timeout)" in the table (or its fit
+     time and "killed ... while predicting"), never dropped. The child
+     records from sklearnex's logger whether oneDAL or scikit-learn's
+     fallback ran fit and predict (notes column; "backend" in the JSON).
+     Without scikit-learn-intelex installed (``[bench]`` extra, x86_64
+     only) or with ``--no-sklearnex`` these rows are skipped with a
+     one-line message.
    - ``make_pipeline(Nystroem(gamma, n_components=K, random_state=0),
      LinearSVC(C=1, random_state=0))`` for K = 1000 and 4000, on at most
      ``--memory-gb`` * 1e9 / (K * 8) rows (the float64 feature matrix fills
@@ -66,9 +83,18 @@ What each figure is:
 - peak RSS MB: 10^6 bytes. streamcvm: the train process's own ``ru_maxrss``
   (``os.wait4``); references: the child's ``ru_maxrss`` at its end (this
   parent imports only the standard library, so that figure is the child's).
+- threads: the threads of train s and predict s. streamcvm: every core
+  (numba's threads: ``NUMBA_NUM_THREADS`` or the CPU count); sklearnex: the
+  same count (``n_jobs``); SVC (libsvm): 1; Nystroem + LinearSVC: its
+  features (BLAS) on 2, liblinear's fit on 1, predict on 2.
 - train / predict ratio: streamcvm's train s (predict s) over the
-  reference's (below 1: streamcvm is faster). streamcvm's figures include
-  process start-up and reading the store, the references' do not.
+  reference's (below 1: streamcvm is faster), only where both ran on the same
+  number of threads: the sklearnex rows (train and predict) and Nystroem's
+  predict (when streamcvm has 2 threads). Against single-threaded SVC
+  (libsvm) or liblinear's fit the cell is "-": streamcvm on every core over
+  one thread is not a like-for-like ratio (their absolute seconds stay).
+  streamcvm's figures include process start-up and reading the store, the
+  references' do not.
 - growth: streamcvm's train s and peak RSS of one size over the previous.
 - notes: a model that predicts with a compact expansion (``streamcvm info``:
   "compact") is evaluated a second time with ``evaluate --exact`` (its full
@@ -86,6 +112,8 @@ Usage::
     python tools/bench_scale_accuracy.py --datasets gaussian --sizes 200K 2M --no-svc
     python tools/bench_scale_accuracy.py --datasets text --streamcvm-args "--method cvm"
     python tools/bench_scale_accuracy.py --datasets gaussian --sizes 20000 --test-rows 20000
+    python tools/bench_scale_accuracy.py --datasets gaussian --sizes 200K --no-svc \
+        --no-nystroem --sklearnex-timeout 600          # streamcvm against oneDAL only
     python tools/bench_scale_accuracy.py --datasets gaussian --no-svc --no-nystroem \
         --baseline 5aff467                                    # before / after a change
 
@@ -126,7 +154,7 @@ def child_store(spec):
                                 spec["first_block"], checksums=spec.get("checksums", True))
     out = {} if took is None else {"generate_s": took}
     out.update(n=s.n, d=s.d, sparse=bool(s.sparse), chunks=s.n_chunks,
-               disk_bytes=s.sizes()[0])
+               disk_bytes=s.sizes()[0], nnz=int(s.nnz) if s.sparse else None)
     return out
 
 
@@ -153,6 +181,7 @@ def child_reference(spec):
     from threadpoolctl import threadpool_limits
     from streamcvm import open_store
     out = {}
+    onedal = None
     with threadpool_limits(THREADS), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t = time.perf_counter()
@@ -161,6 +190,12 @@ def child_reference(spec):
         if spec["method"] == "svc":
             from sklearn.svm import SVC
             model = SVC(C=1.0, kernel="rbf", gamma=spec["gamma"], cache_size=2000)
+            out.update(train_threads=1, predict_threads=1)      # libsvm
+        elif spec["method"] == "sklearnex":
+            model = B.sklearnex_estimator("svc", spec["threads"], C=1.0, kernel="rbf",
+                                          gamma=spec["gamma"], cache_size=2000)
+            out.update(train_threads=spec["threads"], predict_threads=spec["threads"])
+            onedal = B.OnedalLog().__enter__()
         else:
             from sklearn.kernel_approximation import Nystroem
             from sklearn.pipeline import make_pipeline
@@ -168,11 +203,15 @@ def child_reference(spec):
             model = make_pipeline(Nystroem(gamma=spec["gamma"], n_components=spec["K"],
                                            random_state=SEED),
                                   LinearSVC(C=1.0, random_state=SEED))
+            out.update(train_threads=f"{THREADS} + 1 (liblinear)",
+                       predict_threads=THREADS)
         out["rss_before_fit"] = peak_rss_bytes()
         t = time.perf_counter()
-        model.fit(X, y) if spec["method"] == "svc" else fit_nystroem(model, X, y)
+        model.fit(X, y) if spec["method"] != "nystroem" else fit_nystroem(model, X, y)
         out["train_s"] = time.perf_counter() - t
         del X, y
+        if onedal is not None:
+            out.update(onedal.record())
         with open(spec["partial"], "w") as f:     # what the parent reports if it kills us
             json.dump(out, f)
         correct = total = 0
@@ -183,9 +222,12 @@ def child_reference(spec):
             out["predict_s"] += time.perf_counter() - t
             correct += int(np.sum(np.asarray(pred, np.float64) == c.y))
             total += len(c.y)
+    if onedal is not None:
+        onedal.__exit__(None, None, None)
+        out.update(onedal.record())
     out.update(accuracy=correct / total, test_rows=total, peak_rss=peak_rss_bytes(),
                vm_hwm=B.vm_hwm_bytes())
-    if spec["method"] == "svc":
+    if spec["method"] != "nystroem":
         out["n_sv"] = int(np.sum(model.n_support_))
     else:
         out["n_sv"] = spec["K"]
@@ -257,7 +299,38 @@ def run_streamcvm(train, test, model, extra, timeout, exe=None):
     return out
 
 
-def references(a, n, train, test, gamma):
+def our_threads():
+    """streamcvm's threads: numba's (NUMBA_NUM_THREADS, else the CPU count)."""
+    return int(os.environ.get("NUMBA_NUM_THREADS") or os.cpu_count() or 1)
+
+
+SKLEARNEX_CACHE = 2e9       # cache_size=2000 (MB) of its kernel rows
+SKLEARNEX_SPARE = 1e9       # interpreter, libraries, a test chunk
+
+
+def sklearnex_rows(n, info, cap=None):
+    """(rows, why): how many training rows sklearnex SVC gets: all ``n``
+    unless they would not fit in MemAvailable now (the rows in float32,
+    twice for a copy, plus ~256 bytes of solver arrays a row; sparse: 3x
+    the CSR arrays), nor ``cap``."""
+    if info.get("sparse"):      # float32 values + int32 column indices, 3x
+        nnz = info.get("nnz") or info["d"] * info["n"]
+        per_row = 3 * 8 * nnz / max(info["n"], 1) + 256
+    else:
+        per_row = 2 * 4 * info["d"] + 256
+    rows, why = n, ""
+    avail = B.mem_available()
+    if avail is not None:
+        fit = int(max(0.0, avail - SKLEARNEX_CACHE - SKLEARNEX_SPARE) // per_row)
+        if fit < rows:
+            rows, why = fit, (f"memory: ~{per_row:.0f} B a row, {avail / 1e9:.1f} GB "
+                              f"available")
+    if cap and cap < rows:
+        rows, why = cap, "--sklearnex-max-rows"
+    return rows, why
+
+
+def references(a, n, train, test, gamma, info):
     """The reference runs due for a training store of ``n`` rows, in order."""
     specs = []
     if not a.no_svc:
@@ -266,6 +339,17 @@ def references(a, n, train, test, gamma):
         if a.svc_subsample < n:
             specs.append(("svc", f"SVC, {human_rows(a.svc_subsample)} subsample",
                           a.svc_subsample, {}))
+    if a.with_sklearnex:
+        m, why = sklearnex_rows(n, info, a.sklearnex_max_rows)
+        kw = {"threads": our_threads()}
+        if m > 0:
+            specs.append(("sklearnex", f"sklearnex SVC, all {human_rows(n)} rows" if m == n
+                          else f"sklearnex SVC, {human_rows(m)} rows ({why})", m, kw))
+        else:
+            log(f"  sklearnex SVC skipped: no row fits ({why})")
+        if 0 < a.svc_subsample < m:
+            specs.append(("sklearnex", f"sklearnex SVC, {human_rows(a.svc_subsample)} "
+                          f"subsample", a.svc_subsample, kw))
     if not a.no_nystroem:
         for K in NYSTROEM_K:
             m = min(n, int(a.memory_gb * 1e9 // (K * 8)))
@@ -282,16 +366,35 @@ def references(a, n, train, test, gamma):
         log(f"  {label} ({rows:,} fit rows) ...")
         spec = dict(kind="reference", method=method, train=train, test=test, gamma=gamma,
                     fit_rows=rows, partial=partial, **kw)
-        r = B.run_reference(spec, a.svc_timeout if method == "svc" else a.timeout)
+        limit = {"svc": a.svc_timeout, "sklearnex": a.sklearnex_timeout}.get(method, a.timeout)
+        r = B.run_reference(spec, limit)
         r.update(method=label, fit_rows=r.get("fit_rows", rows))
+        if r.get("timeout") and r.get("train_s") is None:
+            r["error"] = f"> {limit:g} s (timeout)"     # killed while fitting
+        if method != "nystroem":      # known even when the child was killed
+            t = kw.get("threads", 1)
+            r.setdefault("train_threads", t)
+            r.setdefault("predict_threads", t)
+        if method == "sklearnex" and r.get("backend"):
+            r["backend_note"] = B.backend_note(r)
         if "error" not in r:
             log(f"    fit {r['train_s']:.1f} s, predict {r['predict_s']:.1f} s, "
-                f"accuracy {r['accuracy']:.4f}, peak RSS {r['peak_rss'] / 1e6:,.0f} MB")
+                f"accuracy {r['accuracy']:.4f}, peak RSS {r['peak_rss'] / 1e6:,.0f} MB"
+                + (f"; {r['backend_note']}" if r.get("backend_note") else ""))
+        else:
+            log(f"    {r['error']}")
         yield r
 
 
+def threads_cell(r):
+    tt, pt = r.get("train_threads"), r.get("predict_threads")
+    if tt is None and pt is None:
+        return "-"
+    return str(tt) if tt == pt else f"train {tt}, predict {pt}"
+
+
 def table(runs):
-    head = ["rows", "method", "fit rows", "train s", "predict s", "test accuracy %",
+    head = ["rows", "method", "fit rows", "threads", "train s", "predict s", "test accuracy %",
             "core vectors / SVs", "steps", "peak RSS MB", "train ratio", "predict ratio",
             "notes"]
     lines = []
@@ -305,17 +408,23 @@ def table(runs):
             ours[r["rows"]] = r
         me = ours.get(r["rows"], {})
         ok = "error" not in r
+        # a ratio only between equal thread counts (train s: train_threads)
+        same = lambda x, y, k: (x.get(k.replace("_s", "_threads")) ==
+                                y.get(k.replace("_s", "_threads")))
         if is_ours:     # this tree against the baseline: this / baseline
             b = base.get(r["rows"], {}) if not is_base else {}
-            ratio = lambda k: r[k] / b[k] if b.get(k) and r.get(k) else None
+            ratio = lambda k: r[k] / b[k] if b.get(k) and r.get(k) and same(r, b, k) else None
         else:           # streamcvm against a reference: streamcvm / reference
-            ratio = lambda k: me[k] / r[k] if me.get(k) and r.get(k) else None
+            ratio = lambda k: me[k] / r[k] if me.get(k) and r.get(k) and same(me, r, k) \
+                else None
         core = (f"{r['core_size']:,} / {r['n_sv']:,}" if is_ours and ok else
                 fmt(r.get("n_sv"), ",") if ok else "-")
         fitted = r.get("train_s") is not None
         notes = [] if ok or (r.get("timeout") and not fitted) else [r["error"]]
         train_s = fmt(r.get("train_s"), ".1f") if fitted else \
             r["error"] if r.get("timeout") else "-"
+        if r.get("backend_note"):
+            notes.append(r["backend_note"])
         if r.get("warnings"):
             notes.append("; ".join(w.split(":")[0] for w in r["warnings"]))
         if r.get("compact_B"):
@@ -323,7 +432,8 @@ def table(runs):
                          f"full one (--exact): predict {fmt(r.get('predict_exact_s'), '.1f')} s, "
                          f"accuracy {fmt(r.get('accuracy_exact') and 100 * r['accuracy_exact'], '.2f')}%")
         lines.append([
-            f"{r['rows']:,}", r["method"], fmt(r.get("fit_rows"), ","), train_s,
+            f"{r['rows']:,}", r["method"], fmt(r.get("fit_rows"), ","), threads_cell(r),
+            train_s,
             fmt(r.get("predict_s"), ".1f") if ok else "-",
             fmt(r.get("accuracy") and 100 * r["accuracy"], ".2f") if ok else "-",
             core, fmt(r.get("n_iter"), ",") if is_ours else "-",
@@ -359,6 +469,13 @@ def main(argv=None):
                     help="SVC on a random subsample of this many rows (default 50K)")
     ap.add_argument("--svc-timeout", type=float, default=7200,
                     help="seconds per SVC run (default 7200)")
+    ap.add_argument("--no-sklearnex", action="store_true",
+                    help="skip the scikit-learn-intelex SVC (oneDAL) references")
+    ap.add_argument("--sklearnex-max-rows", type=parse_rows, metavar="ROWS",
+                    help="sklearnex SVC on at most this many rows (default: as many as fit "
+                         "in memory)")
+    ap.add_argument("--sklearnex-timeout", type=float, default=3600,
+                    help="seconds per sklearnex SVC run (default 3600)")
     ap.add_argument("--no-nystroem", action="store_true",
                     help="skip the Nystroem + LinearSVC references")
     ap.add_argument("--memory-gb", type=float, default=5.0,
@@ -372,10 +489,16 @@ def main(argv=None):
     a.json = a.json or os.path.join(a.workdir, "results.json")
     os.makedirs(os.path.join(a.workdir, "models"), exist_ok=True)
     extra = shlex.split(a.streamcvm_args)
+    skx_missing = None if a.no_sklearnex else B.sklearnex_missing()
+    a.with_sklearnex = not a.no_sklearnex and skx_missing is None
     session = B.Session(("streamcvm", "scikit-learn", "numpy"), more=[
-        f"threads: streamcvm uses every core (numba, BLAS); references run under "
+        f"threads: streamcvm uses every core ({our_threads()}: numba, BLAS); sklearnex SVC "
+        f"(oneDAL) n_jobs={our_threads()}; the other references run under "
         f"threadpool_limits({THREADS}), SVC (libsvm) and LinearSVC (liblinear) are "
-        f"single-threaded, Nystroem's BLAS products use {THREADS}"])
+        f"single-threaded, Nystroem's BLAS products use {THREADS}; ratios only between "
+        f"equal thread counts"]
+        + ([f"{B.SKLEARNEX} {B.sklearnex_version()}"] if a.with_sklearnex else [])
+        + ([skx_missing] if skx_missing else []))
     result = session.record(args=vars(a), datasets={})
     base = None
     if a.baseline:
@@ -414,7 +537,8 @@ def main(argv=None):
                 r = run_streamcvm(btrain, base["test"], f"{model}-{base['key']}", extra,
                                   a.timeout, base["exe"])
                 r.update(rows=n, method=f"streamcvm {base['label']}{BASELINE_TAG}",
-                         fit_rows=n)
+                         fit_rows=n, train_threads=our_threads(),
+                         predict_threads=our_threads())
                 res["runs"].append(r)
                 if "error" not in r:
                     log(f"  train {r['train_s']:.1f} s, peak RSS {r['peak_rss'] / 1e6:,.0f} "
@@ -422,7 +546,8 @@ def main(argv=None):
             log(f"{ds} {n:,} rows: streamcvm train ...")
             r = run_streamcvm(train, test, model, extra, a.timeout)
             r.update(rows=n, method="streamcvm" + (f" {a.streamcvm_args.strip()}"
-                                                   if extra else ""), fit_rows=n)
+                                                   if extra else ""), fit_rows=n,
+                     train_threads=our_threads(), predict_threads=our_threads())
             res["runs"].append(r)
             if "error" in r:
                 log(f"  streamcvm failed: {r['error']}; no references (they need its gamma)")
@@ -431,7 +556,7 @@ def main(argv=None):
             log(f"  train {r['train_s']:.1f} s, peak RSS {r['peak_rss'] / 1e6:,.0f} MB, "
                 f"accuracy {r['accuracy']:.4f}, core {r['core_size']:,}, "
                 f"steps {r['n_iter']:,}, gamma {r['gamma']:.6g}")
-            for ref in references(a, n, train, test, r["gamma"]):
+            for ref in references(a, n, train, test, r["gamma"], info):
                 ref["rows"] = n
                 res["runs"].append(ref)
                 save_json(a.json, result)
