@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """Regression benchmark: streamcvm's CVMRegressor (L2-SVR as a
 center-constrained MEB, Core Vector Regression) against scikit-learn's SVR
-(LIBSVM), side by side, each with its own parameters tuned the same way.
+(LIBSVM), side by side, each with its own parameters tuned the same way, and
+scikit-learn-intelex's SVR (oneDAL) with LIBSVM's tuned parameters, in the
+same run.
 
 Datasets: the protocol's regression sets (``tools/datasets.py``:
 ``REGRESSION``; 80/20 split, X and y z-scored on the training statistics) and
@@ -43,12 +45,25 @@ training data; LIBSVM tuned similarly", cvr paper):
 2. Final. Each model is trained once on the whole training set with its
    tuned parameters (CVMRegressor: C = c * n_train), timed in a fresh child
    process, and scored on the test set.
+3. sklearnex. ``sklearnex.svm.SVR(n_jobs=os.cpu_count())`` (oneDAL's
+   epsilon-SVR, the same problem as LIBSVM's) gets SVR's tuned (C, epsilon)
+   (from this run or the SVR cache) and the same gamma, is trained on the
+   whole training set in a fresh child and scored; it is never cached.
+   Only when there is no SVR tuning (``--no-svr``, or it failed) does it
+   tune itself, by the same protocol and grid (the tuning table then has
+   its row). The child records from sklearnex's logger whether oneDAL or
+   scikit-learn's fallback ran fit and predict ("backend", "onedal" in the
+   JSON; notes column). ``--no-sklearnex`` skips it; without
+   scikit-learn-intelex installed (the ``[bench]`` extra, x86_64 only) it
+   is skipped with a one-line message. ``--sklearnex-timeout`` (default
+   7,200 s per child): a timeout is reported as "> T s (timeout)".
 
 Usage::
 
     python tools/bench_regression.py --quick --datasets friedman1 cpu_act
     python tools/bench_regression.py --json /tmp/streamcvm-bench/regression.json
     python tools/bench_regression.py --datasets friedman200k --methods cvm fvm
+    python tools/bench_regression.py --quick --datasets cpu_act --no-sklearnex
 
 Each child is a fresh Python process (this script with a hidden ``--child``),
 run one after the other, never concurrently; this parent imports only the
@@ -56,7 +71,18 @@ standard library (on Linux a child's ``ru_maxrss`` starts at the parent's
 peak). Children run with one BLAS thread (``CVMRegressor.fit`` holds BLAS to
 one thread anyway; LIBSVM uses no BLAS). Per dataset: a "prepare" child
 (loads / generates the data, gamma), a "tune" child per model, then a "run"
-child per model (SVR, then CVMRegressor for each method).
+child per model (SVR, sklearnex's SVR, then CVMRegressor for each method).
+
+Threads (every timed figure has its count: "threads" columns, or in the
+header): SVR (LIBSVM) is single-threaded, 1. sklearnex's SVR runs on every
+core (``n_jobs``: oneDAL's threads) and so does CVMRegressor (numba's
+threads, ``numba.get_num_threads()`` in its child). Speed ratios compare
+equal thread counts only: "train vs sklearnex" and "predict vs sklearnex"
+(same threads), and the time ratio against SVR uses CVMRegressor's fit
+timed a second time in the same child with numba and BLAS held to one
+thread ("train s 1t"; the first, every-core fit is the model scored). The
+former "time ratio" (every core over LIBSVM's one) is gone; it is now
+"time ratio 1t".
 
 What each figure is:
 
@@ -69,8 +95,10 @@ What each figure is:
   with published figures.
 - R2: 1 - SSE / sum (y - mean y)^2 on the test set.
 - train s: wall seconds (``time.perf_counter``) of ``fit`` alone. A
-  CVMRegressor child first fits and predicts 200 test rows with the same
-  parameters (numba compile / cache load), not counted ("warmup_s").
+  CVMRegressor or sklearnex child first fits and predicts 200 test rows
+  with the same parameters (numba compile / cache load; oneDAL's thread
+  pool), not counted ("warmup_s"). train s 1t: CVMRegressor's fit again
+  at one thread (above).
 - predict s: wall seconds of ``predict`` on the test set.
 - #SV: SVR ``len(support_)``; CVMRegressor ``n_support_`` (distinct training
   rows with a nonzero coefficient). core: its core-set size (points, a row
@@ -80,10 +108,14 @@ What each figure is:
   imports, the prepared data (the full arrays are read even with
   ``--quick``), the model, the prediction ("vm_hwm", "rss_before_fit" in the
   JSON).
-- RMSE ratio: our test RMSE / SVR's; time ratio: our train s / SVR's train s.
+- RMSE ratio: our test RMSE / SVR's (LIBSVM stays the accuracy reference);
+  time ratio 1t: our train s 1t / SVR's train s, both at one thread.
+- train vs sklearnex, predict vs sklearnex: our train s (predict s) /
+  sklearnex SVR's, at the same thread count (below 1: faster); a thread
+  count that differs leaves them out, with a note.
 - accept: the acceptance check, on every set of 20,000 training rows or
-  more: RMSE ratio <= 1.05, time ratio <= 0.2 and fewer SVs than SVR. For a
-  smaller set (every ``--quick`` set) the checks are shown in parentheses,
+  more: RMSE ratio <= 1.05, time ratio 1t <= 0.2 and fewer SVs than SVR. For
+  a smaller set (every ``--quick`` set) the checks are shown in parentheses,
   not judged.
 
 SVR tuning and final results are cached in ``--svr-cache`` (JSON; default
@@ -124,6 +156,7 @@ SYNTH_D, SYNTH_TRAIN, SYNTH_TEST, SYNTH_BLOCK, SYNTH_TEST_BLOCK0 = 10, 200_000, 
 WARMUP_ROWS = 200
 JUDGED_ROWS = 20_000                # the time ratio is judged on sets of at least this many rows
 MAX_RMSE_RATIO, MAX_TIME_RATIO = 1.05, 0.2
+SVRS = ("svr", "sklearnex")         # LIBSVM's and oneDAL's SVR: the SVR grid, support_
 
 
 # ---------------------------------------------------------------------------
@@ -179,26 +212,43 @@ def tune_split(n, quick):
     return np.sort(perm[:n_fit]), np.sort(perm[n_fit:n_fit + n_val])
 
 
-def make_model(model, params, gamma, m, method=TUNE_METHOD):
-    """SVR, or CVMRegressor with C = c * m (``m``: rows of the fit);
+def make_model(model, params, gamma, m, method=TUNE_METHOD, threads=None):
+    """SVR (LIBSVM), sklearnex's SVR (oneDAL, ``threads`` threads: its
+    ``n_jobs``) or CVMRegressor with C = c * m (``m``: rows of the fit);
     ``params="defaults"``: each library's defaults (gamma included)."""
     if params == "defaults":
         if model == "svr":
             from sklearn.svm import SVR
             return SVR(cache_size=2000)
+        if model == "sklearnex":
+            return B.sklearnex_estimator("svr", threads, cache_size=2000)
         from streamcvm.estimators import CVMRegressor
         return CVMRegressor(method=method or TUNE_METHOD, random_state=0)
     if model == "svr":
         from sklearn.svm import SVR
         return SVR(kernel="rbf", C=params["C"], epsilon=params["epsilon"], gamma=gamma,
                    cache_size=2000)
+    if model == "sklearnex":
+        return B.sklearnex_estimator("svr", threads, kernel="rbf", C=params["C"],
+                                     epsilon=params["epsilon"], gamma=gamma, cache_size=2000)
     from streamcvm.estimators import CVMRegressor
     return CVMRegressor(method=method, C=params["c"] * m, mu=params["mu"], gamma=gamma,
                         eps="auto", random_state=0)
 
 
 def n_sv(model, est):
-    return int(len(est.support_)) if model == "svr" else int(est.n_support_)
+    return int(len(est.support_)) if model in SVRS else int(est.n_support_)
+
+
+def threads_of(model, spec):
+    """The threads a model's fit and predict run on: LIBSVM 1, sklearnex its
+    ``n_jobs`` (spec["threads"]), CVMRegressor numba's (every core)."""
+    if model == "svr":
+        return 1
+    if model == "sklearnex":
+        return int(spec["threads"])
+    import numba
+    return int(numba.get_num_threads())
 
 
 def metrics(y, f):
@@ -244,12 +294,14 @@ def child_tune(spec):
     Xf, yf = got["Xtr"][fit], got["ytr"][fit]
     Xv, yv = got["Xtr"][val], got["ytr"][val]
     grid = []
+    onedal = B.OnedalLog().__enter__() if model == "sklearnex" else None
     t0 = time.perf_counter()
     with one_blas_thread():
-        for params in (SVR_GRID if model == "svr" else CVR_GRID):
+        for params in (SVR_GRID if model in SVRS else CVR_GRID):
             g = dict(params)
             try:
-                est = make_model(model, params, spec["gamma"], len(yf))
+                est = make_model(model, params, spec["gamma"], len(yf),
+                                 threads=spec.get("threads"))
                 t = time.perf_counter()
                 est.fit(Xf, yf)
                 g["fit_s"] = time.perf_counter() - t
@@ -268,12 +320,16 @@ def child_tune(spec):
     top = min(g["val_rmse"] for g in ok)
     best = min((g for g in ok if g["val_rmse"] <= (1.0 + TUNE_SLACK) * top),
                key=lambda g: g["n_sv"])
-    keys = list((SVR_GRID if model == "svr" else CVR_GRID)[0])
-    return {"n_fit": int(len(yf)), "n_val": int(len(yv)), "grid": grid,
-            "best": {k: best[k] for k in keys}, "best_val_rmse": best["val_rmse"],
-            "val_rmse_range": [min(g["val_rmse"] for g in ok), max(g["val_rmse"] for g in ok)],
-            "tune_s": time.perf_counter() - t0, "tune_method": TUNE_METHOD if model == "cvr"
-            else None, "y_val_std": float(np.std(yv))}
+    keys = list((SVR_GRID if model in SVRS else CVR_GRID)[0])
+    out = {"n_fit": int(len(yf)), "n_val": int(len(yv)), "grid": grid,
+           "best": {k: best[k] for k in keys}, "best_val_rmse": best["val_rmse"],
+           "val_rmse_range": [min(g["val_rmse"] for g in ok), max(g["val_rmse"] for g in ok)],
+           "tune_s": time.perf_counter() - t0, "tune_method": TUNE_METHOD if model == "cvr"
+           else None, "y_val_std": float(np.std(yv)), "threads": threads_of(model, spec)}
+    if onedal is not None:
+        onedal.__exit__(None, None, None)
+        out.update(onedal.record())
+    return out
 
 
 def child_run(spec):
@@ -282,24 +338,45 @@ def child_run(spec):
     model, params = spec["model"], spec["params"]
     got = _data(spec)
     Xtr, ytr, Xte, yte = got["Xtr"], got["ytr"], got["Xte"], got["yte"]
-    out = {"n_test": int(len(yte))}
+    out = {"n_test": int(len(yte)), "threads": threads_of(model, spec)}
+    threads = spec.get("threads")
+    onedal = None
     with one_blas_thread():
         if model == "svr":
             import sklearn
             out["sklearn"], out["warmup_s"] = sklearn.__version__, None
         else:
-            t = time.perf_counter()     # warm-up: numba compile / cache load, imports
+            # warm-up: numba compile / cache load, imports (sklearnex: oneDAL's thread pool)
+            t = time.perf_counter()
             Xw, yw = Xte[:WARMUP_ROWS], yte[:WARMUP_ROWS]
-            make_model(model, params, spec["gamma"], len(yw), spec["method"]).fit(Xw, yw) \
-                .predict(Xw)
+            make_model(model, params, spec["gamma"], len(yw), spec.get("method"), threads) \
+                .fit(Xw, yw).predict(Xw)
             out["warmup_s"] = time.perf_counter() - t
-        est = make_model(model, params, spec["gamma"], len(ytr), spec.get("method"))
+        est = make_model(model, params, spec["gamma"], len(ytr), spec.get("method"), threads)
+        if model == "sklearnex":
+            onedal = B.OnedalLog().__enter__()
         out["rss_before_fit"] = peak_rss_bytes()
         _, out["train_s"] = B.timed(est.fit, Xtr, ytr)
         pred, out["predict_s"] = B.timed(est.predict, Xte)
+        if onedal is not None:
+            onedal.__exit__(None, None, None)
+            out.update(onedal.record())
+        if model == "cvr" and spec.get("time_1t"):
+            # the fit again at LIBSVM's thread count, one (numba and BLAS), for the
+            # time ratio against SVR; the timed model above stays the one scored
+            import numba
+            from threadpoolctl import threadpool_limits
+            before = numba.get_num_threads()
+            numba.set_num_threads(1)
+            try:
+                with threadpool_limits(1):
+                    again = make_model(model, params, spec["gamma"], len(ytr), spec.get("method"))
+                    _, out["train_1t_s"] = B.timed(again.fit, Xtr, ytr)
+            finally:
+                numba.set_num_threads(before)
     out.update(metrics(yte, pred))
     out["n_sv"] = n_sv(model, est)
-    if model == "svr":
+    if model in SVRS:
         out["n_iter"] = int(np.sum(getattr(est, "n_iter_", -1)))
     else:
         out["C"] = float(est.C_)
@@ -340,7 +417,7 @@ def cvr_label(p, method=None):
 
 def at_edge(model, best):
     """Names of the tuned parameters that sit at an end of their grid."""
-    grid = SVR_GRID if model == "svr" else CVR_GRID
+    grid = SVR_GRID if model in SVRS else CVR_GRID
     return [k for k in best if best[k] in (min(g[k] for g in grid), max(g[k] for g in grid))
             and len({g[k] for g in grid}) > 2]
 
@@ -380,31 +457,89 @@ def svr_reference(ds, info, spec, a, cache, now, commit):
     return ref
 
 
+def sklearnex_reference(ds, info, spec, a, ref, threads):
+    """{"tune", "run", "params_from"} of sklearnex's SVR (oneDAL) on ``ds``,
+    never cached: the SVR's tuned (C, epsilon) and the same gamma (from the
+    SVR cache or this run); the same tuning protocol in its own child when
+    SVR's tuning is missing (``--no-svr``, or it failed)."""
+    spec = dict(spec, threads=threads)
+    out = {"threads": threads, "timeout_s": a.sklearnex_timeout}
+    if ref is not None and "best" in ref.get("tune", {}):
+        best = ref["tune"]["best"]
+        out["params_from"] = "SVR's tuning"
+    else:
+        log(f"  sklearnex SVR: tuning (no SVR tuning to share) on {info['n_tune_fit']:,} + "
+            f"{info['n_tune_val']:,} rows ({len(SVR_GRID)} fits, {threads} threads) ...")
+        tune = run_child(dict(spec, kind="tune", model="sklearnex"), a.sklearnex_timeout)
+        out["tune"] = tune
+        if "error" in tune:
+            out["error"] = (f"tuning: > {a.sklearnex_timeout:g} s (timeout)"
+                            if tune.get("timeout") else f"tuning: {tune['error']}")
+            return out
+        best = tune["best"]
+        out["params_from"] = "its own tuning (SVR grid)"
+        log(f"    best {svr_label(best)}, validation RMSE {tune['best_val_rmse']:.4f} "
+            f"({tune['tune_s']:.1f} s)")
+    out["params"] = best
+    log(f"  sklearnex SVR: final fit, {svr_label(best)}, {threads} threads ...")
+    run = run_child(dict(spec, kind="run", model="sklearnex", params=best),
+                    a.sklearnex_timeout)
+    out["run"] = run
+    if "error" in run:
+        out["error"] = (f"> {a.sklearnex_timeout:g} s (timeout)" if run.get("timeout")
+                        else run["error"])
+    else:
+        out["note"] = B.backend_note(run)
+        log(f"    train {run['train_s']:.2f} s, predict {run['predict_s']:.3f} s, RMSE "
+            f"{run['rmse']:.4f}, #SV {run['n_sv']:,}; {out['note']}")
+    return out
+
+
+def compare_sklearnex(r, skx):
+    """A CVR row's speed ratios against sklearnex's SVR, at equal threads."""
+    run = (skx or {}).get("run")
+    if not run or "error" in run:
+        return
+    why = B.threads_note(r.get("threads"), run.get("threads"))
+    if why:
+        r["note"] = why
+        return
+    r["train_vs_sklearnex"] = r["train_s"] / run["train_s"]
+    r["predict_vs_sklearnex"] = r["predict_s"] / run["predict_s"]
+    r["rmse_vs_sklearnex"] = r["rmse"] / run["rmse"]
+
+
 def compare(r, ref, n_rows):
-    """Ratios and the acceptance cell of one CVR row against SVR's ``ref``."""
+    """Ratios and the acceptance cell of one CVR row against SVR's ``ref``.
+    The time ratio is at LIBSVM's one thread: our fit timed again at one
+    thread ("train_1t_s") over SVR's ("time_ratio_1t")."""
     if ref is None:
         return
     run = ref.get("run")
+    ours = r.get("train_1t_s")
     if ref.get("timeout") and "error" in ref:
-        if ref.get("failed_in") == "fit":      # SVR's fit alone took longer than this
-            r["time_ratio_below"] = r["train_s"] / ref["svr_timeout"]
-            r["accept"] = (f"no SVR reference (timeout; time ratio < "
-                           f"{r['time_ratio_below']:.3g})")
+        if ref.get("failed_in") == "fit" and ours is not None:
+            # SVR's fit alone took longer than this
+            r["time_ratio_1t_below"] = ours / ref["svr_timeout"]
+            r["accept"] = (f"no SVR reference (timeout; time ratio 1t < "
+                           f"{r['time_ratio_1t_below']:.3g})")
         else:
-            r["accept"] = "no SVR reference (SVR tuning timed out)"
+            r["accept"] = (f"no SVR reference ("
+                           f"{'SVR tuning timed out' if ref.get('failed_in') == 'tuning' else 'timeout'})")
         return
     if run is None or "error" in run:
         r["accept"] = "no SVR reference (error)"
         return
     r["rmse_ratio"] = r["rmse"] / run["rmse"]
-    r["time_ratio"] = r["train_s"] / run["train_s"]
+    if ours is not None:
+        r["time_ratio_1t"] = ours / run["train_s"]      # both at one thread
     r["sv_ratio"] = r["n_sv"] / run["n_sv"]
     # RMSE and #SV on every set; time on sets of JUDGED_ROWS rows or more
     # (the dataset's rows, training and test: cadata has 20,640)
     r["judged"] = n_rows >= JUDGED_ROWS
     checks = [("RMSE", r["rmse_ratio"] <= MAX_RMSE_RATIO), ("#SV", r["n_sv"] < run["n_sv"])]
     if r["judged"]:
-        checks.append(("time", r["time_ratio"] <= MAX_TIME_RATIO))
+        checks.append(("time", ours is not None and r["time_ratio_1t"] <= MAX_TIME_RATIO))
     failed = [name for name, ok in checks if not ok]
     r["accept_ok"] = not failed
     r["accept"] = ("pass" if not failed else "FAIL: " + ", ".join(failed)) + \
@@ -427,10 +562,22 @@ def svr_cells(ref):
             f"{run['r2']:.4f}", fmt(run.get("mre"), ".3g")]
 
 
-def main_table(infos, refs, rows):
-    head = ["dataset", "n_train", "d", "SVR params", "SVR RMSE", "SVR s", "SVR #SV",
-            "CVR params", "CVR RMSE", "RMSE ratio", "time ratio", "CVR #SV",
-            "R2 SVR / CVR", "MRE SVR / CVR", "accept"]
+def skx_cells(skx):
+    """(RMSE, train s) of the sklearnex SVR reference."""
+    if skx is None:
+        return ["(skipped)", "-"]
+    run = skx.get("run")
+    if run is None or "error" in run or "error" in skx:
+        what = skx.get("error") or (run or {}).get("error", "error")
+        return [what, what] if "timeout" in what else ["error", "error"]
+    return [f"{run['rmse']:.4f}", f"{run['train_s']:.2f}"]
+
+
+def main_table(infos, refs, skxs, rows, threads):
+    head = ["dataset", "n_train", "d", "SVR params", "SVR RMSE", "SVR s (1 thread)", "SVR #SV",
+            "sklearnex RMSE", f"sklearnex s ({threads} threads)", "CVR params", "CVR RMSE",
+            "RMSE ratio", "time ratio 1t", "train vs sklearnex", "predict vs sklearnex",
+            "CVR #SV", "R2 SVR / CVR", "MRE SVR / CVR", "accept"]
     lines = []
     for r in rows:
         ds, info = r["dataset"], infos[r["dataset"]]
@@ -438,32 +585,37 @@ def main_table(infos, refs, rows):
             lines.append([ds] + [""] * (len(head) - 2) + [info["error"]])
             continue
         sv = svr_cells(refs.get(ds))
-        cells = [ds, f"{info['n_train']:,}", str(info["d"]), sv[0], sv[1], sv[2], sv[3]]
+        cells = [ds, f"{info['n_train']:,}", str(info["d"]), sv[0], sv[1], sv[2], sv[3],
+                 *skx_cells(skxs.get(ds))]
         if "error" in r:
-            cells += [r.get("label", r["method"]), "", "", "", "", f"{sv[4]} / -",
+            cells += [r.get("label", r["method"]), "", "", "", "", "", "", f"{sv[4]} / -",
                       f"{sv[5]} / -", r["error"]]
         else:
-            ratio_t = (fmt(r.get("time_ratio"), ".3g") if "time_ratio_below" not in r
-                       else f"< {r['time_ratio_below']:.3g}")
+            ratio_t = (fmt(r.get("time_ratio_1t"), ".3g") if "time_ratio_1t_below" not in r
+                       else f"< {r['time_ratio_1t_below']:.3g}")
             cells += [r["label"], f"{r['rmse']:.4f}", fmt(r.get("rmse_ratio"), ".3f"), ratio_t,
+                      fmt(r.get("train_vs_sklearnex"), ".3g"),
+                      fmt(r.get("predict_vs_sklearnex"), ".3g"),
                       f"{r['n_sv']:,}", f"{sv[4]} / {r['r2']:.4f}",
                       f"{sv[5]} / {fmt(r.get('mre'), '.3g')}", r.get("accept", "-")]
         lines.append(cells)
     return B.table(head, lines, left=("dataset", "SVR params", "CVR params", "accept"))
 
 
-def detail_table(infos, refs, rows):
-    head = ["dataset", "model", "params", "RMSE", "nRMSE", "MRE", "R2", "train s",
-            "predict s", "#SV", "peak RSS MB", "core", "epsbar", "warm-up s", "notes"]
+def detail_table(infos, refs, skxs, rows):
+    head = ["dataset", "model", "params", "threads", "RMSE", "nRMSE", "MRE", "R2", "train s",
+            "train s 1t", "predict s", "#SV", "peak RSS MB", "core", "epsbar", "warm-up s",
+            "notes"]
     lines = []
 
-    def line(ds, model, params, r, note=""):
+    def line(ds, model, params, r, note="", threads="-"):
         if r is None or "error" in r:
             err = "skipped" if r is None else r["error"]
-            return [ds, model, params] + [""] * (len(head) - 4) + \
+            return [ds, model, params, str(threads)] + [""] * (len(head) - 5) + \
                 ["; ".join(t for t in (err, note) if t)]
-        return [ds, model, params, f"{r['rmse']:.4f}", f"{r['nrmse']:.4f}",
-                fmt(r.get("mre"), ".3g"), f"{r['r2']:.4f}", f"{r['train_s']:.2f}",
+        return [ds, model, params, fmt(r.get("threads", threads), ""), f"{r['rmse']:.4f}",
+                f"{r['nrmse']:.4f}", fmt(r.get("mre"), ".3g"), f"{r['r2']:.4f}",
+                f"{r['train_s']:.2f}", fmt(r.get("train_1t_s"), ".2f"),
                 f"{r['predict_s']:.3f}", f"{r['n_sv']:,}", f"{r['peak_rss'] / 1e6:,.0f}",
                 fmt(r.get("core_set_size"), ","), fmt(r.get("epsilon_bar"), ".3g"),
                 fmt(r.get("warmup_s"), ".2f"), note]
@@ -480,30 +632,42 @@ def detail_table(infos, refs, rows):
             if ref.get("timeout") and "error" in ref:
                 run = {"error": f"timeout > {ref['svr_timeout']:g} s"}
             lines.append(line(ds, "SVR", svr_label(tune["best"]) if "best" in tune else "-",
-                              run, ref.get("note", "")))
+                              dict(run, threads=1), ref.get("note", ""), 1))
+        skx = skxs.get(ds)
+        if skx is not None:
+            run = skx.get("run") or {"error": skx.get("error", "?")}
+            if "error" in skx:
+                run = {"error": skx["error"]}
+            note = "; ".join(t for t in (f"params from {skx.get('params_from', '-')}",
+                                         skx.get("note", "")) if t)
+            lines.append(line(ds, "sklearnex SVR",
+                              svr_label(skx["params"]) if "params" in skx else "-", run, note,
+                              skx.get("threads", "-")))
         for r in rows:
             if r["dataset"] == ds:
                 params = r.get("label", "-")
                 if "C" in r:
                     params += f" (C={r['C']:.4g})"
-                lines.append(line(ds, "CVMRegressor", params, r))
+                lines.append(line(ds, "CVMRegressor", params, r, r.get("note", "")))
     return B.table(head, lines, left=("dataset", "model", "params", "notes"))
 
 
 def tuning_table(infos, tunes):
     head = ["dataset", "model", "fit / val rows", "tuned", "val RMSE", "grid val RMSE",
-            "tune s", "notes"]
+            "tune s", "threads", "notes"]
     lines = []
     for ds, per in tunes.items():
         for model, t in per.items():
-            name = "SVR" if model == "svr" else f"CVMRegressor ({TUNE_METHOD})"
+            name = {"svr": "SVR", "sklearnex": "sklearnex SVR"}.get(
+                model, f"CVMRegressor ({TUNE_METHOD})")
             if t is None:
                 continue
+            threads = t.get("threads", 1 if model == "svr" else "-")
             if "error" in t:
-                lines.append(f"| {ds} | {name} | | | | | | {t['error']} |")
+                lines.append(f"| {ds} | {name} | | | | | | {threads} | {t['error']} |")
                 continue
             best = t["best"]
-            label = svr_label(best) if model == "svr" else cvr_label(best)
+            label = svr_label(best) if model in SVRS else cvr_label(best)
             edge = at_edge(model, best)
             notes = [f"at grid edge: {', '.join(edge)}"] if edge else []
             notes += [f"{sum('error' in g for g in t['grid'])} fits failed"] \
@@ -512,16 +676,17 @@ def tuning_table(infos, tunes):
             lo, hi = t["val_rmse_range"]
             lines.append(f"| {ds} | {name} | {t['n_fit']:,} / {t['n_val']:,} | {label} | "
                          f"{t['best_val_rmse']:.4f} | {lo:.4f} - {hi:.4f} | "
-                         f"{t['tune_s']:.1f} | {'; '.join(notes)} |")
+                         f"{t['tune_s']:.1f} | {threads} | {'; '.join(notes)} |")
     return B.table(head, lines, left=("dataset", "model", "tuned", "notes"))
 
 
 DEFAULTS_MAX_RATIO, DEFAULTS_MAX_TUNED_RATIO = 1.05, 1.15   # issue 13's acceptance
 
 
-def defaults_row(ds, spec, info, ref, methods, a, cache, now, commit):
-    """``--defaults``: SVR() (cached like the tuned SVR) and CVMRegressor()
-    on ``ds``; one row with both and the tuned SVR's RMSE."""
+def defaults_row(ds, spec, info, ref, methods, a, cache, now, commit, threads=None):
+    """``--defaults``: SVR() (cached like the tuned SVR), sklearnex's SVR()
+    (``threads``; None: skipped; never cached) and CVMRegressor() on ``ds``;
+    one row with them and the tuned SVR's RMSE."""
     key = f"{svr_key(ds, info)}|defaults"
     svr = None if a.no_svr else (None if a.rerun_svr else cache.get(key))
     if svr is None and not a.no_svr:
@@ -533,7 +698,19 @@ def defaults_row(ds, spec, info, ref, methods, a, cache, now, commit):
             save_json(a.svr_cache, cache)
     elif svr is not None:
         log(f"  SVR(): cached result of {svr['date']}")
-    row = {"dataset": ds, "svr_default": svr, "tuned": None, "cvr": {}}
+    skx = None
+    if threads:
+        log(f"  sklearnex SVR(): final fit with the defaults, {threads} threads ...")
+        skx = run_child(dict(spec, kind="run", model="sklearnex", params="defaults",
+                             threads=threads), a.sklearnex_timeout)
+        if "error" in skx:
+            if skx.get("timeout"):
+                skx["error"] = f"> {a.sklearnex_timeout:g} s (timeout)"
+        else:
+            skx["note"] = B.backend_note(skx)
+            log(f"    train {skx['train_s']:.2f} s, RMSE {skx['rmse']:.4f}; {skx['note']}")
+    row = {"dataset": ds, "svr_default": svr, "sklearnex_default": skx, "tuned": None,
+           "cvr": {}}
     if ref is not None and ref.get("run") and "error" not in ref["run"]:
         row["tuned"] = {"rmse": ref["run"]["rmse"], "train_s": ref["run"]["train_s"],
                         "params": svr_label(ref["tune"]["best"])}
@@ -544,32 +721,41 @@ def defaults_row(ds, spec, info, ref, methods, a, cache, now, commit):
         if "error" not in r:
             log(f"    train {r['train_s']:.2f} s, RMSE {r['rmse']:.4f}, mu {r['mu_used']:.3g}, "
                 f"gamma {r['gamma_used']:.3g}, #SV {r['n_sv']:,}")
+            compare_sklearnex(r, {"run": skx} if skx else None)
         row["cvr"][m] = r
     return row
 
 
-def defaults_table(infos, rows):
-    head = ["dataset", "n_train", "SVR() RMSE", "SVR() s", "tuned SVR RMSE", "method",
-            "CVR() RMSE", "CVR() s", "CVR #SV", "mu_ / gamma_", "vs SVR()", "vs tuned",
-            "accept"]
+def defaults_table(infos, rows, threads):
+    head = ["dataset", "n_train", "SVR() RMSE", "SVR() s (1 thread)", "sklearnex SVR() RMSE",
+            f"sklearnex SVR() s ({threads} threads)", "tuned SVR RMSE", "method",
+            "CVR() RMSE", "CVR() s", "CVR threads", "CVR #SV", "mu_ / gamma_", "vs SVR()",
+            "vs tuned", "train vs sklearnex", "predict vs sklearnex", "accept"]
     lines = []
     for row in rows:
         ds = row["dataset"]
         sd, tu = row.get("svr_default"), row.get("tuned")
+        sk = row.get("sklearnex_default")
+        sk_ok = sk is not None and "error" not in sk
         for m, r in row.get("cvr", {}).items():
             cells = [ds, f"{infos[ds]['n_train']:,}",
                      fmt(sd and sd.get("rmse"), ".4f"), fmt(sd and sd.get("train_s"), ".2f"),
+                     fmt(sk.get("rmse"), ".4f") if sk_ok else
+                     ("-" if sk is None else sk["error"]),
+                     fmt(sk.get("train_s"), ".2f") if sk_ok else "-",
                      fmt(tu and tu["rmse"], ".4f") + (f" ({tu['params']})" if tu else ""), m]
             if "error" in r:
-                lines.append(cells + [""] * 6 + [r["error"]])
+                lines.append(cells + [""] * 9 + [r["error"]])
                 continue
             v1 = r["rmse"] / sd["rmse"] if sd and "rmse" in sd else None
             v2 = r["rmse"] / tu["rmse"] if tu else None
             ok = [v <= lim for v, lim in ((v1, DEFAULTS_MAX_RATIO),
                                           (v2, DEFAULTS_MAX_TUNED_RATIO)) if v is not None]
-            cells += [f"{r['rmse']:.4f}", f"{r['train_s']:.2f}", f"{r['n_sv']:,}",
-                      f"{r['mu_used']:.3g} / {r['gamma_used']:.3g}", fmt(v1, ".3f"),
-                      fmt(v2, ".3f"), ("pass" if all(ok) else "FAIL") if ok else "-"]
+            cells += [f"{r['rmse']:.4f}", f"{r['train_s']:.2f}", fmt(r.get("threads"), ""),
+                      f"{r['n_sv']:,}", f"{r['mu_used']:.3g} / {r['gamma_used']:.3g}",
+                      fmt(v1, ".3f"), fmt(v2, ".3f"), fmt(r.get("train_vs_sklearnex"), ".3g"),
+                      fmt(r.get("predict_vs_sklearnex"), ".3g"),
+                      ("pass" if all(ok) else "FAIL") if ok else "-"]
             lines.append(cells)
     return B.table(head, lines, left=("dataset", "method", "accept"))
 
@@ -581,7 +767,11 @@ def main(argv=None):
     ap.add_argument("--methods", nargs="+", default=["cvm"], choices=METHODS,
                     help="CVMRegressor methods (default cvm); all use the (mu, c) tuned with "
                          f"{TUNE_METHOD}")
-    ap.add_argument("--no-svr", action="store_true", help="skip the SVR reference")
+    ap.add_argument("--no-svr", action="store_true", help="skip the SVR (LIBSVM) reference")
+    ap.add_argument("--no-sklearnex", action="store_true",
+                    help="skip the scikit-learn-intelex SVR (oneDAL) reference")
+    ap.add_argument("--sklearnex-timeout", type=float, default=7200,
+                    help="seconds per sklearnex SVR child, tuning or final fit (default 7200)")
     ap.add_argument("--json", metavar="OUT", help="write all raw numbers here")
     ap.add_argument("--svr-cache", default=os.path.join(B.cache_dir(), "svr_cache.json"),
                     help="SVR results cache (default: %(default)s)")
@@ -601,16 +791,24 @@ def main(argv=None):
     if a.child:
         return B.child_main(a.child, CHILD_JOBS)
     methods = list(dict.fromkeys(a.methods))
+    threads = os.cpu_count() or 1
+    skx_missing = None if a.no_sklearnex else B.sklearnex_missing()
+    skx_threads = None if a.no_sklearnex or skx_missing else threads
     session = B.Session(
         details=f", one BLAS thread; CVMRegressor {'/'.join(methods)}, eps=auto, (mu, c) "
                 f"tuned with {TUNE_METHOD}, C = c * rows"
                 + (f", QUICK ({QUICK_TRAIN:,} train / {QUICK_TEST:,} test rows, tuning on "
-                   f"{QUICK_TUNE_FIT:,} + {QUICK_TUNE_VAL:,})" if a.quick else ""))
+                   f"{QUICK_TUNE_FIT:,} + {QUICK_TUNE_VAL:,})" if a.quick else ""),
+        more=[f"threads: SVR (LIBSVM) 1; sklearnex SVR (oneDAL) n_jobs={threads}; "
+              f"CVMRegressor numba's (every core), also timed at 1 thread for the time "
+              f"ratio against SVR; speed ratios only between equal thread counts"]
+        + ([f"{B.SKLEARNEX} {B.sklearnex_version()}"] if skx_threads else [])
+        + ([skx_missing] if skx_missing else []))
     command, commit, now, header = session.command, session.commit, session.date, \
         session.header
     cache = {} if a.no_svr else B.load_json(a.svr_cache, {})
     base = {"quick": a.quick, "raw_dir": a.raw_dir}
-    infos, refs, tunes, rows = {}, {}, {}, []
+    infos, refs, skxs, tunes, rows = {}, {}, {}, {}, []
     for ds in a.datasets:
         log(f"{ds}: preparing data ...")
         info = run_child(dict(base, kind="prepare", dataset=ds), a.timeout)
@@ -630,8 +828,14 @@ def main(argv=None):
         else:
             refs[ds] = None
         if a.defaults:
-            rows.append(defaults_row(ds, spec, info, refs[ds], methods, a, cache, now, commit))
+            rows.append(defaults_row(ds, spec, info, refs[ds], methods, a, cache, now, commit,
+                                     skx_threads))
             continue
+        skxs[ds] = None
+        if skx_threads:
+            skxs[ds] = sklearnex_reference(ds, info, spec, a, refs[ds], skx_threads)
+            if "tune" in skxs[ds]:
+                tunes[ds]["sklearnex"] = skxs[ds]["tune"]
         log(f"  CVMRegressor: tuning ({TUNE_METHOD}, {len(CVR_GRID)} fits) ...")
         ct = run_child(dict(spec, kind="tune", model="cvr"), a.timeout)
         tunes[ds]["cvr"] = ct
@@ -644,13 +848,14 @@ def main(argv=None):
         for m in methods:
             log(f"  CVMRegressor {m}: final fit, {cvr_label(ct['best'])}, "
                 f"C = {ct['best']['c']:g} * {info['n_train']:,} ...")
-            r = run_child(dict(spec, kind="run", model="cvr", method=m, params=ct["best"]),
-                          a.timeout)
+            r = run_child(dict(spec, kind="run", model="cvr", method=m, params=ct["best"],
+                               time_1t=refs[ds] is not None), a.timeout)
             r.update(dataset=ds, method=m, params=ct["best"], label=cvr_label(ct["best"], m))
             if "error" not in r:
                 log(f"    train {r['train_s']:.2f} s, RMSE {r['rmse']:.4f}, #SV {r['n_sv']:,}, "
                     f"core {r['core_set_size']:,}, peak RSS {r['peak_rss'] / 1e6:,.0f} MB")
                 compare(r, refs[ds], info["n_train"] + info["n_test"])
+                compare_sklearnex(r, skxs[ds])
             rows.append(r)
     print("\n".join(header) + "\n")
     for ds, info in infos.items():
@@ -662,25 +867,29 @@ def main(argv=None):
             print(f"- {ds}: {info['error']}")
     if a.defaults:
         print("\nEach library's defaults, no tuning (gamma included), on the z-scored data; "
-              "ratios are test RMSE of CVMRegressor() over SVR() and over the tuned SVR.\n")
-        print(defaults_table(infos, rows))
+              "'vs' ratios are test RMSE of CVMRegressor() over SVR() and over the tuned SVR; "
+              "'train / predict vs sklearnex': CVMRegressor() s over sklearnex SVR() s, at "
+              "equal threads.\n")
+        print(defaults_table(infos, rows, threads))
         if a.json:
             save_json(a.json, {"command": command, "commit": commit, "date": now,
                                "args": vars(a), "datasets": infos, "svr": refs, "runs": rows})
             log(f"wrote {a.json}")
         return 0
-    print(f"\nRatios are CVMRegressor / SVR (test RMSE; train s). accept: RMSE ratio <= "
-          f"{MAX_RMSE_RATIO:g} and fewer SVs on every set; time ratio <= {MAX_TIME_RATIO:g} "
+    print(f"\nRatios are CVMRegressor / reference: RMSE ratio and time ratio 1t against SVR "
+          f"(LIBSVM; our fit timed again at its one thread), train / predict vs sklearnex "
+          f"against oneDAL's SVR at the same {threads} threads. accept: RMSE ratio <= "
+          f"{MAX_RMSE_RATIO:g} and fewer SVs on every set; time ratio 1t <= {MAX_TIME_RATIO:g} "
           f"on sets of {JUDGED_ROWS:,}+ rows (training + test).\n")
-    print(main_table(infos, refs, rows))
+    print(main_table(infos, refs, skxs, rows, threads))
     print("\nAll figures (test set; RMSE and epsbar in z-scored units of y, nRMSE = RMSE / "
-          "max y_test):\n")
-    print(detail_table(infos, refs, rows))
+          "max y_test; train s and predict s at the row's threads, train s 1t at one):\n")
+    print(detail_table(infos, refs, skxs, rows))
     print("\nTuning (validation RMSE of the tuned point, and the grid's range):\n")
     print(tuning_table(infos, tunes))
     if a.json:
         session.write(a.json, args=vars(a), grids={"svr": SVR_GRID, "cvr": CVR_GRID},
-                      datasets=infos, tuning=tunes, svr=refs, runs=rows)
+                      datasets=infos, tuning=tunes, svr=refs, sklearnex=skxs, runs=rows)
     return 0
 
 
