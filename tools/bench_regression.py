@@ -80,9 +80,9 @@ threads, ``numba.get_num_threads()`` in its child). Speed ratios compare
 equal thread counts only: "train vs sklearnex" and "predict vs sklearnex"
 (same threads), and the time ratio against SVR uses CVMRegressor's fit
 timed a second time in the same child with numba and BLAS held to one
-thread ("train s 1t"; the first, every-core fit is the model scored). The
-former "time ratio" (every core over LIBSVM's one) is gone; it is now
-"time ratio 1t".
+thread ("train s 1t"; the first, every-core fit is the model scored; the
+second runs with warm caches). The former "time ratio" (every core over
+LIBSVM's one) is gone; it is now "time ratio 1t".
 
 What each figure is:
 
