@@ -1,13 +1,17 @@
 """Exact BVM (:func:`bvm_exact`): the ball vector machine over every row of
 a problem held in memory, ``(K~a)`` kept for every row so no violator is
-missed, in one compiled loop (on numba's threads), resumable from a state
-vector; and the BVM step arithmetic it shares with
+missed, in one compiled loop (its passes over the rows on a thread pool),
+resumable from a state vector; and the BVM step arithmetic it shares with
 :class:`~streamcvm.solvers.meb.MEBSolver` (:func:`half_last_step`,
 :func:`half_step_eps`). Kept apart from the solver class so that editing one
-does not invalidate numba's cache of the other (bvm_exact takes about a
-minute to compile)."""
+does not invalidate numba's cache of the other (this loop's compile is most
+of what a first fit on a fresh install waits for: ``tools/bench_compile.py``)."""
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ..kernels import exp_nonpos
 
@@ -189,24 +193,6 @@ def _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P,
                 _heap_push(hvt[c], hit[c], v, s0 + l)
 
 
-# The pass as tasks, serial and on numba's threads: two functions (not one
-# compiled twice, whose on-disk caches would share a name)
-@njit(cache=True, nogil=True)
-def _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
-                Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
-    for t in range(len(hv)):
-        _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC,
-                    y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
-                    Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
-    for t in prange(len(hv)):
-        _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC,
-                    y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
-
-
 @njit(cache=True, nogil=True)
 def _merge_candidates(hv, hi, cv, ci, sv, si):
     """Per class, the ``L = hv.shape[2]`` smallest (value, index) pairs of all
@@ -243,95 +229,42 @@ def _merge_candidates(hv, hi, cv, ci, sv, si):
     return k
 
 
+@njit(cache=True, nogil=True)
+def _save(state, li, steps, ncore, c2, ce2, scale, best, bd, last_c2, last_ce2, last_bd, last_z,
+          last_beta, val_best, val_stale):
+    """:func:`_bvm_exact`'s loop variables into ``state`` (a pause, or a pass
+    handed to the caller's threads)."""
+    state[0], state[1], state[2] = li, steps, ncore
+    state[3], state[4], state[5], state[6], state[7] = c2, ce2, scale, best, bd
+    state[8], state[9], state[10] = last_c2, last_ce2, last_bd
+    state[11], state[12] = last_z, last_beta
+    state[13], state[14] = val_best, val_stale
+
+
+PASS = -2   # _bvm_exact's return value when a pass is due on the caller's threads
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
-              max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule):
-    """BVM over every row of a small problem, in one compiled loop.
-
-    Algorithm 2/3 of the bvm paper in the smaller-ball space (sec. 3.3),
-    stepping on the furthest rows: ``(K~a)`` is kept for every row, so the
-    search is exact and a level ends when no row violates. Each pass over
-    the rows applies a batch of up to ``EXACT_BATCH`` steps at once (their
-    kernel columns computed from one read of each row: the pass is bound by
-    memory traffic once the rows outgrow the caches) and keeps the
-    ``EXACT_CANDIDATES`` furthest rows of each class (a step moves a whole
-    class in or out by its bias term: the next violator is mostly of the
-    other class): the batch's first step is the furthest row of all, the
-    next ones the furthest candidate, whose distances are updated after
-    every step, while it still violates (the
-    O(1/eps) furthest-point variant of sec. 3.2, but for the rows the steps
-    of one batch may push out, which the next pass sees). Dense rows come as
-    ``XT``, the rows transposed (d x n, float32), so the dot products run
-    along contiguous memory. Sparse rows come twice, CSR ``ip, ind, dat`` and
-    CSC ``cp, ri, cv`` (with ``XT`` of shape (d, 0)): a step's dot products
-    are scattered from the matrix columns of the chosen row's nonzeros,
-    costing the nnz of those columns rather than of the matrix.
-
-    Rows from ``n_cand`` on are held-out validation rows: their ``(K~a)`` is
-    kept (it is ``y f(x)``, so it tells right from wrong) but they are never
-    stepped on. ``hist[l, 8]`` is their error rate at the end of level ``l``.
-    ``levels``: the eps schedule. It stops at the first level whose margin
-    slack is at most ``margin_tol`` (``margin_tol > 0``, ``eps="auto"``), or,
-    with ``val_rule``, once the validation error has not improved on its best
-    by more than that best's standard error for two levels.
-    ``alpha`` (zeros, length n) receives the weights; ``hist[l] = (eps,
-    steps, c2, ce2, core, certified eps, c2 out, ce2 out, validation error)``
-    per level. With ``average`` the result is the mean of the last two centers
-    (:func:`half_last_step`): its certified eps, ``||c||^2`` and ``ce^2`` are
-    ``hist[last, 5:8]``. Returns the index of the last level solved.
-
-    Resumable: ``state`` (float64, ``EXACT_STATE`` long, zeros to start) and
-    ``Ka`` (float64, n, zeros) carry the run; with ``stop_at >= 0`` it
-    returns -1 at the first pass boundary at or after step ``stop_at``, with
-    everything needed to continue in ``state``, ``Ka``, ``alpha`` (scaled
-    weights until the end) and ``hist``; calling it again with them
-    continues exactly where it was (the candidates are chosen again from
-    ``Ka``). A run warm-started from another solver's center passes that
-    state (:meth:`MEBSolver.fit_exact`). ``stop_at = -1``: run to the end.
-    ``n_tasks > 1``: each pass runs as that many tasks on numba's threads,
-    with the same result as one. (All arguments are always passed, so numba
-    compiles one specialisation.)"""
+def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, margin_tol,
+               max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule,
+               work, pend):
+    """The loop of :func:`bvm_exact` (see there), on one thread. With
+    ``n_tasks > 1`` it returns ``PASS`` where a pass over the rows is due,
+    its loop variables in ``state`` and the pass's ``(kind, columns, P)`` in
+    ``pend``; the caller runs the pass's tasks (:func:`_exact_task`, on its
+    threads) and calls it again, which then takes the pass's candidates from
+    ``work`` and goes on. (The pass is not a numba ``prange``: compiling one
+    doubled this loop's compile time, which every fresh install pays.)"""
     d = XT.shape[0]
     sparse = XT.shape[1] == 0
     n = len(ip) - 1 if sparse else XT.shape[1]
     nc = n if n_cand < 0 else min(n_cand, n)
     kt = 1.0 + b + invC
     r2 = kt
-    B = max(min(n, EXACT_BLOCK), 1)
     T = max(n_tasks, 1)
-    # a problem that fits in cache takes one step per pass, on the furthest row:
-    # batching saves memory traffic, and there is none to save (measured: 8 ns
-    # a row and step at 16K x 22 features one at a time, 15 batched; 26 and 10
-    # at 200K)
-    cells = len(dat) if sparse else n * d
-    KB = 1 if cells <= EXACT_SMALL_CELLS else EXACT_BATCH
-    # candidates per class (fewer on small problems, where keeping and sorting
-    # them would cost more than the pass itself)
-    L = 1 if KB == 1 else max(1, min(EXACT_CANDIDATES, nc,
-                                     max(EXACT_MIN_CANDIDATES, nc // 32)))
-    g = np.zeros((KB, n) if sparse else (0, 0), np.float32)  # sparse: scattered dot products
-    gbuf = np.empty((T, B), np.float32)            # per task scratch
-    arg = np.empty((T, B), np.float32)
-    col = np.empty((T, B), np.float32)
-    acc = np.empty((T, B))
-    kbuf = np.empty((T, B), np.int32)
-    H = 1 if KB == 1 else 2     # one step per pass: one candidate, the furthest of all
-    hv = np.empty((T, H, L))
-    hi = np.empty((T, H, L), np.int64)
-    cand_v = np.empty(2 * L)
-    cand_i = np.zeros(2 * L, np.int64)
-    msv = np.empty(L)
-    msi = np.empty(L, np.int64)
-    XB = np.zeros((KB, d), np.float32)             # the batch's rows
-    skb = np.zeros(KB, np.float32)
-    ybk = np.zeros(KB)
-    coef = np.zeros(KB)
-    bestk = np.zeros(KB, np.int64)
-    betas = np.zeros(KB)
-    ws = np.zeros(KB)
-    parallel = T > 1
-    sq32 = sq.astype(np.float32)
-    gam = np.float32(gamma)
+    (g, gbuf, arg, col, acc, kbuf, hv, hi, cand_v, cand_i, msv, msi, XB, skb, ybk, coef, bestk,
+     betas, ws) = work
+    KB = XB.shape[0]
     zero = np.float32(0.0)
     two = np.float32(2.0)
     li0 = int(state[0])
@@ -348,6 +281,13 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
         last_z, last_beta = int(state[11]), state[12]
         val_best, val_stale = state[13], state[14]
         ncand = -1          # choose the candidates again from Ka
+    if pend[0] > 0:         # the caller ran the pass this loop handed over
+        ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
+        best = cand_i[0]
+        bd = c2 - 2.0 * cand_v[0] + kt + ce2
+        if pend[0] == 2.0:
+            state[15] += 1.0
+        pend[0] = 0.0
     n_val = n - nc
     last = len(levels) - 1
     for li in range(li0, len(levels)):
@@ -357,23 +297,24 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
             if ncand < 0:       # a selection pass: no step, only the furthest rows
                 hv[:] = np.inf
                 hi[:] = n
-                if parallel:
-                    _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, 0,
-                                    1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-                else:
-                    _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, 0,
-                                1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+                if T > 1:       # to the caller's threads
+                    _save(state, li, steps, ncore, c2, ce2, scale, best, bd, last_c2, last_ce2,
+                          last_bd, last_z, last_beta, val_best, val_stale)
+                    pend[0], pend[1], pend[2] = 1.0, 0.0, 1.0
+                    return PASS
+                # (int64 arguments, not literal 0s: the one specialisation the
+                # caller's threads use too)
+                _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk,
+                            np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf,
+                            hv, hi)
                 ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
                 best = cand_i[0]
                 bd = c2 - 2.0 * cand_v[0] + kt + ce2
             if steps > 0 and bd <= thr:
                 break   # no row violates at this level
             if stop_at >= 0 and steps >= stop_at:   # pause: what continues goes to state
-                state[0], state[1], state[2] = li, steps, ncore
-                state[3], state[4], state[5], state[6], state[7] = c2, ce2, scale, best, bd
-                state[8], state[9], state[10] = last_c2, last_ce2, last_bd
-                state[11], state[12] = last_z, last_beta
-                state[13], state[14] = val_best, val_stale
+                _save(state, li, steps, ncore, c2, ce2, scale, best, bd, last_c2, last_ce2,
+                      last_bd, last_z, last_beta, val_best, val_stale)
                 return -1
             # a batch: the furthest row, then the furthest candidates while they violate
             nk = 0
@@ -449,12 +390,13 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
                 P *= betas[j]
             hv[:] = np.inf
             hi[:] = n
-            if parallel:
-                _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
-                                b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-            else:
-                _exact_pass(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
-                            b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+            if T > 1:           # to the caller's threads
+                _save(state, li, steps, ncore, c2, ce2, scale, best, bd, last_c2, last_ce2,
+                      last_bd, last_z, last_beta, val_best, val_stale)
+                pend[0], pend[1], pend[2] = 2.0, nk, P
+                return PASS
+            _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
+                        b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
             ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
             best = cand_i[0]
             bd = c2 - 2.0 * cand_v[0] + kt + ce2
@@ -509,3 +451,126 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
         hist[last, 6] = c2
         hist[last, 7] = ce2
     return last
+
+
+def _work(n, d, cells, sparse, nc, T):
+    """:func:`_bvm_exact`'s buffers, for ``n`` rows (``nc`` candidates) of
+    ``d`` features (``cells``: rows x features, or the nonzeros) and ``T``
+    tasks a pass."""
+    B = max(min(n, EXACT_BLOCK), 1)
+    # a problem that fits in cache takes one step per pass, on the furthest row:
+    # batching saves memory traffic, and there is none to save (measured: 8 ns
+    # a row and step at 16K x 22 features one at a time, 15 batched; 26 and 10
+    # at 200K)
+    KB = 1 if cells <= EXACT_SMALL_CELLS else EXACT_BATCH
+    # candidates per class (fewer on small problems, where keeping and sorting
+    # them would cost more than the pass itself)
+    L = 1 if KB == 1 else max(1, min(EXACT_CANDIDATES, nc,
+                                     max(EXACT_MIN_CANDIDATES, nc // 32)))
+    H = 1 if KB == 1 else 2     # one step per pass: one candidate, the furthest of all
+    return (np.zeros((KB, n) if sparse else (0, 0), np.float32),   # sparse: scattered dots
+            np.empty((T, B), np.float32),           # per task scratch: gbuf, arg, col, acc, kbuf
+            np.empty((T, B), np.float32),
+            np.empty((T, B), np.float32),
+            np.empty((T, B)),
+            np.empty((T, B), np.int32),
+            np.empty((T, H, L)),                    # each task's furthest rows per class
+            np.empty((T, H, L), np.int64),
+            np.empty(2 * L),                        # the merged candidates
+            np.zeros(2 * L, np.int64),
+            np.empty(L),
+            np.empty(L, np.int64),
+            np.zeros((KB, d), np.float32),          # the batch's rows, norms, labels, ...
+            np.zeros(KB, np.float32),
+            np.zeros(KB),
+            np.zeros(KB),
+            np.zeros(KB, np.int64),
+            np.zeros(KB),
+            np.zeros(KB))
+
+
+_pool_lock = threading.Lock()
+_pool = None
+
+
+def _threads(k):
+    """A process-wide pool of at least ``k`` threads for the passes' tasks."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < k:
+            _pool = ThreadPoolExecutor(max(k, os.cpu_count() or 1),
+                                       thread_name_prefix="streamcvm-exact")
+        return _pool
+
+
+def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
+              max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule):
+    """BVM over every row of a small problem, in one compiled loop.
+
+    Algorithm 2/3 of the bvm paper in the smaller-ball space (sec. 3.3),
+    stepping on the furthest rows: ``(K~a)`` is kept for every row, so the
+    search is exact and a level ends when no row violates. Each pass over
+    the rows applies a batch of up to ``EXACT_BATCH`` steps at once (their
+    kernel columns computed from one read of each row: the pass is bound by
+    memory traffic once the rows outgrow the caches) and keeps the
+    ``EXACT_CANDIDATES`` furthest rows of each class (a step moves a whole
+    class in or out by its bias term: the next violator is mostly of the
+    other class): the batch's first step is the furthest row of all, the
+    next ones the furthest candidate, whose distances are updated after
+    every step, while it still violates (the
+    O(1/eps) furthest-point variant of sec. 3.2, but for the rows the steps
+    of one batch may push out, which the next pass sees). Dense rows come as
+    ``XT``, the rows transposed (d x n, float32), so the dot products run
+    along contiguous memory. Sparse rows come twice, CSR ``ip, ind, dat`` and
+    CSC ``cp, ri, cv`` (with ``XT`` of shape (d, 0)): a step's dot products
+    are scattered from the matrix columns of the chosen row's nonzeros,
+    costing the nnz of those columns rather than of the matrix.
+
+    Rows from ``n_cand`` on are held-out validation rows: their ``(K~a)`` is
+    kept (it is ``y f(x)``, so it tells right from wrong) but they are never
+    stepped on. ``hist[l, 8]`` is their error rate at the end of level ``l``.
+    ``levels``: the eps schedule. It stops at the first level whose margin
+    slack is at most ``margin_tol`` (``margin_tol > 0``, ``eps="auto"``), or,
+    with ``val_rule``, once the validation error has not improved on its best
+    by more than that best's standard error for two levels.
+    ``alpha`` (zeros, length n) receives the weights; ``hist[l] = (eps,
+    steps, c2, ce2, core, certified eps, c2 out, ce2 out, validation error)``
+    per level. With ``average`` the result is the mean of the last two centers
+    (:func:`half_last_step`): its certified eps, ``||c||^2`` and ``ce^2`` are
+    ``hist[last, 5:8]``. Returns the index of the last level solved.
+
+    Resumable: ``state`` (float64, ``EXACT_STATE`` long, zeros to start) and
+    ``Ka`` (float64, n, zeros) carry the run; with ``stop_at >= 0`` it
+    returns -1 at the first pass boundary at or after step ``stop_at``, with
+    everything needed to continue in ``state``, ``Ka``, ``alpha`` (scaled
+    weights until the end) and ``hist``; calling it again with them
+    continues exactly where it was (the candidates are chosen again from
+    ``Ka``). A run warm-started from another solver's center passes that
+    state (:meth:`MEBSolver.fit_exact`). ``stop_at = -1``: run to the end.
+    ``n_tasks > 1``: each pass runs as that many tasks on threads (the loop
+    hands each pass to this function, which runs its tasks on a thread pool:
+    :func:`_exact_task` releases the GIL), with the same result as one."""
+
+    sparse = XT.shape[1] == 0
+    d = XT.shape[0]
+    n = len(ip) - 1 if sparse else XT.shape[1]
+    nc = n if n_cand < 0 else min(n_cand, n)
+    T = max(int(n_tasks), 1)
+    work = _work(n, d, len(dat) if sparse else n * d, sparse, nc, T)
+    sq32 = np.asarray(sq).astype(np.float32)
+    gam = np.float32(gamma)
+    b, invC = float(b), float(invC)
+    pend = np.zeros(3)
+    (g, gbuf, arg, col, acc, kbuf, hv, hi, _, _, _, _, XB, skb, ybk, coef, bestk, _, _) = work
+    while True:
+        last = _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels,
+                          float(margin_tol), int(max_steps), alpha, hist, bool(average), state,
+                          Ka, int(stop_at), T, int(n_cand), bool(val_rule), work, pend)
+        if last != PASS:
+            return last
+        args = (XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, int(pend[1]),
+                float(pend[2]), b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+        tasks = [_threads(T - 1).submit(_exact_task, t, *args) for t in range(1, T)]
+        _exact_task(0, *args)
+        for f in tasks:
+            f.result()
