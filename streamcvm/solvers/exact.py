@@ -493,6 +493,16 @@ _pool_lock = threading.Lock()
 _pool = None
 
 
+def _forget_pool():
+    """In a forked child: the parent's pool threads do not exist there."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _threads(k):
     """A process-wide pool of at least ``k`` threads for the passes' tasks."""
     global _pool
