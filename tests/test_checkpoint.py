@@ -4,12 +4,13 @@ In-process interruptions raise from inside the solver after a given number of
 violator searches; ``test_sigkill_*`` kill the ``streamcvm train`` process
 with SIGKILL, including while it writes a snapshot.
 """
+import contextlib
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -18,6 +19,8 @@ import streamcvm
 from streamcvm import CVMClassifier, CVMOneClass, checkpoint
 from streamcvm.checkpoint import CheckpointError
 from streamcvm.solvers import exact_bvm, meb
+
+from conftest import cli_cmd, cli_env, inproc
 
 
 # -- the snapshot files --------------------------------------------------------
@@ -264,31 +267,58 @@ def test_resume_of_a_finished_run_returns_its_model(tmp_path):
 
 # -- SIGKILL -------------------------------------------------------------------
 def _train(store, out, *extra):
-    return [sys.executable, "-m", "streamcvm.cli", "train", str(store), "-o", str(out),
-            "-e", "1e-4", "-q", *extra]
+    """The arguments of ``streamcvm train`` (for :func:`cli_cmd`, :func:`inproc`)."""
+    return ["train", store, "-o", out, "-e", "1e-4", "-q", *extra]
+
+
+@contextlib.contextmanager
+def _iterations():
+    """A list that gets, for each MEBSolver.fit and fit_exact from now on,
+    the solver iterations it ran: from the iteration it starts at (a
+    restored solver's) to the one it ends at."""
+    def counted(run):
+        def counting(self, *a, **k):
+            # (a restored exact pass continues from the iteration in its state vector)
+            n0 = int(self.exact.run["state"][1]) if self.exact_pending else self.n_iter
+            try:
+                return run(self, *a, **k)
+            finally:
+                ran.append(self.n_iter - n0)
+        return counting
+    ran = []
+    with mock.patch.object(meb.MEBSolver, "fit", counted(meb.MEBSolver.fit)), \
+            mock.patch.object(meb.MEBSolver, "fit_exact", counted(meb.MEBSolver.fit_exact)):
+        yield ran
 
 
 @pytest.fixture(scope="module")
 def kill_store(tmp_path_factory):
+    """The store, the model of an uninterrupted run and the iterations that
+    run's solvers ran."""
     d = tmp_path_factory.mktemp("kill")
     path = d / "g.zarr"
     from streamcvm import synthetic
     synthetic.write_store(str(path), "gaussian", 200_000, seed=0)
     ref = d / "ref.model"
-    subprocess.run(_train(path, ref), check=True)
-    return path, ref
+    with _iterations() as ran:
+        r = inproc(*_train(path, ref))
+    assert r.returncode == 0, r.stderr
+    return path, ref, sum(ran)
 
 
-def _kill_and_resume(store, ref, tmp_path, wait_for, mid_write=False, started=True):
+def _kill_and_resume(kill_store, tmp_path, wait_for, mid_write=False, started=True):
     """Kill a training run with SIGKILL once ``wait_for(ck)``, then resume
-    it. ``mid_write``: the kill must find a half-written snapshot folder
-    (tried again, up to 8 times, when the write finished first)."""
+    it (in this process, counting its solvers' iterations). ``mid_write``:
+    the kill must find a half-written snapshot folder (tried again, up to 8
+    times, when the write finished first). ``started``: the snapshot must
+    be past the first iteration."""
     import shutil
+    store, ref, fresh = kill_store
     ck = tmp_path / "ck"
     for _ in range(8):
         shutil.rmtree(ck, ignore_errors=True)
-        p = subprocess.Popen(_train(store, tmp_path / "m", "--checkpoint-dir", str(ck),
-                                    "--checkpoint-every", "0.02"))
+        p = subprocess.Popen(cli_cmd(*_train(store, tmp_path / "m", "--checkpoint-dir", ck,
+                                             "--checkpoint-every", "0.02")), env=cli_env())
         t0 = time.time()
         while not wait_for(ck) and p.poll() is None and time.time() - t0 < 60:
             time.sleep(0.002)
@@ -301,8 +331,11 @@ def _kill_and_resume(store, ref, tmp_path, wait_for, mid_write=False, started=Tr
             break
     if mid_write:       # killed mid-write: the half-written snapshot is still there
         assert any(e.startswith(".tmp-") for e in left), left
-    r = subprocess.run(_train(store, tmp_path / "m", "--resume", str(ck)),
-                       capture_output=True, text=True)
+    man = checkpoint.latest(ck)[0]          # the snapshot the resume starts from
+    assert man["current"] is not None, "killed after the machine was finished"
+    at = man["current"]["solver"]["n_iter"]
+    with _iterations() as ran:
+        r = inproc(*_train(store, tmp_path / "m", "--resume", ck))
     assert r.returncode == 0, r.stderr
     for name in ("m0_coef", "m0_ids"):
         np.testing.assert_array_equal(np.load(ref / f"{name}.npy"),
@@ -311,8 +344,13 @@ def _kill_and_resume(store, ref, tmp_path, wait_for, mid_write=False, started=Tr
         got = json.load(f)["training"]["resumed_from"]
     with open(ref / "model.json") as f:
         total = sum(m["n_iter"] for m in json.load(f)["machines"])
-    # it continued from the snapshot (the first one may be of iteration 0)
-    assert got is not None and (0 < got["n_iter"] or not started) and got["n_iter"] < total
+    assert got == {"machines_done": 0, "n_iter": at}
+    assert (0 < at or not started) and at < total, (at, total)
+    # the work continued from the snapshot: the resumed run's solvers ran the
+    # iterations after the snapshot's and no others (not those before it, not
+    # the probe fit that train_size="auto" runs before its stages)
+    assert sum(ran) == total - at, (ran, total, at)
+    assert sum(ran) < fresh, (ran, fresh)
 
 
 def _n_snapshots(ck, n):
@@ -323,18 +361,15 @@ def _n_snapshots(ck, n):
 
 @pytest.mark.parametrize("n", [1, 10])
 def test_sigkill_after_snapshots_resumes_to_the_same_model(kill_store, tmp_path, n):
-    store, ref = kill_store
-    _kill_and_resume(store, ref, tmp_path, _n_snapshots(tmp_path / "ck", n), started=n > 1)
+    _kill_and_resume(kill_store, tmp_path, _n_snapshots(tmp_path / "ck", n), started=n > 1)
 
 
 def test_sigkill_while_writing_a_snapshot(kill_store, tmp_path):
-    store, ref = kill_store
     ck = tmp_path / "ck"
 
-    def writing(_):
-        return os.path.isdir(ck) and any(e.startswith(".tmp-") for e in os.listdir(ck)) and \
-            any(e.startswith("ckpt-") for e in os.listdir(ck))
-    _kill_and_resume(store, ref, tmp_path, writing, mid_write=True, started=False)
+    def writing(_):     # a snapshot being written, after a few (the first may be of iteration 0)
+        return _n_snapshots(ck, 5)(ck) and any(e.startswith(".tmp-") for e in os.listdir(ck))
+    _kill_and_resume(kill_store, tmp_path, writing, mid_write=True)
 
 
 def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
