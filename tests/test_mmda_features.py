@@ -4,7 +4,6 @@ feature store, save and load, resume a killed fit (in process and the
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -13,7 +12,7 @@ import pytest
 from streamcvm import MMDATransformer, load_model, save_model
 from streamcvm.store import open_store
 
-from conftest import inproc, one_line_error
+from conftest import cli_cmd, cli_env, inproc, one_line_error
 
 KW = dict(eps=1e-2)
 
@@ -132,27 +131,40 @@ def test_an_interrupted_fit_resumes_to_the_same_features(stores, tmp_path, monke
                                                          resume=True)
 
 
-def _cli(*args):
-    return [sys.executable, "-m", "streamcvm.cli", "features", *map(str, args)]
+def _fits():
+    """(a list, a context): inside the context the list grows by one per
+    MMDA feature fitted (:meth:`MMDASolver.fit` counted)."""
+    from unittest import mock
+    from streamcvm.solvers import mmda
+    fit, calls = mmda.MMDASolver.fit, []
+
+    def counting(self, pool, classes):
+        calls.append(1)
+        return fit(self, pool, classes)
+    return calls, mock.patch.object(mmda.MMDASolver, "fit", counting)
 
 
 def test_sigkill_then_resume_gives_the_same_feature_store(tmp_path):
     """``streamcvm features`` killed by SIGKILL after a snapshot of two
-    features leaves no feature store; --resume continues from the snapshot and
-    writes the store an uninterrupted run writes."""
+    features leaves no feature store; --resume continues from the snapshot
+    (only the features after it are fitted) and writes the store an
+    uninterrupted run writes."""
+    from streamcvm import checkpoint
     store = tmp_path / "g.zarr"
     from streamcvm import synthetic
     synthetic.write_store(str(store), "gaussian", 10_000, d=8, n_classes=3, seed=0)
     opts = ["-k", "2", "-e", "1e-3", "-q"]
-    assert inproc("features", store, "-o", tmp_path / "ref.zarr", *opts).returncode == 0
+    fresh, counting = _fits()
+    with counting:
+        assert inproc("features", store, "-o", tmp_path / "ref.zarr", *opts).returncode == 0
     ck = tmp_path / "ck"
 
     def done():
-        from streamcvm import checkpoint
         got = checkpoint.latest(str(ck)) if checkpoint.is_checkpoint_dir(str(ck)) else None
         return got is not None and len(got[0]["machines_done"]) >= 2
-    p = subprocess.Popen(_cli(store, "-o", tmp_path / "f.zarr", "--checkpoint-dir", ck,
-                              "--checkpoint-every", "0", *opts))
+    p = subprocess.Popen(cli_cmd("features", store, "-o", tmp_path / "f.zarr",
+                                 "--checkpoint-dir", ck, "--checkpoint-every", "0", *opts),
+                         env=cli_env())
     t0 = time.time()
     while not done() and p.poll() is None and time.time() - t0 < 120:
         time.sleep(0.01)
@@ -161,11 +173,15 @@ def test_sigkill_then_resume_gives_the_same_feature_store(tmp_path):
     p.wait()
     assert p.returncode == -signal.SIGKILL            # the kill landed
     assert not (tmp_path / "f.zarr").exists()
-    r = subprocess.run(_cli(store, "-o", tmp_path / "f.zarr", "--resume", ck, "--save-model",
-                            tmp_path / "m", *opts), capture_output=True, text=True)
+    at = len(checkpoint.latest(str(ck))[0]["machines_done"])   # what the resume starts from
+    resumed, counting = _fits()
+    with counting:
+        r = inproc("features", store, "-o", tmp_path / "f.zarr", "--resume", ck, "--save-model",
+                   tmp_path / "m", *opts)
     assert r.returncode == 0, r.stderr
-    # it continued from the snapshot, not from the start
-    assert load_model(tmp_path / "m").training_["resumed_from"]["machines_done"] >= 2
+    assert load_model(tmp_path / "m").training_["resumed_from"]["machines_done"] == at >= 2
+    # the work continued: only the features after the snapshot were fitted
+    assert len(resumed) == len(fresh) - at, (len(resumed), len(fresh), at)
     a, b = open_store(str(tmp_path / "ref.zarr")), open_store(str(tmp_path / "f.zarr"))
     np.testing.assert_array_equal(np.asarray(a.rows(0, a.n).X), np.asarray(b.rows(0, b.n).X))
     np.testing.assert_array_equal(np.asarray(a.rows(0, a.n).y), np.asarray(b.rows(0, b.n).y))
