@@ -3,6 +3,7 @@ the same models, predictions and reports as dask's threaded scheduler, and
 the same model when a worker dies in the middle of a full pass."""
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -47,6 +48,25 @@ def _same_machine(a, b):
     assert a.full_pass_violators == b.full_pass_violators
 
 
+def _finished(client):
+    """{task name (key prefix): results the cluster's workers have computed}:
+    the scheduler's count of its tasks that reached memory, reruns included."""
+    return client.run_on_scheduler(lambda dask_scheduler: {
+        name: p.state_counts["memory"] for name, p in dask_scheduler.task_prefixes.items()})
+
+
+def _ran_since(client, before):
+    """Results computed on the cluster since ``before = _finished(client)``,
+    by task name (only names that ran)."""
+    now = _finished(client)
+    return {k: v - before.get(k, 0) for k, v in now.items() if v > before.get(k, 0)}
+
+
+def _passes(machine):
+    """The number of full passes a machine's fit made (one record each)."""
+    return sum("full_pass_violators" in h for h in machine.history)
+
+
 def test_runner_yields_in_chunk_order(client):
     def task(i, base):
         return base + i
@@ -60,13 +80,22 @@ def test_runner_yields_in_chunk_order(client):
 
 def test_classifier_fit_predict_evaluate_match_threads(client, stores):
     kw = dict(method="cvm", eps=1e-3, full_pass=True, random_state=0)
+    store = open_store(stores["cls"])
+    t0 = _finished(client)
     a = CVMClassifier(**kw).fit(stores["cls"])
+    assert _ran_since(client, t0) == {}                 # threads: nothing on the cluster
+    t0 = _finished(client)
     b = CVMClassifier(**kw).fit(stores["cls"], client=client)
+    # the full passes ran on the cluster: a chunk task per chunk and pass
+    ran = _ran_since(client, t0)
+    assert _passes(b.machines_[0]) >= 1
+    assert ran.get("violator_task") == store.n_chunks * _passes(b.machines_[0]), ran
     _same_machine(a.machines_[0], b.machines_[0])
     assert a.machines_[0].full_pass_violators is not None
-    store = open_store(stores["cls"])
     pa = list(predict_chunks(a, store))
+    t0 = _finished(client)
     pb = list(predict_chunks(a, store, Runner(client)))
+    assert _ran_since(client, t0).get("predict_task") == store.n_chunks
     assert len(pa) == store.n_chunks
     for x, y in zip(pa, pb):
         np.testing.assert_array_equal(x.pred, y.pred)
@@ -106,48 +135,100 @@ async def _die():
     os._exit(1)         # the worker process dies at once, tasks and data with it
 
 
+def _transitions(client, name, since):
+    """The scheduler's transitions (key, from, to, stimulus) of the tasks
+    called ``name`` since ``since`` (``distributed.metrics.time()``)."""
+    from distributed.utils import key_split
+
+    def get(dask_scheduler):
+        return [(t.key, t.start, t.finish, t.stimulus_id) for t in dask_scheduler.transition_log
+                if t.timestamp >= since and key_split(t.key) == name]
+    return client.run_on_scheduler(get)
+
+
 def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
+    """Two chunks into the first full pass, the worker holding results the
+    pass has not taken yet is killed; the pass waits until the scheduler has
+    seen it die (so it died with tasks owed), those results are computed
+    again on the other worker (the scheduler's transition log), and the
+    model is the undisturbed one."""
+    from distributed.metrics import time as now
+    from distributed.utils import key_split
     store = open_store(stores["cls"])
     kern = Kernel("rbf", gamma=0.2)
     kw = dict(classes=(0.0, 1.0), C=1.0, full_pass=True)
     solve = Solve(method="cvm", eps=1e-3)
     with one_blas_thread():
         ref = train_machine(store, kern, solve.but(runner=Runner(use_active=False)), **kw)
+    client.wait_for_workers(2, timeout=60)
     before = set(client.scheduler_info()["workers"])
-    killed = []
+    killed = {}
+
+    def held(dask_scheduler):       # {worker: results of the pass only it holds}
+        return {a: [ts.key for ts in ws.has_what if key_split(ts.key) == "violator_task"
+                    and ts.who_wants and len(ts.who_has) == 1]
+                for a, ws in dask_scheduler.workers.items()}
 
     def kill_one(done, total, k):
-        if not killed and done == 2:        # two chunks in: the rest are in flight
-            victim = sorted(client.scheduler_info()["workers"])[0]
-            client.run(_die, workers=[victim], wait=False)
-            killed.append(victim)
+        if killed or done != 2:
+            return
+        # the pass waits here: the results it has not taken (8 in flight)
+        # gather on the workers; 5, so that the victim holds some beyond the
+        # two the pass has let go (their release may not have arrived yet)
+        t = time.monotonic()
+        while sum(map(len, client.run_on_scheduler(held).values())) < 5 and \
+                time.monotonic() - t < 30:
+            time.sleep(0.01)
+        victim, on_it = max(client.run_on_scheduler(held).items(), key=lambda kv: len(kv[1]))
+        client.run(_die, workers=[victim], wait=False)
+        t = time.monotonic()
+        while victim in client.scheduler_info()["workers"] and time.monotonic() - t < 60:
+            time.sleep(0.01)
+        killed.update(victim=victim, on_it=on_it, done=done, total=total, k=k,
+                      gone=victim not in client.scheduler_info()["workers"])
 
+    since = now()
     with one_blas_thread():
         got = train_machine(store, kern, solve.but(runner=Runner(client), pass_progress=kill_one),
                             **kw)
     assert killed, "the pass finished before a worker could be killed"
+    # the worker died in the first pass with chunk tasks still owed: its death
+    # was seen while the pass waited, two of its 12 chunks taken
+    assert killed["gone"] and killed["k"] == 1 and killed["done"] < killed["total"], killed
+    assert killed["victim"] in before and len(killed["on_it"]) >= 3, killed
+    # results lost with it (released from memory: only a lost result is; one
+    # the pass had let go just before is then forgotten) were computed again:
+    # those tasks reached memory twice
+    log = _transitions(client, "violator_task", since)
+    lost = {t[0] for t in log if t[1:3] == ("memory", "released")}
+    reran = {key for key in lost if [t[2] for t in log if t[0] == key].count("memory") == 2}
+    assert reran & set(killed["on_it"]), (lost, reran, killed, log)
     _same_machine(ref, got)
-    # the victim is gone (its death may be noticed after the pass) and the
-    # nanny has started a new worker in its place
-    import time
-    t = time.monotonic()
-    while killed[0] in client.scheduler_info()["workers"] and time.monotonic() - t < 60:
-        time.sleep(0.1)
+    # the nanny has started a new worker in the victim's place
     client.wait_for_workers(2, timeout=60)
-    now = set(client.scheduler_info()["workers"])
-    assert killed[0] in before and killed[0] not in now, (before, now)
+    assert killed["victim"] not in set(client.scheduler_info()["workers"])
 
 
-def test_cli_ingest_train_evaluate_on_a_local_cluster(tmp_path, capsys):
+def test_cli_ingest_train_evaluate_on_a_local_cluster(tmp_path, capsys, monkeypatch):
     """--workers 2: ingest parses on the cluster, train and evaluate pass
-    over the store there; the store and the model are those of threads."""
+    over the store there (the tasks each command's cluster ran, by name); the
+    store and the model are those of threads."""
     from streamcvm.cli import main
     from streamcvm.model import load_model
-    src = tmp_path / "data.svm"
+    src = tmp_path / "data.csv"
     X, y = synthetic.gaussian_block(0, 3000, d=5)
+    # CSV: every block is a parse task (svmlight's first block is parsed here)
     with open(src, "w") as f:
         for row, lab in zip(X, y):
-            f.write(f"{int(lab)} " + " ".join(f"{j + 1}:{v:.5g}" for j, v in enumerate(row)) + "\n")
+            f.write(f"{int(lab)}," + ",".join(f"{v:.5g}" for v in row) + "\n")
+    ran = []        # per cluster a command started: the tasks it ran, by name
+    close = Runner.close
+
+    def closing(self):
+        if self.client is not None and self._own:
+            ran.append(_finished(self.client))
+        close(self)
+    monkeypatch.setattr(Runner, "close", closing)
     out = {}
     for name, extra in (("threads", []), ("cluster", ["--workers", "2"])):
         st, mo = str(tmp_path / f"{name}.zarr"), str(tmp_path / f"{name}-model")
@@ -157,6 +238,14 @@ def test_cli_ingest_train_evaluate_on_a_local_cluster(tmp_path, capsys):
         out[name] = (open_store(st), load_model(mo))
         assert main(["evaluate", st, mo, "--json"] + extra) == 0
         out[name] += (json.loads(capsys.readouterr().out),)
+    # the work ran on the clusters (one per --workers command, none for
+    # threads): the parse, a task per chunk and full pass, a task per chunk
+    assert len(ran) == 3, ran
+    n_chunks = out["cluster"][0].n_chunks
+    passes = ran[1].get("violator_task", 0) // n_chunks
+    assert ran[0].get("parse_csv_task", 0) >= 1, ran
+    assert passes >= 1 and ran[1]["violator_task"] == passes * n_chunks, ran
+    assert ran[2].get("predict_task") == n_chunks, ran
     (s1, m1, e1), (s2, m2, e2) = out["threads"], out["cluster"]
     assert s1.fingerprint == s2.fingerprint and s1.n == 3000
     _same_machine(m1.machines_[0], m2.machines_[0])
