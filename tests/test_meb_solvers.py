@@ -5,8 +5,6 @@ Checks the mathematics: after the final full pass every point lies within
 optimum) and, for CVM and FVM, within the (1 + eps)^2 approximation ratio of
 the exact MEB radius found by scipy's SLSQP.
 """
-import os
-
 import numpy as np
 import pytest
 from scipy.optimize import minimize
@@ -233,20 +231,3 @@ def test_a_capped_kernel_cache_costs_its_filled_part_only():
         ref.add(i, X[i:i + 1], 1.0, kern, 0.0, 0.0)
     np.testing.assert_array_equal(ref.K[:300, :300], cs.K[:300, :300])
 
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-def test_the_exact_pass_thread_pool_works_in_a_forked_child():
-    """bvm_exact's passes run on a process-wide thread pool; a child forked
-    after the pool started has none of its threads, so it must make its own
-    (else its first two-task pass waits forever)."""
-    from streamcvm.solvers import exact
-    exact._threads(1).submit(int).result(timeout=10)      # the parent's pool, started
-    pid = os.fork()
-    if pid == 0:            # the child: one task on "the" pool, or exit 3 on a hang
-        code = 3
-        try:
-            code = 0 if exact._threads(1).submit(int, "7").result(timeout=10) == 7 else 4
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0

@@ -1,17 +1,13 @@
 """Exact BVM (:func:`bvm_exact`): the ball vector machine over every row of
 a problem held in memory, ``(K~a)`` kept for every row so no violator is
-missed, in one compiled loop (its passes over the rows on a thread pool),
-resumable from a state vector; and the BVM step arithmetic it shares with
+missed, in one compiled loop (on numba's threads), resumable from a state
+vector; and the BVM step arithmetic it shares with
 :class:`~streamcvm.solvers.meb.MEBSolver` (:func:`half_last_step`,
 :func:`half_step_eps`). Kept apart from the solver class so that editing one
 does not invalidate numba's cache of the other (this loop's compile is most
 of what a first fit on a fresh install waits for: ``tools/bench_compile.py``)."""
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..kernels import exp_nonpos
 
@@ -193,6 +189,16 @@ def _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P,
                 _heap_push(hvt[c], hit[c], v, s0 + l)
 
 
+# The pass as tasks on numba's threads (``t`` an int64, as in _bvm_exact's own
+# loop over the tasks on one thread: one specialisation of the task)
+@njit(cache=True, nogil=True, parallel=True)
+def _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
+                    Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
+    for t in prange(len(hv)):
+        _exact_task(np.int64(t), XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P,
+                    b, invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
+
+
 @njit(cache=True, nogil=True)
 def _merge_candidates(hv, hi, cv, ci, sv, si):
     """Per class, the ``L = hv.shape[2]`` smallest (value, index) pairs of all
@@ -229,32 +235,14 @@ def _merge_candidates(hv, hi, cv, ci, sv, si):
     return k
 
 
-@njit(cache=True, nogil=True)
-def _save(state, li, steps, ncore, c2, ce2, scale, best, bd, last_c2, last_ce2, last_bd, last_z,
-          last_beta, val_best, val_stale):
-    """:func:`_bvm_exact`'s loop variables into ``state`` (a pause, or a pass
-    handed to the caller's threads)."""
-    state[0], state[1], state[2] = li, steps, ncore
-    state[3], state[4], state[5], state[6], state[7] = c2, ce2, scale, best, bd
-    state[8], state[9], state[10] = last_c2, last_ce2, last_bd
-    state[11], state[12] = last_z, last_beta
-    state[13], state[14] = val_best, val_stale
-
-
-PASS = -2   # _bvm_exact's return value when a pass is due on the caller's threads
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, margin_tol,
                max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule,
-               work, pend):
-    """The loop of :func:`bvm_exact` (see there), on one thread. With
-    ``n_tasks > 1`` it returns ``PASS`` where a pass over the rows is due,
-    its loop variables in ``state`` and the pass's ``(kind, columns, P)`` in
-    ``pend``; the caller runs the pass's tasks (:func:`_exact_task`, on its
-    threads) and calls it again, which then takes the pass's candidates from
-    ``work`` and goes on. (The pass is not a numba ``prange``: compiling one
-    doubled this loop's compile time, which every fresh install pays.)"""
+               work):
+    """The loop of :func:`bvm_exact` (see there), its buffers ``work``
+    allocated by the caller (:func:`_work`: numba would compile an
+    allocation for each of their shapes and types, in every fresh install's
+    first fit)."""
     d = XT.shape[0]
     sparse = XT.shape[1] == 0
     n = len(ip) - 1 if sparse else XT.shape[1]
@@ -281,13 +269,6 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
         last_z, last_beta = int(state[11]), state[12]
         val_best, val_stale = state[13], state[14]
         ncand = -1          # choose the candidates again from Ka
-    if pend[0] > 0:         # the caller ran the pass this loop handed over
-        ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
-        best = cand_i[0]
-        bd = c2 - 2.0 * cand_v[0] + kt + ce2
-        if pend[0] == 2.0:
-            state[15] += 1.0
-        pend[0] = 0.0
     n_val = n - nc
     last = len(levels) - 1
     for li in range(li0, len(levels)):
@@ -297,24 +278,27 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
             if ncand < 0:       # a selection pass: no step, only the furthest rows
                 hv[:] = np.inf
                 hi[:] = n
-                if T > 1:       # to the caller's threads
-                    _save(state, li, steps, ncore, c2, ce2, scale, best, bd, last_c2, last_ce2,
-                          last_bd, last_z, last_beta, val_best, val_stale)
-                    pend[0], pend[1], pend[2] = 1.0, 0.0, 1.0
-                    return PASS
-                # (int64 arguments, not literal 0s: the one specialisation the
-                # caller's threads use too)
-                _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk,
-                            np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf,
-                            hv, hi)
+                # no columns: an int64, not the literal 0 (which numba would
+                # compile the pass and the task for once more)
+                if T > 1:
+                    _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk,
+                                    np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc,
+                                    kbuf, hv, hi)
+                else:
+                    _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, skb, ybk, coef,
+                                bestk, np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg, col,
+                                acc, kbuf, hv, hi)
                 ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
                 best = cand_i[0]
                 bd = c2 - 2.0 * cand_v[0] + kt + ce2
             if steps > 0 and bd <= thr:
                 break   # no row violates at this level
             if stop_at >= 0 and steps >= stop_at:   # pause: what continues goes to state
-                _save(state, li, steps, ncore, c2, ce2, scale, best, bd, last_c2, last_ce2,
-                      last_bd, last_z, last_beta, val_best, val_stale)
+                state[0], state[1], state[2] = li, steps, ncore
+                state[3], state[4], state[5], state[6], state[7] = c2, ce2, scale, best, bd
+                state[8], state[9], state[10] = last_c2, last_ce2, last_bd
+                state[11], state[12] = last_z, last_beta
+                state[13], state[14] = val_best, val_stale
                 return -1
             # a batch: the furthest row, then the furthest candidates while they violate
             nk = 0
@@ -390,13 +374,12 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
                 P *= betas[j]
             hv[:] = np.inf
             hi[:] = n
-            if T > 1:           # to the caller's threads
-                _save(state, li, steps, ncore, c2, ce2, scale, best, bd, last_c2, last_ce2,
-                      last_bd, last_z, last_beta, val_best, val_stale)
-                pend[0], pend[1], pend[2] = 2.0, nk, P
-                return PASS
-            _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
-                        b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+            if T > 1:
+                _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
+                                b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+            else:
+                _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk,
+                            nk, P, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
             ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
             best = cand_i[0]
             bd = c2 - 2.0 * cand_v[0] + kt + ce2
@@ -489,30 +472,6 @@ def _work(n, d, cells, sparse, nc, T):
             np.zeros(KB))
 
 
-_pool_lock = threading.Lock()
-_pool = None
-
-
-def _forget_pool():
-    """In a forked child: the parent's pool threads do not exist there."""
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _threads(k):
-    """A process-wide pool of at least ``k`` threads for the passes' tasks."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool._max_workers < k:
-            _pool = ThreadPoolExecutor(max(k, os.cpu_count() or 1),
-                                       thread_name_prefix="streamcvm-exact")
-        return _pool
-
-
 def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
               max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule):
     """BVM over every row of a small problem, in one compiled loop.
@@ -557,9 +516,8 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     continues exactly where it was (the candidates are chosen again from
     ``Ka``). A run warm-started from another solver's center passes that
     state (:meth:`MEBSolver.fit_exact`). ``stop_at = -1``: run to the end.
-    ``n_tasks > 1``: each pass runs as that many tasks on threads (the loop
-    hands each pass to this function, which runs its tasks on a thread pool:
-    :func:`_exact_task` releases the GIL), with the same result as one."""
+    ``n_tasks > 1``: each pass runs as that many tasks on numba's threads,
+    with the same result as one."""
 
     sparse = XT.shape[1] == 0
     d = XT.shape[0]
@@ -569,18 +527,6 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     work = _work(n, d, len(dat) if sparse else n * d, sparse, nc, T)
     sq32 = np.asarray(sq).astype(np.float32)
     gam = np.float32(gamma)
-    b, invC = float(b), float(invC)
-    pend = np.zeros(3)
-    (g, gbuf, arg, col, acc, kbuf, hv, hi, _, _, _, _, XB, skb, ybk, coef, bestk, _, _) = work
-    while True:
-        last = _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels,
-                          float(margin_tol), int(max_steps), alpha, hist, bool(average), state,
-                          Ka, int(stop_at), T, int(n_cand), bool(val_rule), work, pend)
-        if last != PASS:
-            return last
-        args = (XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, int(pend[1]),
-                float(pend[2]), b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-        tasks = [_threads(T - 1).submit(_exact_task, t, *args) for t in range(1, T)]
-        _exact_task(0, *args)
-        for f in tasks:
-            f.result()
+    return _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, float(b), float(invC), levels,
+                      float(margin_tol), int(max_steps), alpha, hist, bool(average), state, Ka,
+                      int(stop_at), T, int(n_cand), bool(val_rule), work)
