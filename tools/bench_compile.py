@@ -187,7 +187,7 @@ def main():
     print(benchlib.table(head, [[r["tree"], r["entry"], f"{r['cold']:.1f}", f"{r['warm']:.1f}",
                                  f"{r['first_use']:.1f}", f"{r['compile_cpu']:.1f}",
                                  ", ".join(f"{k.split('.')[-1]} {v}" for v, k in r["top"][:3])]
-                                for r in rows], left=(0, 1, 6)))
+                                for r in rows], left=("tree", "entry point", "largest compiles (CPU s)")))
     print(f"\n{benchlib.command_line()}  # {benchlib.git_commit()}, {benchlib.now()}")
     if a.report:
         benchlib.save_json(a.report, rows)
