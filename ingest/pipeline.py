@@ -277,32 +277,47 @@ def _parse_csv_task(block, delim, roles, d, label_text, allow_nan):
                 err=err, err_line=err_line, err_pos=err_pos, err_field=err_field)
 
 
-_KERNELS = ("parse_svmlight", "parse_csv", "csr_to_dense")
-_warm = False
+# the parse kernels each input format needs
+_KERNELS = {"svmlight": ("parse_svmlight", "csr_to_dense"), "csv": ("parse_csv",)}
+_warm = set()
 
 
-def warm_up():
-    """Compile (or load from numba's cache) the parse kernels for exactly the
-    argument types ingest() passes."""
-    res = _parse_svmlight_task(b"1 1:1 2:0.5\n", False, -1, False, -1)
-    P.csr_to_dense(res["indptr"], res["indices"], res["data"], 2)
-    _parse_csv_task(b"1,2\n", 44, np.array([P.ROLE_LABEL, 0], np.int64), 1, False, False)
+def warm_up(fmt=None):
+    """Compile (or load from numba's cache) the parse kernels of ``fmt``
+    ("svmlight", "csv"; None: both) for exactly the argument types ingest()
+    passes."""
+    if fmt in (None, "svmlight"):
+        res = _parse_svmlight_task(b"1 1:1 2:0.5\n", False, -1, False, -1)
+        P.csr_to_dense(res["indptr"], res["indices"], res["data"], 2)
+    if fmt in (None, "csv"):
+        _parse_csv_task(b"1,2\n", 44, np.array([P.ROLE_LABEL, 0], np.int64), 1, False, False)
 
 
-def _ensure_compiled():
-    """On a cold numba cache, compile in a child process: LLVM keeps what it
-    used for compiling, which would add ~70 MB to this ingest's peak RSS."""
-    global _warm
-    if _warm:
+def _cache_folder():
+    """Where numba keeps the parse kernels' compiled code (beside the sources,
+    or NUMBA_CACHE_DIR, or the folder streamcvm moved it to), or None."""
+    try:
+        return P.parse_csv._cache.cache_path
+    except AttributeError:      # a numba without this attribute: beside the sources
+        return os.path.join(os.path.dirname(os.path.abspath(P.__file__)), "__pycache__")
+
+
+def _ensure_compiled(fmt):
+    """On a cold numba cache, compile ``fmt``'s parse kernels in a child
+    process: LLVM keeps what it used for compiling, which would add ~70 MB to
+    this ingest's peak RSS. Only the kernels the format needs (a first ingest
+    waits for those alone)."""
+    if fmt in _warm:
         return
-    _warm = True
-    cache = os.path.join(os.path.dirname(os.path.abspath(P.__file__)), "__pycache__")
-    if all(glob.glob(os.path.join(cache, f"_parse.{k}-*.nbi")) for k in _KERNELS):
+    _warm.add(fmt)
+    cache = _cache_folder()
+    if all(glob.glob(os.path.join(cache, f"_parse.{k}-*.nbi")) for k in _KERNELS[fmt]):
         return
     os.makedirs(cache, exist_ok=True)
     if not os.access(cache, os.W_OK):
         return      # nowhere to cache: compile here, as numba would anyway
-    subprocess.run([sys.executable, "-c", "import streamcvm.ingest.pipeline as p; p.warm_up()"],
+    subprocess.run([sys.executable, "-c",
+                    f"import streamcvm.ingest.pipeline as p; p.warm_up({fmt!r})"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
                    env={**os.environ, "PYTHONPATH": os.pathsep.join(
                        [os.path.dirname(os.path.dirname(os.path.abspath(P.__file__)))]
@@ -394,7 +409,6 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
                                  overwrite=overwrite).replace
     except OutputError as e:
         raise IngestError(out, e.reason) from None
-    _ensure_compiled()
     n_jobs = n_jobs or os.cpu_count() or 1
     own_pool = executor is None
     pool = ThreadPoolExecutor(max_workers=n_jobs, thread_name_prefix="parse") if own_pool else executor
@@ -536,6 +550,7 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
     fmt = sniff_format(head) if input_format == "auto" else input_format
     if fmt not in ("svmlight", "csv"):
         raise IngestError(path, f"unknown input format {fmt!r} (svmlight or csv)")
+    _ensure_compiled(fmt)
     layout = None
     if fmt == "csv":
         layout = _CsvLayout(src, head, delimiter=delimiter, header=header,

@@ -56,3 +56,25 @@ def test_csv_text_labels_hash_and_span():
     assert n == 3
     assert h[0] == h[2] != h[1]
     assert [text[a:b] for a, b in span[:3]] == ["a", "bb", "a"]
+
+
+def test_a_first_ingest_compiles_only_its_formats_kernels(tmp_path):
+    """On a cold numba cache, ingesting svmlight compiles the svmlight parser
+    (and the dense conversion), not the CSV one: a first ingest waits for
+    the kernels it uses only. The cold cache is a fresh NUMBA_CACHE_DIR."""
+    import glob
+    import subprocess
+
+    from conftest import cli_cmd, cli_env
+    src = tmp_path / "a.svm"
+    src.write_text("".join(f"{k % 2} 1:{k} 2:0.5\n" for k in range(50)))
+    cache = tmp_path / "numba-cache"
+    env = dict(cli_env(), NUMBA_CACHE_DIR=str(cache))
+    r = subprocess.run(cli_cmd("ingest", src, "-o", tmp_path / "a.zarr"), env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+
+    def cached(kernel):
+        return glob.glob(str(cache / "**" / f"_parse.{kernel}-*.nbi"), recursive=True)
+    assert cached("parse_svmlight") and cached("csr_to_dense")
+    assert not cached("parse_csv")
