@@ -294,8 +294,8 @@ def warm_up(fmt=None):
 
 
 def _cache_folder():
-    """Where numba keeps the parse kernels' compiled code (beside the sources,
-    or NUMBA_CACHE_DIR, or the folder streamcvm moved it to), or None."""
+    """Where numba keeps the parse kernels' compiled code: beside the sources,
+    or NUMBA_CACHE_DIR, or the folder streamcvm moved it to."""
     try:
         return P.parse_csv._cache.cache_path
     except AttributeError:      # a numba without this attribute: beside the sources

@@ -230,4 +230,3 @@ def test_a_capped_kernel_cache_costs_its_filled_part_only():
     for i in range(300):
         ref.add(i, X[i:i + 1], 1.0, kern, 0.0, 0.0)
     np.testing.assert_array_equal(ref.K[:300, :300], cs.K[:300, :300])
-

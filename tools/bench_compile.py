@@ -83,7 +83,6 @@ def child(spec):
         synthetic.write_text(os.path.join(work, "train.svm"), "gaussian", 20000)
         np.save(os.path.join(work, "X.npy"), X)
         np.save(os.path.join(work, "y.npy"), y)
-        streamcvm.ingest([os.path.join(work, "train.svm")], os.path.join(work, "ingested.zarr"))
         _write_store(X, y, os.path.join(work, "train.zarr"))
         streamcvm.save_model(CVMClassifier().fit(X, y), os.path.join(work, "model"))
         return {}

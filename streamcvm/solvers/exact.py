@@ -518,7 +518,6 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     state (:meth:`MEBSolver.fit_exact`). ``stop_at = -1``: run to the end.
     ``n_tasks > 1``: each pass runs as that many tasks on numba's threads,
     with the same result as one."""
-
     sparse = XT.shape[1] == 0
     d = XT.shape[0]
     n = len(ip) - 1 if sparse else XT.shape[1]
