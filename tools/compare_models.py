@@ -98,17 +98,22 @@ THIS = os.path.abspath(__file__)
 TAG = "COMPARE_RESULT "
 DATASETS = ["ijcnn1", "a9a", "w8a", "usps", "letter", "shuttle", "kddcup99"]
 METHODS = ["bvm", "cvm", "fvm"]
-ESTIMATORS = ["classifier", "regressor", "oneclass", "ranker"]
+ESTIMATORS = ["classifier", "regressor", "oneclass", "ranker", "mmda", "surface"]
 QUICK_TRAIN, QUICK_TEST = 3000, 1000        # as bench_classify --quick
 SMALL = {"regressor": (1500, 1000),         # training / test rows of the small sets
-         "oneclass": (3000, 1000)}          # (fvm regression: ~50 s on 1,500 rows)
+         "oneclass": (3000, 1000),          # (fvm regression: ~50 s on 1,500 rows)
+         "mmda": (1500, 1000)}
+SURFACE_POINTS, SURFACE_QUERIES, SURFACE_GRID = 6000, 2000, 64
 RANKER_QUERIES = 30                         # training queries of rank_lightgbm
 # (estimator, dataset, methods) of the other estimators, on small data
 EXTRAS = {"regressor": ("cadata", ["cvm", "fvm"]),
           "oneclass": ("kddcup99", ["cvm", "bvm"]),
-          "ranker": ("rank_lightgbm", ["cvm", "fvm"])}
+          "ranker": ("rank_lightgbm", ["cvm", "fvm"]),
+          "mmda": ("optdigits", ["mmda"]),
+          "surface": ("bunny", ["cvm"])}
 CLASS_NAMES = {"classifier": "CVMClassifier", "regressor": "CVMRegressor",
-               "oneclass": "CVMOneClass", "ranker": "CVMRanker"}
+               "oneclass": "CVMOneClass", "ranker": "CVMRanker",
+               "mmda": "MMDATransformer", "surface": "surface"}
 PREP_VERSION = 1            # bump when a preparation below changes
 # model.json: top-level keys and key names (at any depth) not compared
 IGNORED_TOP = ("created_by", "library_versions", "files")
@@ -155,8 +160,13 @@ def _data_key(spec):
     est, ds = spec["estimator"], spec["dataset"]
     size = (f"quick{QUICK_TRAIN}-{QUICK_TEST}" if spec["quick"] else "full") \
         if est == "classifier" else f"q{RANKER_QUERIES}" if est == "ranker" \
+        else f"p{SURFACE_POINTS}-{SURFACE_QUERIES}" if est == "surface" \
         else "n{}-{}".format(*SMALL[est])
-    if est == "ranker":
+    if est == "surface":
+        p = _bunny_path(spec)
+        st = os.stat(p)
+        key = f"bunny-{hashlib.sha1(f'{st.st_size}:{st.st_mtime_ns}'.encode()).hexdigest()[:12]}"
+    elif est == "ranker":
         d = os.path.join(D.raw_dir(spec.get("raw_dir")), "rank_lightgbm")
         h = hashlib.sha1(b"rank_lightgbm")
         for f in ("rank.train", "rank.test", "rank.train.query", "rank.test.query"):
@@ -166,6 +176,11 @@ def _data_key(spec):
     else:
         key = D.cache_key(ds, spec.get("raw_dir"))
     return f"{est}-{key}-{size}-p{PREP_VERSION}"
+
+
+def _bunny_path(spec):
+    from tools import datasets as D
+    return os.path.join(D.raw_dir(spec.get("raw_dir")), "bunny", "bun_zipper.ply")
 
 
 def child_prepare(spec):
@@ -190,6 +205,21 @@ def child_prepare(spec):
         Xtr, ytr, Xte, yte = D.load(ds, spec.get("raw_dir"))
         tr, te = D.subsample_index(len(ytr), len(yte), *SMALL[est])
         Xtr, ytr, Xte, yte = Xtr[tr], ytr[tr], Xte[te], yte[te]
+    elif est == "mmda":             # as bench_mmda (a subsample)
+        Xtr, ytr, Xte, yte = D.load(ds, spec.get("raw_dir"))
+        tr, te = D.subsample_index(len(ytr), len(yte), *SMALL[est])
+        Xtr, ytr, Xte, yte = Xtr[tr], ytr[tr], Xte[te], yte[te]
+    elif est == "surface":          # the bunny's points (a subsample); queries near them
+        import numpy as np
+        from plyfile import PlyData
+        v = PlyData.read(_bunny_path(spec))["vertex"]
+        P = np.column_stack([np.asarray(v[c], np.float64) for c in "xyz"])
+        rng = np.random.default_rng(0)
+        Xtr = P[np.sort(rng.choice(len(P), SURFACE_POINTS, replace=False))]
+        diag = float(np.linalg.norm(P.max(0) - P.min(0)))
+        Xte = P[rng.choice(len(P), SURFACE_QUERIES, replace=False)] + \
+            rng.normal(0, 0.01 * diag, (SURFACE_QUERIES, 3))
+        ytr = yte = None
     elif est == "oneclass":         # as bench_oneclass: the normal training rows
         Xtr, ytr, Xte, yte = D.load(ds, spec.get("raw_dir"))
         Xtr = Xtr[ytr == -1]
@@ -200,14 +230,14 @@ def child_prepare(spec):
         Xtr, ytr, qtr, Xte, yte, qte = D.load_ranking("rank_lightgbm", spec.get("raw_dir"))
         keep = qtr < RANKER_QUERIES
         Xtr, ytr, qtr = Xtr[keep], ytr[keep], qtr[keep]
-    arrays = {"Xtr": Xtr, "Xte": Xte, "yte": yte}
-    for k, v in (("ytr", ytr), ("qtr", qtr), ("qte", qte)):
+    arrays = {"Xtr": Xtr, "Xte": Xte}
+    for k, v in (("ytr", ytr), ("yte", yte), ("qtr", qtr), ("qte", qte)):
         if v is not None:
             arrays[k] = v
     import scipy.sparse as sp
     info = {"estimator": est, "dataset": ds, "n_train": int(Xtr.shape[0]),
             "n_test": int(Xte.shape[0]), "d": int(Xtr.shape[1]), "sparse": sp.issparse(Xtr),
-            "gamma": float(D.protocol_gamma(Xtr))}
+            "gamma": float(D.protocol_gamma(Xtr)) if est != "surface" else 0.0}
     tmp = f"{folder}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
@@ -230,6 +260,8 @@ def child_fit(spec):
     if not got.startswith(tree + os.sep):
         raise RuntimeError(f"imported streamcvm from {got}, not from {tree}")
     name = CLASS_NAMES[spec["estimator"]]
+    if name == "surface":
+        return _fit_surface(spec, tree)
     try:
         cls = getattr(streamcvm, name)
     except AttributeError:
@@ -242,6 +274,8 @@ def child_fit(spec):
     Xtr, ytr, qtr = _load_array(d, "Xtr"), _load_array(d, "ytr"), _load_array(d, "qtr")
     Xte = _load_array(d, "Xte")
     kw = dict(method=spec["method"], gamma=spec["gamma"], random_state=0)
+    if spec["estimator"] == "mmda":     # MMDATransformer has no method
+        kw = dict(n_components=2, gamma=spec["gamma"], random_state=0)
     if spec["estimator"] != "regressor":
         kw["C"] = 1.0
     est = cls(**kw)
@@ -255,7 +289,10 @@ def child_fit(spec):
     fit_s = time.perf_counter() - t
     out = spec["out"]
     save_model(est, os.path.join(out, "model"))
-    np.save(os.path.join(out, "predict.npy"), np.asarray(est.predict(Xte)))
+    if hasattr(est, "transform"):
+        np.save(os.path.join(out, "transform.npy"), np.asarray(est.transform(Xte)))
+    if hasattr(est, "predict"):
+        np.save(os.path.join(out, "predict.npy"), np.asarray(est.predict(Xte)))
     if hasattr(est, "decision_function"):
         np.save(os.path.join(out, "decision.npy"), np.asarray(est.decision_function(Xte)))
     if hasattr(est, "score_samples"):
@@ -361,6 +398,42 @@ def _compare_arrays(name, a, b, diffs):
                      f"differ, first at {int(np.flatnonzero(ne.ravel())[0])})")
     else:
         diffs.append(f"{name}: {int((a != b).sum()):,} of {a.size:,} differ")
+
+
+def _fit_surface(spec, tree):
+    """streamcvm.surface.reconstruct on the prepared points: each level's
+    machine (arrays and scalars, in model/ as for an estimator), the mesh, and
+    f at the query points."""
+    import numpy as np
+    import streamcvm.surface as S
+    d, out = spec["data"], spec["out"]
+    P, Q = _load_array(d, "Xtr"), _load_array(d, "Xte")
+    t = time.perf_counter()
+    V, F, model = S.reconstruct(P, grid=SURFACE_GRID, n_jobs=1)
+    fit_s = time.perf_counter() - t
+    folder = os.path.join(out, "model")
+    os.makedirs(folder)
+    rec = {"center": model.center.tolist(), "scale": model.scale, "params": model.params,
+           "levels": []}
+    for i, (k, m) in enumerate(model.levels):
+        rec["levels"].append({"kernel": [k.name, k.gamma, k.coef0, k.degree],
+                              "intercept": float(m.intercept),
+                              "radius2": float(m.radius2), "c2": float(m.c2),
+                              "n_iter": int(m.n_iter), "core_size": int(m.core_size)})
+        np.save(os.path.join(folder, f"level{i}_coef.npy"), np.asarray(m.coef))
+        np.save(os.path.join(folder, f"level{i}_sv.npy"), np.asarray(m.sv))
+        np.save(os.path.join(folder, f"level{i}_ids.npy"), np.asarray(m.sv_ids))
+    with open(os.path.join(folder, "model.json"), "w") as f:
+        json.dump(rec, f, indent=1, default=str)
+    np.save(os.path.join(out, "mesh_vertices.npy"), V)
+    np.save(os.path.join(out, "mesh_faces.npy"), F)
+    np.save(os.path.join(out, "f.npy"), model.f(Q))
+    info = {"library": os.path.dirname(os.path.dirname(os.path.realpath(S.__file__))),
+            "fit_s": fit_s, "n_iter": int(sum(m.n_iter for _, m in model.levels)),
+            "core_set_size": int(model.n_support)}
+    with open(os.path.join(out, "info.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    return info
 
 
 def child_compare(spec):
@@ -506,6 +579,11 @@ def main(argv=None):
     ap.add_argument("--raw-dir", help="raw data directory (default $STREAMCVM_DATA or "
                                       "../shared/data/raw)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per child (3600)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep a git revision's results from an earlier run in WORKDIR "
+                         "(same prepared data) instead of fitting again: a commit's fits "
+                         "are deterministic. Run e.g. --baseline X --against X --reuse "
+                         "first to fit the baseline alone")
     a = ap.parse_args(argv)
     if a.child:
         child_main(json.loads(a.child))
@@ -549,8 +627,20 @@ def main(argv=None):
             for label, key, tree in sides:
                 out = os.path.join(workdir, "runs", key,
                                    f"{est}-{ds}-{m}-{mode if est == 'classifier' else 'small'}")
+                done = os.path.join(out, "info.json")
+                if a.reuse and key != "worktree" and os.path.exists(done):
+                    with open(os.path.join(out, "spec.json")) as f:
+                        same = json.load(f).get("data") == prep["dir"]
+                    if same:
+                        log(f"  {m} with {label}: reused {out}")
+                        with open(done) as f:
+                            res.append(json.load(f))
+                        outs.append(out)
+                        continue
                 shutil.rmtree(out, ignore_errors=True)
                 os.makedirs(out)
+                with open(os.path.join(out, "spec.json"), "w") as f:
+                    json.dump({"data": prep["dir"], "gamma": prep["gamma"]}, f)
                 log(f"  {m} with {label} ...")
                 r = run_child(dict(kind="fit", tree=tree, estimator=est, method=m,
                                    data=prep["dir"], gamma=prep["gamma"], out=out),
