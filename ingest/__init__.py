@@ -8,7 +8,7 @@ import types
 
 from .errors import IngestError
 from .pipeline import ingest
-from .writer import StoreWriter
+from streamcvm.data.writer import StoreWriter
 
 __all__ = ["ingest", "IngestError", "StoreWriter"]
 

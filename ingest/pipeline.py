@@ -26,7 +26,7 @@ import numpy as np
 from . import _parse as P
 from .errors import IngestError, describe
 from .sources import Source
-from .writer import StoreWriter
+from streamcvm.data.writer import StoreWriter
 
 SPARSE_DENSITY = 0.25   # svmlight with --auto: dense when the first block is denser
 
@@ -403,7 +403,7 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
         raise ValueError("sparse must be 'auto', True or False")
     _refuse_repeats(sources)
     srcs = [Source(p, block_size=block_size) for p in sources]
-    from ..outputs import OutputError, check_output
+    from streamcvm.data.outputs import OutputError, check_output
     try:        # before any work: never over an input, a folder of other files ...
         overwrite = check_output(out, what="store", inputs=sources,
                                  overwrite=overwrite).replace
@@ -433,7 +433,7 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
                                "qid_col": qid_col,
                                "weight_col": weight_col},
         }
-        from .. import __version__
+        from streamcvm import __version__
         attrs["created_by"] = f"streamcvm {__version__}"
         path = st.writer.close(attrs)       # (counts the last chunk's labels)
         if label_col == "auto" and st.label_info["column"] not in (None, "svmlight") \

@@ -58,19 +58,11 @@ def _numba_cache():
 
 numba_cache_moved = _numba_cache()
 
-# The ingest code is the repository's top folder ingest/, installed as the
-# subpackage streamcvm.ingest (pyproject.toml's package-dir). Run from a source
-# checkout, that folder is beside this one: look for subpackages there too.
-_src = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if not _os.path.isdir(_os.path.join(__path__[0], "ingest")) and \
-        _os.path.isfile(_os.path.join(_src, "ingest", "__init__.py")):
-    __path__.append(_src)
+from .data.store import ArrayStore, Chunk, DiskStore, StoreError, as_store, open_store  # noqa: E402
 
-from .store import ArrayStore, Chunk, DiskStore, StoreError, as_store, open_store  # noqa: E402
-
-_ESTIMATORS = ("CVMClassifier", "CVMOneClass", "CVMRegressor", "CVMRanker")
+_ESTIMATORS = ("CVMClassifier", "CVMOneClass", "CVMRegressor", "CVMRanker", "MMDATransformer")
 __all__ = ["open_store", "as_store", "ArrayStore", "DiskStore", "Chunk", "StoreError",
-           *_ESTIMATORS, "MMDATransformer", "ingest", "load_model", "save_model", "__version__"]
+           *_ESTIMATORS, "ingest", "load_model", "save_model", "surface", "__version__"]
 
 
 def __getattr__(name):
@@ -78,12 +70,12 @@ def __getattr__(name):
     if name in _ESTIMATORS:
         from . import estimators
         return getattr(estimators, name)
-    if name == "MMDATransformer":
-        from .transformers import MMDATransformer
-        return MMDATransformer
     if name in ("load_model", "save_model"):
-        from . import model
+        from .estimators import model
         return getattr(model, name)
+    if name == "surface":       # streamcvm.surface.reconstruct(points)
+        from .apps import surface
+        return surface
     if name == "ingest":        # a module that is also the function: streamcvm.ingest(...)
         import importlib
         return importlib.import_module(__name__ + ".ingest")

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import streamcvm
-from streamcvm import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor, synthetic
-from streamcvm.store import DaskStore, DiskStore
+from streamcvm import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
+from streamcvm.data import synthetic
+from streamcvm.data.store import DaskStore, DiskStore
 
 
 @pytest.fixture(scope="module")
@@ -45,19 +46,39 @@ def test_top_level_helpers_and_dir(tmp_path):
                                   clf.predict(X.astype(np.float32)))
 
 
-def test_a_users_own_ingest_module_does_not_shadow_streamcvms(tmp_path):
-    """streamcvm installs no top-level package ``ingest``: a user's ingest.py
-    in the working folder (first on sys.path) is not what streamcvm imports."""
+USER_MODULES = ("ingest", "data", "models", "estimators", "solvers", "problems", "predict",
+                "apps", "cli", "store", "surface")
+
+
+def test_a_users_own_modules_do_not_shadow_streamcvms(tmp_path):
+    """streamcvm installs one top-level package: a user's ingest.py, data.py,
+    models.py ... in the working folder (first on sys.path) are not what
+    streamcvm imports, through every entry point (ingest, the estimators, a
+    fit, a model saved and loaded, the surface module, the command line)."""
     import subprocess
     import sys
-    (tmp_path / "ingest.py").write_text("raise ImportError('the user ingest.py was imported')\n")
-    code = ("import streamcvm, streamcvm.ingest as m; from streamcvm.ingest import StoreWriter; "
+    for name in USER_MODULES:
+        (tmp_path / f"{name}.py").write_text(f"raise ImportError('the user {name}.py was "
+                                             f"imported')\n")
+    code = ("import numpy as np, streamcvm, streamcvm.ingest as m; "
+            "from streamcvm.ingest import StoreWriter; "
             "assert callable(streamcvm.ingest) and m.ingest is streamcvm.ingest.ingest; "
+            "from streamcvm import CVMClassifier, MMDATransformer, load_model, save_model, "
+            "surface; import streamcvm.cli, streamcvm.ingest.pipeline; "
+            "X = np.random.default_rng(0).normal(size=(200, 3)).astype(np.float32); "
+            "y = (X[:, 0] > 0).astype(int); clf = CVMClassifier(eps=1e-2).fit(X, y); "
+            "back = load_model(save_model(clf, 'm')); assert (back.predict(X) == "
+            "clf.predict(X)).all(); assert callable(surface.reconstruct); "
+            "assert 'train' in streamcvm.cli.build_parser().format_help(); "
             "print(m.__file__)")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert str(tmp_path) not in r.stdout
+    # the guard: those files are what a bare import of their names finds there
+    r = subprocess.run([sys.executable, "-c", "import ingest"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert "the user ingest.py was imported" in r.stderr
 
 
 @pytest.mark.parametrize("kind", ["store", "path", "dask"])
@@ -85,7 +106,7 @@ def test_score_on_a_store_without_the_models_classes_is_refused(stores, tmp_path
     clf = CVMClassifier(eps=1e-2).fit(train)
     X, y = _arrays(train)
     other = str(tmp_path / "other.zarr")
-    from streamcvm.ingest.writer import StoreWriter
+    from streamcvm.data.writer import StoreWriter
     w = StoreWriter(other, X.shape[1])
     w.append(X, y + 10.0)
     w.close()
@@ -143,7 +164,7 @@ def a_rows(Xd):
 
 def test_auc_sketch_matches_the_exact_auc():
     from sklearn.metrics import roc_auc_score
-    from streamcvm.metrics import AUCSketch
+    from streamcvm.predict.metrics import AUCSketch
     rng = np.random.default_rng(0)
     y = rng.random(200000) < 0.3
     s = rng.normal(0, 1, len(y)) + 1.2 * y - 0.5          # scores of both signs
@@ -214,7 +235,7 @@ def test_scale_standardises_from_one_pass_and_predict_applies_it(tmp_path):
 
 def test_scale_on_sparse_rows_keeps_them_sparse():
     import scipy.sparse as sp
-    from streamcvm.scaling import Scaler
+    from streamcvm.data.scaling import Scaler
     rng = np.random.default_rng(1)
     X = sp.random(800, 50, density=0.1, random_state=1, format="csr", dtype=np.float32)
     X = sp.csr_matrix(X.multiply(np.logspace(0, 4, 50)[None, :]), dtype=np.float32)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import streamcvm
-from streamcvm.kernels import Kernel, estimate_beta
+from streamcvm.solvers.kernels import Kernel, estimate_beta
 from streamcvm.problems.classification import class_points, train_machine
 from streamcvm.problems.driver import Solve, run_solver
 from streamcvm.problems.regression import regression_points, train_regressor
@@ -256,8 +256,8 @@ def test_ranking_dual_against_exact_qp():
     eta = 2 + 1/C (RBF). After the final pass over every pair, the solution
     is within the (1 + eps)^2 ratio of the exact QP over all pairs."""
     from streamcvm.problems.ranking import PairKernel, PairPool, all_pairs
-    from streamcvm.problems.points import RowPoints
-    from streamcvm.sampling import ChunkPool
+    from streamcvm.solvers.points import RowPoints
+    from streamcvm.data.sampling import ChunkPool
     rng = np.random.default_rng(5)
     nq, per = 4, 10
     X = rng.standard_normal((nq * per, 3)).astype(np.float32)

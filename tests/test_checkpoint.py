@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import streamcvm
-from streamcvm import CVMClassifier, CVMOneClass, checkpoint
-from streamcvm.checkpoint import CheckpointError
+from streamcvm import CVMClassifier, CVMOneClass
+from streamcvm.problems import checkpoint
+from streamcvm.problems.checkpoint import CheckpointError
 from streamcvm.solvers import exact_bvm, meb
 
 from conftest import cli_cmd, cli_env, inproc
@@ -297,7 +298,7 @@ def kill_store(tmp_path_factory):
     run's solvers ran."""
     d = tmp_path_factory.mktemp("kill")
     path = d / "g.zarr"
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     synthetic.write_store(str(path), "gaussian", 200_000, seed=0)
     ref = d / "ref.model"
     with _iterations() as ran:
@@ -421,7 +422,7 @@ def test_regression_resume_is_exact(tmp_path, searches, kill_after, method, auto
     """auto: mu and gamma chosen on held-out rows first (their small fits
     are not checkpointed, and run again on resume: the same choice)."""
     from streamcvm import CVMRegressor
-    from streamcvm.synthetic import friedman1_block
+    from streamcvm.data.synthetic import friedman1_block
     X, y = friedman1_block(0, 6000)
     store = streamcvm.as_store(X, y, chunk_rows=300)
     kw = dict(method=method, eps=1e-3) if auto else dict(method=method, eps=1e-3, mu=0.05,

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import streamcvm
-from streamcvm import CVMClassifier, synthetic
-from streamcvm.model import load_model, save_model
+from streamcvm import CVMClassifier
+from streamcvm.data import synthetic
+from streamcvm.estimators.model import load_model, save_model
 
 from conftest import cli_cmd, cli_env, inproc, one_line_error, run_cli, tree
 
@@ -116,7 +117,7 @@ def test_output_folder_errors_are_one_line(work, tmp_path):
 
 
 def test_save_model_keeps_what_is_not_a_model(work, tmp_path):
-    from streamcvm.outputs import OutputError
+    from streamcvm.data.outputs import OutputError
     est = load_model(work / "model")
     f = tmp_path / "data.csv"
     f.write_text("1,2,3\n")
@@ -198,7 +199,7 @@ def test_evaluate_refuses_a_store_of_another_task(work, tmp_path):
     # a classification store whose labels the model does not have
     X, y = synthetic.gaussian_block(0, 600, d=22)
     streamcvm_store = tmp_path / "codes.zarr"
-    from streamcvm.ingest.writer import StoreWriter
+    from streamcvm.data.writer import StoreWriter
     with StoreWriter(str(streamcvm_store), 22) as w:
         w.append(X, np.where(y > 0, 7.0, 5.0))
         w.close()
@@ -215,7 +216,7 @@ def test_train_refuses_a_continuous_target_as_classes(work, tmp_path):
     # integer targets with many classes: the limit, then raising it
     X, _ = synthetic.gaussian_block(0, 2000, d=4)
     y = (np.arange(2000) % 150).astype(np.float64)
-    from streamcvm.ingest.writer import StoreWriter
+    from streamcvm.data.writer import StoreWriter
     with StoreWriter(str(tmp_path / "many.zarr"), 4) as w:
         w.append(X, y)
         w.close()
@@ -352,7 +353,7 @@ def test_demo_refuses_files_of_an_earlier_run_without_overwrite(tmp_path):
 def test_ingest_refuses_to_write_over_its_own_input(tmp_path):
     """`ingest X -o X --overwrite`: one line, and X is left byte for byte."""
     from conftest import inproc, one_line_error
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     src = tmp_path / "a.svm"
     synthetic.write_text(src, "gaussian", 300, seed=0)
     before = src.read_bytes()
@@ -365,7 +366,7 @@ def test_a_checkpoint_folder_inside_the_input_store_is_refused(tmp_path):
     """train --checkpoint-dir STORE/ck: refused before any work, the store
     unchanged (no folder made inside it, every file as it was)."""
     from conftest import inproc, one_line_error
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     s = tmp_path / "s.zarr"
     synthetic.write_store(s, "gaussian", 500, seed=0)
     files = {p: p.read_bytes() for p in s.rglob("*") if p.is_file()}

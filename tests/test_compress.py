@@ -1,10 +1,10 @@
-"""Compact kernel expansions (streamcvm.compress) against direct dense
+"""Compact kernel expansions (streamcvm.problems.compress) against direct dense
 computations on a few hundred points."""
 import numpy as np
 import pytest
 
-from streamcvm import compress
-from streamcvm.kernels import Kernel
+from streamcvm.problems import compress
+from streamcvm.solvers.kernels import Kernel
 
 GAMMA = 0.3
 
@@ -174,7 +174,8 @@ def test_compact_machine_regression_keeps_the_rmse():
 def test_a_progressive_fit_records_its_compact_choice(tmp_path):
     """train_size below the rows: a progressive fit; its machine gets the
     compact record (kept or not), chosen on its validation rows."""
-    from streamcvm import CVMClassifier, synthetic
+    from streamcvm import CVMClassifier
+    from streamcvm.data import synthetic
     s = synthetic.write_store(tmp_path / "g.zarr", "gaussian", 8000, seed=0)
     est = CVMClassifier(train_size=6000, eps=1e-3).fit(s)
     m = est.machines_[0]
@@ -193,8 +194,9 @@ def test_predict_uses_the_compact_expansion_unless_exact(tmp_path):
     machine is what predict uses; compact=False (predict --exact) the full
     one; both survive save / load; info says which."""
     from conftest import inproc
-    from streamcvm import CVMClassifier, open_store, synthetic
-    from streamcvm.model import load_model, save_model
+    from streamcvm import CVMClassifier, open_store
+    from streamcvm.data import synthetic
+    from streamcvm.estimators.model import load_model, save_model
     s = synthetic.write_store(tmp_path / "g.zarr", "gaussian", 3000, seed=0)
     est = CVMClassifier(eps=1e-3).fit(s)
     m = est.machines_[0]
@@ -233,7 +235,7 @@ def test_predict_uses_the_compact_expansion_unless_exact(tmp_path):
 
 def test_no_compact_is_refused_where_nothing_is_compressed(tmp_path):
     from conftest import inproc, one_line_error
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     s = synthetic.write_store(tmp_path / "g.zarr", "gaussian", 500, seed=0)
     r = inproc("train", s, "-o", tmp_path / "m", "--task", "one-class", "--no-compact", "-q")
     one_line_error(r, "train", "--no-compact is for classification and regression")
@@ -303,7 +305,7 @@ def test_a_fit_on_every_row_gets_a_compact_expansion(tmp_path):
     on fresh rows; save / load keeps it; info says so."""
     from conftest import inproc
     from streamcvm import CVMClassifier
-    from streamcvm.model import load_model, save_model
+    from streamcvm.estimators.model import load_model, save_model
     X, y = _mixture(6000, 2)
     T, _ = _mixture(4000, 2, seed=1)
     est = CVMClassifier().fit(X, y)
@@ -334,7 +336,8 @@ def test_one_vs_one_machines_share_one_basis(tmp_path):
     that is not there is refused."""
     import json
     from streamcvm import CVMClassifier
-    from streamcvm.model import DIGEST_KEY, ModelError, load_model, manifest_digest, save_model
+    from streamcvm.estimators.model import (DIGEST_KEY, ModelError, load_model, manifest_digest,
+        save_model)
     X, y = _mixture(6000, 3)
     T, _ = _mixture(3000, 3, seed=1)
     est = CVMClassifier().fit(X, y)
@@ -363,7 +366,7 @@ def test_one_vs_one_machines_share_one_basis(tmp_path):
 
 
 def test_ovo_votes_match_the_pairwise_loop():
-    from streamcvm.predict import ovo_votes
+    from streamcvm.predict.decision import ovo_votes
     rng = np.random.default_rng(0)
     for k in (2, 3, 7):
         F = rng.normal(size=(50, k * (k - 1) // 2))
@@ -386,7 +389,7 @@ def test_mmda_features_by_one_compact_basis(tmp_path, monkeypatch):
     the CLI's --exact writes the full features."""
     from conftest import inproc
     from streamcvm import MMDATransformer, as_store
-    from streamcvm.model import load_model, save_model
+    from streamcvm.estimators.model import load_model, save_model
     X, y = _mixture(6000, 3)
     T, _ = _mixture(2000, 3, seed=1)
     strict = MMDATransformer(n_components=2).fit(X, y)

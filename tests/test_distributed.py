@@ -10,13 +10,14 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from streamcvm import CVMClassifier, CVMRegressor, synthetic  # noqa: E402
-from streamcvm.kernels import Kernel  # noqa: E402
-from streamcvm.parallel import Runner  # noqa: E402
-from streamcvm.predict import predict_chunks  # noqa: E402
+from streamcvm import CVMClassifier, CVMRegressor
+from streamcvm.data import synthetic  # noqa: E402
+from streamcvm.solvers.kernels import Kernel  # noqa: E402
+from streamcvm.data.parallel import Runner  # noqa: E402
+from streamcvm.predict.chunks import predict_chunks  # noqa: E402
 from streamcvm.problems import one_blas_thread, train_machine  # noqa: E402
 from streamcvm.problems.driver import Solve  # noqa: E402
-from streamcvm.store import open_store  # noqa: E402
+from streamcvm.data.store import open_store  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +115,8 @@ def test_regressor_with_full_pass_matches_threads(client, stores):
 
 
 def test_evaluate_report_on_cluster_hdf5_and_url(client, stores, tmp_path):
-    from streamcvm.cli import evaluate_text
-    from streamcvm.model import save_model
+    from streamcvm.cli.evaluate import evaluate_text
+    from streamcvm.estimators.model import save_model
     est = CVMClassifier(method="cvm", eps=1e-3).fit(stores["cls_h5"])
     model = str(tmp_path / "m")
     save_model(est, model)
@@ -214,7 +215,7 @@ def test_cli_ingest_train_evaluate_on_a_local_cluster(tmp_path, capsys, monkeypa
     over the store there (the tasks each command's cluster ran, by name); the
     store and the model are those of threads."""
     from streamcvm.cli import main
-    from streamcvm.model import load_model
+    from streamcvm.estimators.model import load_model
     src = tmp_path / "data.csv"
     X, y = synthetic.gaussian_block(0, 3000, d=5)
     # CSV: every block is a parse task (svmlight's first block is parsed here)

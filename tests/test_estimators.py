@@ -7,7 +7,8 @@ from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import streamcvm
-from streamcvm import CVMClassifier, CVMOneClass, CVMRegressor, synthetic
+from streamcvm import CVMClassifier, CVMOneClass, CVMRegressor
+from streamcvm.data import synthetic
 
 
 def _expected_failures(est):
@@ -113,7 +114,7 @@ def test_decision_matches_each_machine(centers):
 
 
 def test_one_vs_rest(tmp_path):
-    from streamcvm.model import load_model, save_model
+    from streamcvm.estimators.model import load_model, save_model
     Xa, ya = make_blobs(n_samples=2400, centers=4, cluster_std=2.0, random_state=2)
     X, y, Xt, yt = Xa[:1200], ya[:1200], Xa[1200:], ya[1200:]     # held out: other rows
     ovr = CVMClassifier(eps=1e-3, multi_class="ovr").fit(X, y)

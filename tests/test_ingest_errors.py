@@ -26,7 +26,7 @@ import pytest
 from conftest import partials, read_all, run_cli
 from streamcvm.ingest import IngestError, ingest
 from streamcvm import StoreError, open_store
-from streamcvm.synthetic import write_text
+from streamcvm.data.synthetic import write_text
 
 ONE_LINE_PREFIX = "streamcvm ingest: error: "
 
@@ -335,7 +335,7 @@ def test_cli_bad_line_after_chunks_were_written(tmp_path):
 def test_truncated_streams_remove_partial_store(tmp_path, monkeypatch):
     """Small parse blocks: rows were appended (a partial store existed) before
     the truncation is found; abort removes it."""
-    import streamcvm.ingest.writer as W
+    import streamcvm.data.writer as W
     seen = []
     orig = W.StoreWriter.abort
 
@@ -524,7 +524,7 @@ def test_float32_max_is_not_an_overflow(tmp_path, text):
 
 
 def test_no_debris_when_writer_construction_fails(tmp_path, monkeypatch):
-    import streamcvm.formats as F
+    import streamcvm.data.formats as F
     orig = F.ZarrFormat.create
 
     def create(self, name, *a, **k):

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import cli_cmd, cli_env, partials, run_cli
 from streamcvm import open_store
-from streamcvm.synthetic import write_text
+from streamcvm.data.synthetic import write_text
 
 if sys.platform == "win32":
     pytest.skip("POSIX signals", allow_module_level=True)

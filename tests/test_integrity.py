@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamcvm import CVMClassifier, synthetic
-from streamcvm.atomic import OutputRaced, publish
-from streamcvm.ingest.writer import StoreWriter
-from streamcvm.store import StoreError, open_store
+from streamcvm import CVMClassifier
+from streamcvm.data import synthetic
+from streamcvm.data.atomic import OutputRaced, publish
+from streamcvm.data.writer import StoreWriter
+from streamcvm.data.store import StoreError, open_store
 
 from conftest import REPO, cli_env, inproc, one_line_error, run_cli, tree
 
@@ -80,7 +81,7 @@ def test_surface_refuses_a_classifiers_checkpoint_folder(work, tmp_path):
 
 
 def test_pruning_only_removes_the_runs_own_snapshots(tmp_path):
-    from streamcvm import checkpoint
+    from streamcvm.problems import checkpoint
     a, b = {"estimator": "A", "store": "x"}, {"estimator": "B", "store": "x"}
     for _ in range(3):
         checkpoint.write(tmp_path, {"run": a}, {"v": np.zeros(2)}, keep=0)
@@ -93,7 +94,7 @@ def test_pruning_only_removes_the_runs_own_snapshots(tmp_path):
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from streamcvm.checkpoint import FolderLock
+    from streamcvm.problems.checkpoint import FolderLock
     lock = FolderLock(sys.argv[1])
     print("held", flush=True)
     time.sleep(600)
@@ -134,7 +135,7 @@ def test_publish_never_replaces_a_path_that_appeared(tmp_path):
 
 
 def test_publish_replaces_only_the_path_it_was_allowed_to(tmp_path):
-    from streamcvm.atomic import identity
+    from streamcvm.data.atomic import identity
     dest = tmp_path / "out"
     dest.write_text("old")
     seen = identity(str(dest))
@@ -151,7 +152,7 @@ def test_publish_replaces_only_the_path_it_was_allowed_to(tmp_path):
 
 
 def test_train_loses_a_race_in_one_line_and_keeps_its_model(work, tmp_path, monkeypatch):
-    import streamcvm.atomic as atomic
+    import streamcvm.data.atomic as atomic
     real = atomic.publish
     out = tmp_path / "m"
 
@@ -398,7 +399,7 @@ def test_estimators_refuse_non_finite_parameters(kw):
 
 
 def test_kernels_refuse_non_finite_parameters():
-    from streamcvm.kernels import Kernel
+    from streamcvm.solvers.kernels import Kernel
     for kw in ({"gamma": float("nan")}, {"gamma": float("inf")}):
         with pytest.raises(ValueError):
             Kernel("rbf", **kw)
@@ -415,7 +416,7 @@ def _model_copy(work, tmp_path):
 
 
 def _edit(m, change, resign=False):
-    from streamcvm.model import DIGEST_KEY, manifest_digest
+    from streamcvm.estimators.model import DIGEST_KEY, manifest_digest
     meta = json.loads((m / "model.json").read_text())
     change(meta)
     if resign:
@@ -425,7 +426,7 @@ def _edit(m, change, resign=False):
 
 
 def _refused_everywhere(work, m, phrase):
-    from streamcvm.model import ModelError, load_model
+    from streamcvm.estimators.model import ModelError, load_model
     for argv in (("info", m), ("predict", work / "train.zarr", m, "-o", m.parent / "p.txt"),
                  ("evaluate", work / "train.zarr", m)):
         one_line_error(inproc(*argv), argv[0], phrase)
@@ -470,7 +471,7 @@ def test_a_damaged_model_array_is_refused(work, tmp_path):
 
 
 def test_a_model_without_a_checksum_still_loads(work, tmp_path):
-    from streamcvm.model import DIGEST_KEY, load_model
+    from streamcvm.estimators.model import DIGEST_KEY, load_model
     m = _model_copy(work, tmp_path)
     _edit(m, lambda meta: meta.pop(DIGEST_KEY))
     assert load_model(m) is not None
@@ -531,7 +532,7 @@ def test_surface_refuses_degenerate_points(tmp_path, case, phrase):
 
 
 def test_an_empty_mesh_is_an_error():
-    from streamcvm.surface import SurfaceModel, mesh
+    from streamcvm.apps.surface import SurfaceModel, mesh
     model = SurfaceModel(np.zeros(3), 1.0, [], {})       # f = 0: no level set f = 1
     P = np.random.default_rng(0).normal(size=(100, 3))
     with pytest.raises(ValueError, match="does not cross"):

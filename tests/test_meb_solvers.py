@@ -10,8 +10,8 @@ import pytest
 from scipy.optimize import minimize
 
 import streamcvm
-from streamcvm.kernels import Kernel, estimate_beta
-from streamcvm.sampling import ChunkPool
+from streamcvm.solvers.kernels import Kernel, estimate_beta
+from streamcvm.data.sampling import ChunkPool
 from streamcvm.solvers import MEBSolver, eps_levels, exact
 
 
@@ -173,7 +173,7 @@ def test_bvm_exact_blocks_and_sparse_rows(layout):
 def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     """With ``average`` (the default) bvm_exact returns (a_T + a_{T-1}) / 2,
     its ||c||^2 is that mean's, and every row lies within the certified eps."""
-    from streamcvm.kernels import sq_norms
+    from streamcvm.solvers.kernels import sq_norms
     from streamcvm.solvers.exact import bvm_exact
     X, y, k, b, Q, kt, _ = two_class
     n = len(y)
@@ -213,7 +213,7 @@ def test_a_capped_kernel_cache_costs_its_filled_part_only():
     once (no growth copies), and RAM follows |S|^2 (4,200^2 x 4 B = 71 MB),
     not |S| x cap (336 MB for a cap of 20,000, as a cache on huge pages
     would cost) nor the 1.6 GB of the whole cache."""
-    from streamcvm.coreset import RESERVE, CoreSet
+    from streamcvm.solvers.coreset import RESERVE, CoreSet
     kern = Kernel("rbf", gamma=1.0)
     X = np.random.default_rng(0).random((4200, 2)).astype(np.float32)
     cs = CoreSet(2, False, max_cap=20000)

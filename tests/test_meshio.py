@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from plyfile import PlyData, PlyElement
 
-from streamcvm.meshio import PointsError, chamfer, read_points, write_mesh
+from streamcvm.apps.meshio import PointsError, chamfer, read_points, write_mesh
 
 P = np.array([[0.0, 0.5, 1.0], [-1.25, 2.0, 3.5], [4.0, -5.0, 6.0e-3]])
 
@@ -29,7 +29,7 @@ def test_xyz_csv_and_store(tmp_path):
     (tmp_path / "p.csv").write_text("id,z,y,x\n" + "\n".join(
         f"{i},{float(z)!r},{float(y)!r},{float(x)!r}" for i, (x, y, z) in enumerate(P)) + "\n")
     np.testing.assert_array_equal(read_points(tmp_path / "p.csv"), P)
-    from streamcvm.ingest.writer import StoreWriter
+    from streamcvm.data.writer import StoreWriter
     with StoreWriter(str(tmp_path / "p.zarr"), 3) as w:
         w.append(P.astype(np.float32), np.zeros(3))
         w.close()

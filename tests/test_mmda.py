@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from streamcvm.kernels import Kernel, estimate_beta
+from streamcvm.solvers.kernels import Kernel, estimate_beta
 from streamcvm.solvers.ball import distance2
 from streamcvm.solvers.mmda import core_matrix, direction, sor
 
@@ -87,7 +87,7 @@ def test_sampled_directions_match_the_exact_ones():
     orthonormal. (On these noisy rows nearly every row is a support row of
     the exact second direction, so the core set is not much smaller.)"""
     import streamcvm
-    from streamcvm.sampling import ChunkPool
+    from streamcvm.data.sampling import ChunkPool
     from streamcvm.solvers.mmda import Basis, Direction, MMDASolver
     X, y = _data()
     kern = Kernel("rbf", gamma=1.0 / estimate_beta(X))
@@ -122,7 +122,7 @@ def test_transformer_contract_and_pipeline():
     with a 1-NN classifier that beats chance by far on separable classes."""
     from sklearn.neighbors import KNeighborsClassifier
     from sklearn.pipeline import make_pipeline
-    from streamcvm.transformers import MMDATransformer
+    from streamcvm.estimators.mmda import MMDATransformer
     rng = np.random.default_rng(3)
     centers = np.array([[0, 0], [3, 0], [0, 3]], np.float32)
     y = np.repeat([0, 1, 2], 60)

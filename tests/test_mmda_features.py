@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from streamcvm import MMDATransformer, load_model, save_model
-from streamcvm.store import open_store
+from streamcvm.data.store import open_store
 
 from conftest import cli_cmd, cli_env, inproc, one_line_error
 
@@ -29,7 +29,7 @@ def _blobs(n=600, seed=0):
 def stores(tmp_path_factory):
     d = tmp_path_factory.mktemp("mmda")
     X, y = _blobs()
-    from streamcvm.ingest.writer import StoreWriter
+    from streamcvm.data.writer import StoreWriter
     with StoreWriter(str(d / "train.zarr"), 3) as w:     # one chunk, as arrays get
         w.append(X, y.astype(np.float64))
         w.close()
@@ -72,7 +72,7 @@ def test_a_store_gives_the_arrays_features(stores, tmp_path):
 def test_feature_store_output_rules(stores, tmp_path):
     """A feature store is replaced; the input store, a training store and a
     folder of other files are not."""
-    from streamcvm.outputs import OutputError
+    from streamcvm.data.outputs import OutputError
     d, (X, y), _ = stores
     m = MMDATransformer(**KW).fit(X, y)
     out = str(tmp_path / "f.zarr")
@@ -125,7 +125,7 @@ def test_an_interrupted_fit_resumes_to_the_same_features(stores, tmp_path, monke
     # the work continued: only the features after the snapshot were fitted
     assert len(calls) == len(ref.machines_) - 3 > 0
     np.testing.assert_array_equal(res.transform(Xt), ref.transform(Xt))
-    from streamcvm.checkpoint import CheckpointError
+    from streamcvm.problems.checkpoint import CheckpointError
     with pytest.raises(CheckpointError, match="params"):
         MMDATransformer(n_components=2, C=2.0, **KW).fit(X, y, checkpoint_dir=tmp_path,
                                                          resume=True)
@@ -149,9 +149,9 @@ def test_sigkill_then_resume_gives_the_same_feature_store(tmp_path):
     features leaves no feature store; --resume continues from the snapshot
     (only the features after it are fitted) and writes the store an
     uninterrupted run writes."""
-    from streamcvm import checkpoint
+    from streamcvm.problems import checkpoint
     store = tmp_path / "g.zarr"
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     synthetic.write_store(str(store), "gaussian", 10_000, d=8, n_classes=3, seed=0)
     opts = ["-k", "2", "-e", "1e-3", "-q"]
     fresh, counting = _fits()

@@ -7,9 +7,10 @@ import pytest
 import scipy.sparse as sp
 
 import streamcvm
-from streamcvm import CVMClassifier, CVMOneClass, synthetic
-from streamcvm.model import ModelError, load_model, save_model
-from streamcvm.outputs import OutputError
+from streamcvm import CVMClassifier, CVMOneClass
+from streamcvm.data import synthetic
+from streamcvm.estimators.model import ModelError, load_model, save_model
+from streamcvm.data.outputs import OutputError
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from sklearn.datasets import make_blobs
 
 import streamcvm
 from streamcvm import CVMClassifier
-from streamcvm.probability import (HoldoutStore, holdout_fraction, pairwise_coupling,
-                                   platt_fit, platt_predict)
+from streamcvm.predict.probability import (HoldoutStore, holdout_fraction, pairwise_coupling,
+    platt_fit, platt_predict)
 
 
 def test_platt_recovers_a_known_sigmoid():
@@ -32,7 +32,7 @@ def test_pairwise_coupling_recovers_consistent_probabilities():
 
 def test_held_out_rows_are_never_trained_on(monkeypatch):
     """Above CV_MAX_ROWS rows the sigmoid's rows are held out from training."""
-    from streamcvm import probability
+    from streamcvm.predict import probability
     monkeypatch.setattr(probability, "CV_MAX_ROWS", 1000)
     X, y = make_blobs(n_samples=6000, centers=2, cluster_std=3.0, random_state=0)
     store = streamcvm.as_store(X.astype(np.float32), y.astype(float), chunk_rows=1000)
@@ -92,7 +92,7 @@ def test_predict_proba_needs_probability_true():
 
 def test_cli_b1_train_and_predict(tmp_path, capsys):
     from streamcvm.cli import main
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     st = str(tmp_path / "g.zarr")
     synthetic.write_store(st, "gaussian", 5000, seed=0, chunk_rows=1000)
     m = str(tmp_path / "m")

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import streamcvm
-from streamcvm import CVMClassifier, checkpoint
+from streamcvm import CVMClassifier
+from streamcvm.problems import checkpoint
 from streamcvm.problems import progressive as pg
 from streamcvm.solvers import exact_bvm, meb
 
@@ -138,7 +139,7 @@ def test_auto_keeps_the_plain_fit_while_its_core_set_stays_small(monkeypatch):
 # -- regression: stages judged by held-out squared errors ---------------------
 
 def _friedman(n=12000, chunk_rows=1500):
-    from streamcvm.synthetic import friedman1_block
+    from streamcvm.data.synthetic import friedman1_block
     X, y = friedman1_block(0, n)
     return streamcvm.as_store(X, y, chunk_rows=chunk_rows)
 
@@ -180,7 +181,7 @@ def test_progressive_regression_holds_out_its_validation_rows_and_records_the_st
     assert set(ids.tolist()) <= set(tid[:last["stage_rows"]].tolist())
     val = np.sqrt(np.mean((reg.predict(Xv) - yv) ** 2))
     assert val == pytest.approx(last["stage_validation_rmse"], rel=1e-6)   # threads: float sums
-    from streamcvm.synthetic import friedman1_block
+    from streamcvm.data.synthetic import friedman1_block
     Xt, yt = friedman1_block(99, 5000)
     assert np.sqrt(np.mean((reg.predict(Xt) - yt) ** 2)) < 1.3     # noise sd 1, target sd ~4.9
 
@@ -237,7 +238,7 @@ def test_a_progressive_regression_chooses_mu_and_gamma_over_every_pair():
     """In-memory fits try gamma at the middle mu, then mu at that gamma (5
     fits); a progressive one every (mu, gamma) pair (8), and among the
     trials within 1% of the best RMSE the sparsest wins."""
-    from streamcvm.kernels import Kernel
+    from streamcvm.solvers.kernels import Kernel
     from streamcvm.problems.regression import SELECT_SLACK, select_params
     store = _friedman(n=1000)
     kw = dict(c=5.0, mu="auto", gamma="auto", base_gamma=0.6, sd=float(store.y.std()),

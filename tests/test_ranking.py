@@ -4,8 +4,8 @@ import pytest
 
 import streamcvm
 from streamcvm import CVMRanker
-from streamcvm.metrics import ndcg_at_k, pairwise_accuracy
-from streamcvm.model import load_model, save_model
+from streamcvm.predict.metrics import ndcg_at_k, pairwise_accuracy
+from streamcvm.estimators.model import load_model, save_model
 
 
 def test_metrics_by_hand():
@@ -55,7 +55,7 @@ def test_ranker_refuses_what_it_cannot_do():
 
 
 def test_streamed_ranking_totals_equal_the_batch_metrics():
-    from streamcvm.metrics import RankingTotals
+    from streamcvm.predict.metrics import RankingTotals
     X, y, q = _queries(nq=12, per=9)
     s = np.random.default_rng(3).standard_normal(len(y))
     tot = RankingTotals(k=10)

@@ -2,7 +2,7 @@
 import numpy as np
 
 import streamcvm
-from streamcvm.sampling import ChunkPool
+from streamcvm.data.sampling import ChunkPool
 
 
 def _store(n=4000, chunk_rows=250):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import inproc, one_line_error
-from streamcvm import surface
-from streamcvm.checkpoint import CheckpointError
-from streamcvm.meshio import read_points
+from streamcvm.apps import surface
+from streamcvm.problems.checkpoint import CheckpointError
+from streamcvm.apps.meshio import read_points
 
 FAST = dict(scales=(0.3, 0.1), max_rows=2000)
 
@@ -125,7 +125,7 @@ def test_sigkill_after_a_level_then_resume_writes_the_same_mesh(tmp_path):
     import subprocess
     import sys
     import time
-    from streamcvm import checkpoint
+    from streamcvm.problems import checkpoint
     pts = _xyz(tmp_path / "s.xyz", sphere(600, seed=3))
     opts = ["--scales", "0.3,0.1,0.05", "--grid", "24", "-q"]
     assert inproc("surface", pts, "-o", tmp_path / "ref.ply", *opts).returncode == 0

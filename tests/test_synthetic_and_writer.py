@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 import streamcvm
 from streamcvm.ingest import StoreWriter, ingest
-from streamcvm import synthetic
+from streamcvm.data import synthetic
 
 
 def _read_all(store):

@@ -79,7 +79,7 @@ def child(spec):
         import streamcvm
         from streamcvm import CVMClassifier
         X, y = _data(spec)
-        from streamcvm import synthetic
+        from streamcvm.data import synthetic
         synthetic.write_text(os.path.join(work, "train.svm"), "gaussian", 20000)
         np.save(os.path.join(work, "X.npy"), X)
         np.save(os.path.join(work, "y.npy"), y)
@@ -100,7 +100,7 @@ def child(spec):
     elif entry == "features":
         streamcvm.MMDATransformer(n_components=2).fit(X[:20000], y[:20000]).transform(X)
     elif entry == "surface":
-        from streamcvm import surface
+        from streamcvm.apps import surface
         surface.reconstruct(_torus(5000))
     elif entry == "ingest":
         out = os.path.join(work, f"ingest-{os.getpid()}.zarr")
@@ -118,13 +118,13 @@ def _data(spec):
         import datasets
         Xtr, ytr, _, _ = datasets.load("ijcnn1", spec["raw_dir"])
         return np.asarray(Xtr, np.float32), np.asarray(ytr)
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     X, y = synthetic.gaussian_block(0, 50000)
     return np.asarray(X, np.float32), np.asarray(y)
 
 
 def _write_store(X, y, path):
-    from streamcvm.ingest.writer import StoreWriter
+    from streamcvm.data.writer import StoreWriter
     with StoreWriter(path, X.shape[1], sparse=False, fmt="zarr") as w:
         for i in range(0, len(y), 8192):
             w.append(X[i:i + 8192], y[i:i + 8192])

@@ -176,7 +176,7 @@ def _cached(path, want):
 
 def bytes_per_row(workdir, text_format, seed):
     """Measured size of a row of generated text (first 65,536-row block)."""
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     p = os.path.join(workdir, f".sample-{os.getpid()}.{text_format}")
     n = 65536
     try:
@@ -189,7 +189,7 @@ def bytes_per_row(workdir, text_format, seed):
 
 def ensure_file(workdir, text_format, size_gb, seed, log):
     """Generate (or reuse) a text file of at least ``size_gb`` GiB; returns (path, meta)."""
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     ext = "svm" if text_format == "svmlight" else "csv"
     path = os.path.join(workdir, f"{KIND}_d{D}_s{seed}_{size_gb:g}GiB.{ext}")
     target = int(size_gb * GiB)
@@ -222,7 +222,7 @@ def ensure_file(workdir, text_format, size_gb, seed, log):
 
 
 def ensure_warmup(workdir, text_format, seed):
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     ext = "svm" if text_format == "svmlight" else "csv"
     path = os.path.join(workdir, f"warmup_s{seed}.{ext}")
     if not os.path.exists(path):

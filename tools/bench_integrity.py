@@ -3,7 +3,7 @@
 cost, as ratios against the same code writing stores without checksums, in
 the same run.
 
-Input (generated once by ``streamcvm.synthetic.write_text(path, "gaussian",
+Input (generated once by ``streamcvm.data.synthetic.write_text(path, "gaussian",
 ROWS, seed=0)`` and cached in ``--workdir``): a plain (not gzipped)
 svmlight file of the dense Gaussian mixture, 22 float32 features, 88 bytes
 of X a row; the default 12,200,000 rows are ~1 GiB of raw X (the issue's
@@ -106,7 +106,7 @@ def _meta_path(path):
 def ensure_text(path, n, seed):
     """Generate (or reuse, when its side-car matches) the svmlight file of
     ``n`` rows; returns its metadata."""
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     want = {"kind": KIND, "rows": n, "seed": seed, "d": D}
     meta = B.load_json(_meta_path(path), {})
     if all(meta.get(k) == v for k, v in want.items()) and os.path.isfile(path) \
@@ -135,7 +135,7 @@ def job_prepare(spec):
     out["prime_s"] = time.perf_counter() - t
     # the scoring pass's model: the default classifier of the warm-up rows
     from streamcvm import CVMClassifier
-    from streamcvm.model import save_model
+    from streamcvm.estimators.model import save_model
     t = time.perf_counter()
     est = CVMClassifier().fit(spec["model_rows"])
     save_model(est, spec["model"], overwrite=True)
@@ -163,7 +163,7 @@ def job_env(spec):
 
 def job_ingest(spec):
     from streamcvm.ingest import ingest
-    from streamcvm.store import open_store
+    from streamcvm.data.store import open_store
     kw = dict(overwrite=True, store_format=spec["format"], checksums=spec["checksums"],
               n_jobs=spec.get("jobs"))
     t = time.perf_counter()
@@ -190,12 +190,12 @@ def _rows_task(i, store):
 
 def _read_all(path, check_finite, parallel, threads):
     """Open ``path`` and read every chunk: (rows, chunks, the store, open s)."""
-    from streamcvm.store import open_store
+    from streamcvm.data.store import open_store
     t = time.perf_counter()
     s = open_store(path, check_finite=check_finite)
     open_s = time.perf_counter() - t
     if parallel:
-        from streamcvm.parallel import Runner
+        from streamcvm.data.parallel import Runner
         with Runner(threads=threads, use_active=False) as run:
             rows = sum(run.map(_rows_task, s.n_chunks, s))
     else:
@@ -208,7 +208,7 @@ def _read_all(path, check_finite, parallel, threads):
 
 def job_pass(spec):
     import numpy  # noqa: F401 - imported before the timing, as the store's code does
-    import streamcvm.store  # noqa: F401
+    import streamcvm.data.store  # noqa: F401
     args = (spec["check_finite"], spec["parallel"], spec.get("threads"))
     t = time.perf_counter()
     _read_all(spec["warmup_path"], *args)                      # untimed warm-up
@@ -230,8 +230,8 @@ def job_score(spec):
     """A scoring pass: ``predict`` streamed over the whole store (every
     chunk read, checked, and its kernel block against the model's support
     vectors computed: the work of a violator pass, or of predict)."""
-    from streamcvm.model import load_model
-    from streamcvm.store import open_store
+    from streamcvm.estimators.model import load_model
+    from streamcvm.data.store import open_store
     est = load_model(spec["model"])
     t = time.perf_counter()
     est.predict(spec["warmup_path"])                           # untimed warm-up

@@ -83,11 +83,11 @@ class Head:
 
 
 def time_passes(train, model_path, pass_chunks, layouts):
-    from streamcvm.model import load_model
-    from streamcvm.parallel import Runner
-    from streamcvm.predict import predict_chunks
+    from streamcvm.estimators.model import load_model
+    from streamcvm.data.parallel import Runner
+    from streamcvm.predict.chunks import predict_chunks
     from streamcvm.problems.driver import row_stats
-    from streamcvm.store import open_store
+    from streamcvm.data.store import open_store
     est = load_model(model_path)
     store = open_store(train)
     head = Head(store, pass_chunks)
@@ -163,7 +163,7 @@ def main(argv=None):
     print(f"command: `python tools/bench_larger_than_ram.py {' '.join(sys.argv[1:])}`  "
           f"commit {git_commit()}", flush=True)
     train, test = make_stores(a.dir, rows, a.seed)
-    from streamcvm.store import open_store
+    from streamcvm.data.store import open_store
     s = open_store(train)
     disk, raw = s.sizes()
     limit = int(a.limit_gb * 1e9)

@@ -4,7 +4,7 @@ of fitting the features and of writing every row's features to a store,
 with scikit-learn's KernelPCA (the n x n kernel matrix) beside it where it
 can run.
 
-Data (``streamcvm.synthetic.write_store``, seed 0; generated once and cached
+Data (``streamcvm.data.synthetic.write_store``, seed 0; generated once and cached
 in ``--workdir``, reused while the store has the right number of rows): the
 Gaussian mixture (22 features, 2 classes that overlap: Bayes accuracy
 ~96.6%), at every ``--sizes`` (default 100K, 200K, 1M, 2M, 20M rows), and

@@ -24,7 +24,7 @@ set and scored on the test set:
   {0.1, 1, 10}.
 
 Metrics: NDCG@10 (gain 2^y - 1) and pairwise accuracy
-(``streamcvm.metrics``), training seconds of the final fit (in-process,
+(``streamcvm.predict.metrics``), training seconds of the final fit (in-process,
 after a warm-up fit for numba; the data are a few thousand rows).
 
 Usage::
@@ -67,7 +67,7 @@ def make(model, C, gamma):
 
 
 def fit_score(model, C, gamma, X, y, q, Xt, yt, qt):
-    from streamcvm.metrics import ndcg_at_k, pairwise_accuracy
+    from streamcvm.predict.metrics import ndcg_at_k, pairwise_accuracy
     est = make(model, C, gamma)
     t = time.perf_counter()
     if model == "linearsvc":
@@ -91,7 +91,7 @@ def main(argv=None):
     ap.add_argument("--raw-dir")
     a = ap.parse_args(argv)
     raw = raw_dir(a.raw_dir)        # default $STREAMCVM_DATA, else ../shared/data/raw
-    from streamcvm.kernels import estimate_beta
+    from streamcvm.solvers.kernels import estimate_beta
     from streamcvm.problems import one_blas_thread
     print(f"command: `python tools/bench_ranking.py {' '.join(sys.argv[1:])}`  commit "
           f"{B.git_commit()}", flush=True)

@@ -3,7 +3,7 @@
 training rows on Friedman #1, streamcvm (defaults) against what a user would
 pick instead, all in the same run.
 
-Data (``streamcvm.synthetic.write_store(path, "friedman1", n, seed=0)``: 10
+Data (``streamcvm.data.synthetic.write_store(path, "friedman1", n, seed=0)``: 10
 features uniform on [0, 1], ``y = 10 sin(pi x1 x2) + 20 (x3 - 0.5)^2 + 10 x4
 + 5 x5 + N(0, 1)``, so an RMSE of 1.0 is the noise floor and the target's sd
 is ~4.9): training stores of 200K, 1M and 10M rows (``--sizes``), and one
@@ -220,8 +220,8 @@ def child_reference(spec):
         if spec.get("ref_gamma", "auto") == "auto":
             # 1 / the mean squared distance between rows (5,000 rows, seed 0):
             # streamcvm's gamma="auto" before its own choice of x1 or x2
-            from streamcvm.estimators import _resolve_gamma
-            gamma = _resolve_gamma("auto", open_store(spec["train"]))
+            from streamcvm.estimators.base import resolve_gamma
+            gamma = resolve_gamma("auto", open_store(spec["train"]))
         out["gamma_used"] = float(gamma)
         block = None
         if spec["method"] == "svr":

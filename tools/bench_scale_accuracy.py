@@ -3,7 +3,7 @@
 on noisy generated data: streamcvm (README defaults) against the references
 a user would pick instead, all in the same run.
 
-Data (``streamcvm.synthetic.write_store``, seed 0; generated once and cached
+Data (``streamcvm.data.synthetic.write_store``, seed 0; generated once and cached
 in ``--workdir``, reused while the store has the right number of rows):
 
 - gaussian: the Gaussian mixture (22 features, 2 classes, classes overlap:

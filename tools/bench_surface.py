@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from streamcvm import surface                                   # noqa: E402
-from streamcvm.meshio import chamfer, read_points, render_png, write_mesh  # noqa: E402
+from streamcvm.apps import surface                                   # noqa: E402
+from streamcvm.apps.meshio import chamfer, read_points, render_png, write_mesh  # noqa: E402
 
 DATA = os.environ.get("STREAMCVM_DATA", os.path.join(os.path.dirname(__file__), "..", "..",
                                                      "shared", "data", "raw"))

@@ -399,10 +399,11 @@ def parse_rows(s):
 
 def generated_store(path, kind, n, seed=0, first_block=0, progress=False, checksums=True):
     """(the store at ``path``, seconds spent generating it or None): a
-    ``streamcvm.synthetic.write_store`` store of ``n`` rows of ``kind``,
+    ``streamcvm.data.synthetic.write_store`` store of ``n`` rows of ``kind``,
     generated again unless one of ``n`` rows, with chunk checksums or
     without as asked, is there (child side)."""
-    from streamcvm import open_store, synthetic
+    from streamcvm import open_store
+    from streamcvm.data import synthetic
     try:
         s = open_store(path)
         ok = s.n == n and bool(s.checksums) == bool(checksums)

@@ -52,7 +52,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     from datasets import load, protocol_gamma
-    from streamcvm.kernels import Kernel, sq_norms
+    from streamcvm.solvers.kernels import Kernel, sq_norms
     from streamcvm.solvers import meb
     from streamcvm.solvers.exact import EXACT_HIST, EXACT_STATE, bvm_exact
 

@@ -405,7 +405,7 @@ def _fit_surface(spec, tree):
     machine (arrays and scalars, in model/ as for an estimator), the mesh, and
     f at the query points."""
     import numpy as np
-    import streamcvm.surface as S
+    from streamcvm import surface as S       # both layouts: streamcvm.surface is public
     d, out = spec["data"], spec["out"]
     P, Q = _load_array(d, "Xtr"), _load_array(d, "Xte")
     t = time.perf_counter()

@@ -4,7 +4,7 @@
 For a trained two-class model (a ``streamcvm train`` model folder with one
 machine and dense support rows), each candidate replaces ``f(x) = sum_i a_i
 k(x_i, x) + b`` over the |S| support vectors with ``f~(x) = sum_j beta_j
-k(z_j, x) + b~`` over B basis points (``streamcvm.compress``):
+k(z_j, x) + b~`` over B basis points (``streamcvm.problems.compress``):
 
 ====================  =======================================================
 candidate             basis points, coefficients, intercept
@@ -76,9 +76,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     from threadpoolctl import threadpool_limits
-    from streamcvm import compress, open_store
-    from streamcvm.kernels import kernel_sums
-    from streamcvm.model import load_model
+    from streamcvm.problems import compress
+    from streamcvm import open_store
+    from streamcvm.solvers.kernels import kernel_sums
+    from streamcvm.estimators.model import load_model
     est = load_model(a.model)
     if len(est.machines_) != 1 or est.machines_[0].classes is None:
         raise SystemExit(f"{a.model}: a two-class model with one machine is needed")

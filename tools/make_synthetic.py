@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Generate synthetic data into a store or a text file, with bounded memory.
 
-A thin command line over :mod:`streamcvm.synthetic`::
+A thin command line over :mod:`streamcvm.data.synthetic`::
 
     python tools/make_synthetic.py gaussian -n 20000000 -o /tmp/bench/g20m.zarr
     python tools/make_synthetic.py gaussian -n 1000000 -o /tmp/bench/g1m.svm.gz
@@ -57,7 +57,7 @@ def human(nbytes):
 
 
 def build_parser():
-    from streamcvm.synthetic import DEFAULT_D, KINDS
+    from streamcvm.data.synthetic import DEFAULT_D, KINDS
     ap = argparse.ArgumentParser(
         prog="make_synthetic.py",
         description="Generate synthetic rows into a streamcvm store or an svmlight/CSV "
@@ -108,7 +108,7 @@ def main(argv=None):
     parent = os.path.dirname(os.path.abspath(a.output))
     os.makedirs(parent, exist_ok=True)
 
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     progress = not a.quiet and sys.stderr.isatty()
     t0 = time.perf_counter()
     if is_text:

@@ -77,7 +77,7 @@ def tree(path):
 def setup(w):
     sys.path.insert(0, str(REPO))
     import numpy as np
-    from streamcvm import synthetic
+    from streamcvm.data import synthetic
     synthetic.write_store(w / "train.zarr", "gaussian", 5000, seed=0, chunk_rows=1000)
     synthetic.write_store(w / "train.h5", "gaussian", 5000, seed=0, chunk_rows=1000)
     rc, err, _ = run(cli("train", w / "train.zarr", "-o", w / "model", "-q"))

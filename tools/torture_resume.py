@@ -80,7 +80,7 @@ def main(argv=None):
     B.use_source_tree()
     store = os.path.join(a.workdir, f"gaussian_d22_s0_{n}.zarr")
     if not os.path.isdir(store):
-        from streamcvm import synthetic
+        from streamcvm.data import synthetic
         print(f"generating {n:,} rows -> {store}", flush=True)
         synthetic.write_store(store, "gaussian", n, seed=0, progress=True)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))

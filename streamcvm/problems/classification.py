@@ -2,21 +2,21 @@
 
 Each binary machine is trained by :class:`streamcvm.solvers.MEBSolver` on
 the rows of two classes, sampled from the store through a
-:class:`~streamcvm.sampling.ChunkPool` (class-balanced, using the store's
+:class:`~streamcvm.data.sampling.ChunkPool` (class-balanced, using the store's
 labels; no O(n) index). Multi-class is one-vs-one (as LIBSVM, the default) or
 one-vs-rest. A trained machine is plain arrays: support rows, coefficients
 ``alpha_i y_i`` and an intercept, with ``f(x) = sum_i coef_i k(x_i, x) + b``.
 
 Per-class and per-sample C (``class_weight``, sample weights; generalized-cvm
 sec. IV-A) and kernels without a constant diagonal make the problem a
-center-constrained MEB (:class:`~streamcvm.problems.points.RowPoints`),
+center-constrained MEB (:class:`~streamcvm.solvers.points.RowPoints`),
 which CVM and FVM solve and BVM refuses.
 """
 import numpy as np
 
 from .driver import Solve, kernel_bound, row_stats, run_solver
 from .machine import Machine
-from .points import RowPoints
+from ..solvers.points import RowPoints
 from .progressive import plan, train_progressive
 
 PROBE_CORE = 2048   # train_size="auto": core vectors of the sampled fit on every row before going progressive
@@ -96,7 +96,7 @@ def train_machine(store, kernel, solve=None, *, classes=None, C=1.0, full_pass=F
                                   callback=None if callback is None else shown),
                         make_pool=stage_pool, validation=val, warm=warm, exact_start=False,
                         stop=stop, **kw)
-        from ..compress import compactor
+        from .compress import compactor
         m = train_progressive(store, kernel, classes, sizes, seed=solve.seed,
                               runner=solve.runner, weighted=sample_weight, resume=resume,
                               train=stage, compact=compactor(kernel, solve))

@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from ..sampling import ChunkPool, relabel
+from ..data.sampling import ChunkPool, relabel
 from ..solvers import MEBSolver
 
 
@@ -62,7 +62,7 @@ def one_blas_thread():
 
 
 def _stats_task(i, store, classes):
-    from ..kernels import sq_norms
+    from ..solvers.kernels import sq_norms
     c = store.chunk(i)
     y = np.asarray(c.y, np.float64)
     keep = np.ones(len(y), bool) if classes is None else \
@@ -82,7 +82,7 @@ def row_stats(store, classes=None, runner=None):
     norms), and ``"max_abs_y"`` and ``"min_w"`` (smallest sample weight, 1
     without a weight column), ``"n"``, ``"sum_y"``, ``"sum_y2"``, ``"min_y"``,
     ``"max_y"``, over the rows of ``classes`` when given."""
-    from ..parallel import as_runner
+    from ..data.parallel import as_runner
     out = {"max_sq": 0.0, "min_sq": np.inf, "max_abs_y": 0.0, "min_w": np.inf, "n": 0,
            "sum_y": 0.0, "sum_y2": 0.0, "min_y": np.inf, "max_y": -np.inf}
     for r in as_runner(runner).map(_stats_task, store.n_chunks, store, classes):
@@ -147,14 +147,14 @@ class Solve:
     ``n_jobs`` (threads of the exact pass; None: all). The run's plumbing:
     ``callback(solver)`` (progress), ``pass_progress(done, total, pass)``
     (full passes' chunk tasks), ``checkpointer`` (a
-    :class:`streamcvm.checkpoint.Checkpointer` that snapshots the solver as it
+    :class:`streamcvm.problems.checkpoint.Checkpointer` that snapshots the solver as it
     goes; ``n_machines``: for its progress record), ``resume`` (``{"current":
     manifest["current"], "arrays": ...}`` of a snapshot taken inside this
     machine, to continue from), ``runner`` (where O(n) passes run their
-    chunk tasks: a :class:`streamcvm.parallel.Runner`; None: the active dask
+    chunk tasks: a :class:`streamcvm.data.parallel.Runner`; None: the active dask
     client, else threads). ``compact``: "auto" (a machine trained by
     progressive subsampling gets a compact expansion where it pays,
-    :func:`streamcvm.compress.compact_machine`) or False (the default: trial
+    :func:`streamcvm.problems.compress.compact_machine`) or False (the default: trial
     fits, folds; the estimators set it)."""
 
     method: str = "bvm"
@@ -181,10 +181,10 @@ def run_solver(store, kernel, points, solve=None, *, classes=None, target="raw",
                stop="slack", warm=None, exact_start=True):
     """Train one machine's MEB on ``store`` and return the solver.
 
-    ``points``: the problem's points (:mod:`streamcvm.problems.points`);
+    ``points``: the problem's points (:mod:`streamcvm.solvers.points`);
     ``solve``: the solver's options and the run's plumbing (:class:`Solve`;
     default ``Solve()``). ``classes``/``target``: which rows and how their
-    labels are seen (see :meth:`streamcvm.sampling.ChunkPool.draw`). Small
+    labels are seen (see :meth:`streamcvm.data.sampling.ChunkPool.draw`). Small
     plain problems wholly pooled run the exact BVM. ``make_pool(rng, state)``: the
     sampler to draw from, fresh (``state`` None) or as saved (default: a
     :class:`ChunkPool` of rows); ``dim``, ``sparse``: the points' feature

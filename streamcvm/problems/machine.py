@@ -24,13 +24,13 @@ class Machine:
     regression: bool = False      # f(x) is a regression estimate (classes None)
     epsilon_bar: float = None     # regression: the tube width the L2-SVR found (cvr eq. 10)
     compact: object = None        # a compact expansion of f (a Machine of B basis rows), or None
-    compact_info: dict = None     # how it was chosen (streamcvm.compress.compact_machine)
+    compact_info: dict = None     # how it was chosen (streamcvm.problems.compress.compact_machine)
 
     def decision(self, kernel, X, sq=None, n_jobs=1):
         """f(x) (binary) or R^2 - d^2(x) (one-class), for rows X, in kernel
-        blocks of bounded memory (:func:`~streamcvm.kernels.kernel_sums`, on
+        blocks of bounded memory (:func:`~streamcvm.solvers.kernels.kernel_sums`, on
         ``n_jobs`` threads)."""
-        from ..kernels import kernel_sums, sq_norms
+        from ..solvers.kernels import kernel_sums, sq_norms
         sq = sq_norms(X) if sq is None else sq
         if self.sv_sq is None:
             self.sv_sq = sq_norms(self.sv)
@@ -75,7 +75,7 @@ def has_compact(rec):
 
 def machine_from(rec, arrays):
     """The inverse of :func:`machine_arrays`."""
-    from ..store import csr_view
+    from ..data.store import csr_view
     sv = csr_view(arrays["sv_data"], arrays["sv_indices"], arrays["sv_indptr"],
                   tuple(rec["shape"])) if rec["sparse"] else arrays["sv"]
     cl = rec["classes"]

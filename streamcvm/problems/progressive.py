@@ -39,7 +39,7 @@ set, extrapolated from the last, would pass a budget (``admit``).
 import numpy as np
 import scipy.sparse as sp
 
-from ..sampling import relabel
+from ..data.sampling import relabel
 
 MIN_ROWS = 65536            # machines with more rows train progressively (train_size="auto")
 FIRST_ROWS = 16384          # the first stage's training rows
@@ -101,7 +101,7 @@ def draw_sample(store, classes, n_val, n_train, seed, runner=None, weighted=Fals
     """One pass: the validation rows (the ``n_val / rows`` share of smallest
     keys) and a training sample of about ``n_train`` rows after them, in key
     order (at most ``n_train`` rows), each as (ids, X, y, w)."""
-    from ..parallel import as_runner
+    from ..data.parallel import as_runner
     rows = max(machine_rows(store, classes), 1)
     f_val = n_val / rows
     # a little over the expected count (4 standard deviations), cut to n_train below
@@ -264,8 +264,8 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
     chosen on the validation rows). Returns
     the machine (support ids mapped to the store's rows) with the stages
     recorded in its history."""
-    from ..sampling import ChunkPool
-    from ..store import ArrayStore
+    from ..data.sampling import ChunkPool
+    from ..data.store import ArrayStore
     n_val, n_train = sizes
     (vid, Xv, yv, _), (tid, Xt, yt, wt) = draw_sample(store, classes, n_val, n_train, seed,
                                                       runner, weighted)

@@ -10,13 +10,13 @@ has the dual (eq. 24) ``max -a'K~a`` on the simplex with
 
 whose diagonal ``k_ii + k_jj - 2 k_ij + 1/C`` is not constant: with
 ``Delta_p = eta - K~_pp`` it is a center-constrained MEB with constant
-``q = eta`` (:class:`~streamcvm.problems.points.RowPoints`, sign 1, no bias).
+``q = eta`` (:class:`~streamcvm.solvers.points.RowPoints`, sign 1, no bias).
 
 A pair is handed to the solvers as one "row", the two documents' features
 side by side ``[x_i, x_j]``, under :class:`PairKernel`: so CVM and FVM run
 unchanged (BVM refuses the non-constant diagonal). Pairs are never
 materialised over the data: they are drawn within query groups from the
-sampler's pooled chunks (:meth:`~streamcvm.sampling.ChunkPool.draw_pairs`),
+sampler's pooled chunks (:meth:`~streamcvm.data.sampling.ChunkPool.draw_pairs`),
 with point id ``i n + j``. The scoring function is
 ``f(x) = sum_p a_p (k(x_i, x) - k(x_j, x))``, one coefficient per document
 row (its pairs' weights summed, with sign).
@@ -24,12 +24,12 @@ row (its pairs' weights summed, with sign).
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels import EXPONENTIAL, LAPLACIAN, LINEAR, NPOLY, RBF
-from ..sampling import ChunkPool
+from ..solvers.kernels import EXPONENTIAL, LAPLACIAN, LINEAR, NPOLY, RBF
+from ..data.sampling import ChunkPool
 from ..solvers.methods import method_class
 from .driver import Solve, kernel_bound, row_stats, run_solver
 from .machine import Machine
-from .points import RowPoints
+from ..solvers.points import RowPoints
 
 RANKING = "ranking (the pair kernel's diagonal is not constant)"
 
@@ -74,7 +74,7 @@ def _col_sums(i, store):
 
 
 def _max_centered(i, store, mu):
-    from ..kernels import sq_norms
+    from ..solvers.kernels import sq_norms
     X = store.chunk(i).X
     # ||x - mu||^2 = ||x||^2 - 2 x'mu + ||mu||^2 (CSR rows stay sparse)
     return float((sq_norms(X) - 2.0 * np.asarray(X @ mu).ravel() + mu @ mu).max())
@@ -82,7 +82,7 @@ def _max_centered(i, store, mu):
 
 def centered_max_sq(store, runner=None):
     """max ||x - mean||^2 over the rows, in two passes of chunk tasks."""
-    from ..parallel import as_runner
+    from ..data.parallel import as_runner
     run = as_runner(runner)
     total = sum(run.map(_col_sums, store.n_chunks, store), np.zeros(store.d))
     mu = total / max(store.n, 1)

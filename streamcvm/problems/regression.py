@@ -8,7 +8,7 @@ The primal (cvr eq. 6), with the bias penalised and squared slacks,
 has the dual (eqs. 7-8) over the 2m points ``(x_i, s)``, ``s = +-1``:
 ``max a'q - a'K~a`` on the simplex with ``K~ = s s' (K + 1) + (mu m / C) I``
 and ``q = eta + (2/C) s t`` (eq. 15), i.e. a center-constrained MEB
-(:class:`~streamcvm.problems.points.SignedPoints`). The tube width ``epsbar``
+(:class:`~streamcvm.solvers.points.SignedPoints`). The tube width ``epsbar``
 is not a parameter: ``mu`` (the mean slack, like nu-SVR's nu) sets it, and
 it is recovered from the solution (eq. 10). The regression function is
 ``f(x) = C sum_p a_p s_p (k(x_p, x) + 1)`` (eq. 9), fitted to the targets
@@ -24,7 +24,7 @@ import numpy as np
 from ..solvers.methods import method_class
 from .driver import Solve, kernel_bound, row_stats, run_solver
 from .machine import Machine
-from .points import SignedPoints
+from ..solvers.points import SignedPoints
 
 
 def regression_points(store, kernel, C, mu, stats=None, runner=None, centred=True):
@@ -91,7 +91,7 @@ def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=Fals
 
         def admit(rows, machine, m):
             return machine.core_size * rows / m <= budget
-        from ..compress import compactor
+        from .compress import compactor
         machine = train_progressive(store, kernel, None, sizes, seed=solve.seed,
                                     runner=solve.runner, resume=solve.resume, train=stage,
                                     verdict=SquaredVerdict(),
@@ -187,7 +187,7 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method="c
     one with the fewest support vectors. Returns
     (mu, gamma, trials: a list of dicts). ``make_kernel(gamma)``: the
     kernel. ``sample``: (fit, val) rows from :func:`held_out`, else drawn."""
-    from ..store import ArrayStore
+    from ..data.store import ArrayStore
     mus = [m * sd for m in MU_GRID] if mu == "auto" else [float(mu)]
     gammas = [g * base_gamma for g in GAMMA_GRID] if gamma == "auto" else [float(gamma)]
     if len(mus) * len(gammas) == 1:

@@ -3,7 +3,7 @@
 
 Points are rows ``z_i = (x_i, y_i)`` with the transformed kernel
 ``k~_ij = s_i s_j (k_ij + b) + [i == j] / C_i`` and linear terms ``q_i``
-(:mod:`streamcvm.problems.points`). The center is ``c = sum_i a_i phi~(z_i)``
+(:mod:`streamcvm.solvers.points`). The center is ``c = sum_i a_i phi~(z_i)``
 over the core set, so
 
     ||c||^2 = a'K~a,   d_l^2 = ||c||^2 - 2 (K~a)_l + q_l (+ ce^2),
@@ -21,8 +21,8 @@ of the eps schedule (:mod:`.meb`).
 import numpy as np
 import scipy.sparse as sp
 
-from ..coreset import CoreSet
-from ..kernels import sq_norms, weighted_sum
+from .coreset import CoreSet
+from .kernels import sq_norms, weighted_sum
 from .smo import center_sq_norm
 
 DENSE_MAX_D = 2048
@@ -44,8 +44,8 @@ class Ball:
 
     Parameters
     ----------
-    kernel : streamcvm.kernels.Kernel
-    points : the problem's points (:mod:`streamcvm.problems.points`)
+    kernel : streamcvm.solvers.kernels.Kernel
+    points : the problem's points (:mod:`streamcvm.solvers.points`)
     C, b : the base C, and 1 (two-class) or 0 (one-class)
     d, sparse : the rows' features and layout
     cache : keep k among core vectors (the O(|S|^2) cache; BVM needs none)
@@ -94,7 +94,7 @@ class Ball:
 
     def dist2(self, X, P, sq=None, check_core=False):
         """Squared distances from the center to the points ``P = (pid, ridx,
-        s, q, ic)`` over rows ``X`` (see :mod:`streamcvm.problems.points`), and
+        s, q, ic)`` over rows ``X`` (see :mod:`streamcvm.solvers.points`), and
         the kernel block ``k(X, core)`` they came from. With ``check_core``,
         points that are core vectors get their ``a_l ic_l`` term of (K~a)_l;
         without, the points are taken to be outside the core set."""

@@ -9,7 +9,7 @@ of what a first fit on a fresh install waits for: ``tools/bench_compile.py``).""
 import numpy as np
 from numba import njit, prange
 
-from ..kernels import exp_nonpos
+from .kernels import exp_nonpos
 
 
 @njit(cache=True, nogil=True)

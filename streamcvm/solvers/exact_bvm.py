@@ -14,7 +14,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels import RBF, kernel_sums, sq_norms
+from .kernels import RBF, kernel_sums, sq_norms
 from .exact import EXACT_HIST, EXACT_STATE, bvm_exact, half_last_step
 
 EXACT_MAX_CELLS = 64_000_000  # rows x features (or nnz) the exact pass may hold (256 MB float32)

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from ..kernels import kernel_sums, sq_norms
+from .kernels import kernel_sums, sq_norms
 from .ball import Ball, inner
 from .exact_bvm import ExactBVM
 from .methods import method_class
@@ -46,14 +46,14 @@ class MEBSolver:
 
     Parameters
     ----------
-    kernel : streamcvm.kernels.Kernel (constant diagonal unless ``points``
+    kernel : streamcvm.solvers.kernels.Kernel (constant diagonal unless ``points``
         says otherwise)
     C : regularisation; b : 1 (two-class) or 0 (one-class)
     method : "cvm", "bvm" or "fvm" (:data:`~.methods.METHODS`); eps : target
         tolerance, or "auto"
     sample_size : rows per violator search (59: a top-5% point with 95% odds)
     points : which MEB points the rows stand for, with their signs, 1/C_i and
-        linear terms (:mod:`streamcvm.problems.points`); default: the rows,
+        linear terms (:mod:`streamcvm.solvers.points`); default: the rows,
         one C, the plain MEB. Only the plain MEB runs BVM.
     n_jobs : threads of the exact BVM pass (None or -1: all numba's); the
         model does not depend on it
@@ -69,7 +69,7 @@ class MEBSolver:
                  sample_size=59, patience=None, max_core=None, init_size=20,
                  smo_max_iter=100000, points=None, n_jobs=None):
         if points is None:
-            from ..problems.points import RowPoints
+            from .points import RowPoints
             if not kernel.constant_diagonal:
                 raise ValueError(f"a kernel without constant k(x, x) ({kernel.name!r}) "
                                  "needs points with an eta bounding the diagonal")
@@ -378,7 +378,7 @@ class MEBSolver:
         """Passes over every point, core vectors included, until a pass finds
         no violator at the target eps (:mod:`.passes`). ``full_pass``: a point
         source (``n_chunks``, ``points(i)``), whose chunks run as tasks on
-        ``runner`` (a :class:`streamcvm.parallel.Runner`; default: the active
+        ``runner`` (a :class:`streamcvm.data.parallel.Runner`; default: the active
         dask client, else threads), or a factory of ``(ids, X, y[, w])``
         blocks, scanned here. Each pass takes its steps on the furthest
         violators it found, furthest first: BVM and FVM update their
@@ -386,9 +386,9 @@ class MEBSolver:
         them after SMO. ``progress(done, total, pass number)``: after each
         chunk task.
         Returns the number of violators the first pass found."""
-        from ..parallel import as_runner
-        from .passes import (BLOCK_ROWS, PER_CHUNK, TopRows, pass_rows, scan,
-                             sub_blocks, violator_task)
+        from ..data.parallel import as_runner
+        from .passes import (BLOCK_ROWS, PER_CHUNK, TopRows, pass_rows, scan, sub_blocks,
+            violator_task)
         tasks = hasattr(full_pass, "points") and hasattr(full_pass, "n_chunks")
         run = as_runner(runner) if tasks else None
         first = None
@@ -429,7 +429,7 @@ class MEBSolver:
         ``max_core`` before its eps: recorded in the history as
         ``certified_eps`` and ``dual_gap`` with ``capped: True``, and kept
         as :attr:`certified_eps`. Returns that eps."""
-        from ..parallel import as_runner
+        from ..data.parallel import as_runner
         from .passes import TopRows, violator_task
         center = self.ball.freeze(self.radius2, self.eps)
         top = TopRows(1)

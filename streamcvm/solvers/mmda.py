@@ -118,14 +118,14 @@ class Basis:
             W[a:a + len(d.ids), q] = d.coef
             a += len(d.ids)
         self.ids, self.rows, self.W = merge_rows(ids, rows, W)
-        from ..kernels import sq_norms
+        from .kernels import sq_norms
         self.sq = sq_norms(self.rows)
 
     def project(self, kernel, X, sq=None):
         """[len(X), s]: ``u_q'phi(x)`` of every row and direction."""
         if self.s == 0:
             return np.zeros((X.shape[0], 0))
-        from ..kernels import kernel_sums
+        from .kernels import kernel_sums
         return np.asarray(kernel_sums(kernel, X, self.rows, self.W, sq, self.sq),
                           np.float64).reshape(X.shape[0], self.s)
 
@@ -140,7 +140,7 @@ class MMDASolver:
     :class:`~.meb.MEBSolver`), its core QP solved by :func:`sor`, warm started
     (to steps below ``tol`` times ``1'a``).
 
-    ``fit(pool, classes)`` draws from a :class:`streamcvm.sampling.ChunkPool`
+    ``fit(pool, classes)`` draws from a :class:`streamcvm.data.sampling.ChunkPool`
     (``classes = (neg, pos)``: the sides; target +-1). Afterwards
     :meth:`unit_direction` is the new unit direction."""
 
@@ -201,7 +201,7 @@ class MMDASolver:
         """Squared distances of rows ``X`` with labels ``y`` (outside the core
         set) to the center: ``||c||^2 - 2 c'phi~(z) + kt``."""
         from .ball import distance2
-        from ..kernels import sq_norms
+        from .kernels import sq_norms
         sq = sq_norms(X)
         Kc = self.kernel.block(X, self.rows, sq).astype(np.float64)
         Ka = Kc @ self._ay + self._ay.sum()

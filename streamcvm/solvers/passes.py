@@ -24,7 +24,7 @@ A point source (:class:`streamcvm.problems.driver.RowSource`,
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels import sq_norms
+from .kernels import sq_norms
 
 # Rows a chunk task returns at most, and rows the driver keeps per pass (the
 # furthest of all chunks'; dense rows: at most PASS_BYTES of them). An ad-hoc

@@ -8,7 +8,7 @@ leaves the previous output (or nothing) and, at worst, a temporary name
 that the next writer removes. An existing destination is renamed aside
 first and removed only once the new one is in place (:func:`publish`); the
 caller has already checked that it may be replaced
-(:func:`streamcvm.outputs.check_output`), and says what it may replace:
+(:func:`streamcvm.data.outputs.check_output`), and says what it may replace:
 anything (``replace=True``), nothing (``False``: the final rename refuses
 to replace a path, atomically, where the OS can), or exactly what it saw
 when it checked (an :func:`identity`). A path that appeared or changed

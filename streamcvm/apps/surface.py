@@ -162,7 +162,7 @@ def _params(scales, kernel, mu, c_per_row, eps, offset, step, max_rows, seed):
 
 
 def _kernel(name, sigma):
-    from .kernels import Kernel
+    from ..solvers.kernels import Kernel
     if name == "rbf":
         return Kernel("rbf", gamma=0.5 / sigma ** 2)
     if name == "exponential":
@@ -208,12 +208,12 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
     a line per stage, ``progress(done, total)`` the levels done. Fewer than
     ``MIN_POINTS`` points, points on a plane or a line, or non-finite
     coordinates or scales are a ValueError."""
-    from .checkpoint import Checkpointer, finished_machines
-    from .problems import one_blas_thread
-    from .problems.driver import Solve
-    from .problems.machine import machine_arrays
-    from .problems.regression import train_regressor
-    from .store import as_store
+    from ..problems.checkpoint import Checkpointer, finished_machines
+    from ..problems import one_blas_thread
+    from ..problems.driver import Solve
+    from ..problems.machine import machine_arrays
+    from ..problems.regression import train_regressor
+    from ..data.store import as_store
     P = check_points(points)
     scales = tuple(scales)
     if len(scales) < 1 or not all(np.isfinite(v) and v > 0 for v in scales):
@@ -318,11 +318,11 @@ def _slab_task(i, model, axes, per):
 def grid_values(model, lo, hi, n, *, runner=None, progress=None):
     """f on a grid over [lo, hi] (``n`` points along the longest side):
     (values [nx, ny, nz] float32, axes). The grid is cut into slabs of x,
-    one chunk task each on ``runner`` (:class:`~streamcvm.parallel.Runner`,
+    one chunk task each on ``runner`` (:class:`~streamcvm.data.parallel.Runner`,
     a client or None: dask's threads), so memory is a few slabs' kernel
     blocks plus the grid's floats."""
-    from .kernels import sq_norms
-    from .parallel import as_runner
+    from ..solvers.kernels import sq_norms
+    from ..data.parallel import as_runner
     for _, m in model.levels:           # filled before the tasks share the model
         if m.sv_sq is None:
             m.sv_sq = sq_norms(m.sv)

@@ -20,7 +20,7 @@ first, before it reads a row:
   lives in the command's own process and is gone when it exits).
 
 The answer, a :class:`Target`, travels to the writer: its ``replace`` tells
-:func:`streamcvm.atomic.publish` what it may replace when the output is
+:func:`streamcvm.data.atomic.publish` what it may replace when the output is
 complete (whatever is there with ``overwrite``; else exactly what was
 seen here, or nothing), so two runs writing one path never replace each
 other's output in silence.
@@ -39,7 +39,7 @@ class Target(NamedTuple):
     """What :func:`check_output` found at an output path."""
     path: str
     mode: str           # "stdout", "special" (write into it), "replace" or "new"
-    replace: object     # for streamcvm.atomic.publish: True (anything: overwrite),
+    replace: object     # for streamcvm.data.atomic.publish: True (anything: overwrite),
     #                     False (nothing) or the identity of what was there
 
 
@@ -73,7 +73,7 @@ def streamcvm_kind(path):
             except (OSError, ValueError):
                 return None
             return None
-        from .checkpoint import is_checkpoint_dir
+        from ..problems.checkpoint import is_checkpoint_dir
         if is_checkpoint_dir(path):
             return "checkpoints"
     if os.path.isdir(path) or (os.path.isfile(path) and path.lower().endswith((".h5", ".hdf5"))):

@@ -1,8 +1,8 @@
 """The two store formats, one class each, for reading and for writing
 (docs/store-format.md): a Zarr v3 group (a folder, or an fsspec URL zarr
 reads) and an HDF5 file (a local path). Both hold the same named arrays and
-JSON attributes; :class:`streamcvm.store.DiskStore` reads through them and
-:class:`streamcvm.ingest.writer.StoreWriter` writes through them, so the
+JSON attributes; :class:`streamcvm.data.store.DiskStore` reads through them and
+:class:`streamcvm.data.writer.StoreWriter` writes through them, so the
 format is written down here only.
 
 ``Format(path, "r")``: ``attrs`` (dict), ``array(name)``, ``has(name)``,

@@ -1,4 +1,4 @@
-"""Prediction over a store, one task per chunk (:mod:`streamcvm.parallel`):
+"""Prediction over a store, one task per chunk (:mod:`streamcvm.data.parallel`):
 the model is sent to the workers once, each task reads its chunk where the
 data are and returns the chunk's labels, query ids, predictions and
 decision values, in chunk order. Memory on the driver is a few chunks'
@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .parallel import as_runner
-from .store import StoreError
+from ..data.parallel import as_runner
+from ..data.store import StoreError
 
 
 class Predicted(NamedTuple):
@@ -28,7 +28,7 @@ def _predict_task(i, store, est, proba=False):
 
 def predict_chunks(est, store, runner=None, progress=None, proba=False):
     """:class:`Predicted` for every chunk of ``store``, in order, computed on
-    ``runner`` (a :class:`~streamcvm.parallel.Runner`, a client, or None:
+    ``runner`` (a :class:`~streamcvm.data.parallel.Runner`, a client, or None:
     the active client, else threads). ``progress(done, total)`` after each.
     ``proba``: with the class probabilities too."""
     if store.d != est.n_features_in_:
@@ -68,18 +68,3 @@ def class_table(classes, store, one_class=False):
                          f"({', '.join(str(c) for c in list(classes)[:5])}"
                          f"{', ...' if len(classes) > 5 else ''})")
     return table
-
-
-def ovo_votes(F, k):
-    """One-vs-one decisions -> per-class votes + confidence in (-1/3, 1/3).
-    Column c of ``F`` is machine (i, j), i < j, in row-major order: positive
-    votes for j, otherwise for i."""
-    i, j = np.triu_indices(k, 1)
-    to_j = np.zeros((len(i), k))
-    to_j[np.arange(len(i)), j] = 1.0
-    to_i = np.zeros((len(i), k))
-    to_i[np.arange(len(i)), i] = 1.0
-    pos = (F > 0).astype(np.float64)
-    votes = pos @ to_j + (1.0 - pos) @ to_i
-    conf = F @ (to_j - to_i)
-    return votes + conf / (3.0 * (np.abs(conf) + 1.0))

@@ -23,7 +23,7 @@ second writer is refused instead of racing the first.
 
 The checkpoint directory may be an fsspec URL (``s3://``, ``memory://`` ...):
 a snapshot is then written locally and uploaded with its manifest last
-(:func:`streamcvm.atomic.atomic_dir`); a snapshot left without its manifest
+(:func:`streamcvm.data.atomic.atomic_dir`); a snapshot left without its manifest
 by a killed upload is skipped, with a warning, as a damaged one is.
 """
 import datetime
@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 import xxhash
 
-from .atomic import Place, atomic_dir
+from ..data.atomic import Place, atomic_dir
 
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"
@@ -50,7 +50,7 @@ class CheckpointError(ValueError):
 def _versions():
     import numba
     import scipy
-    from . import __version__
+    from .. import __version__
     return {"streamcvm": __version__, "numpy": np.__version__, "numba": numba.__version__,
             "scipy": scipy.__version__}
 
@@ -507,7 +507,7 @@ def finished_machines(ck, man, arrays):
     unpacked from :meth:`Checkpointer.save`'s one array per field and put
     back into ``ck`` (its ``done``, ``machine``) so later snapshots keep
     them."""
-    from .problems.machine import machine_from
+    from .machine import machine_from
     machines = []
     start = {}
     for rec in man["machines_done"]:
@@ -534,7 +534,7 @@ def machine_done(ck, m, n_machines):
     after the last machine, and after others when a snapshot is due."""
     if ck is None:
         return
-    from .problems.machine import machine_arrays
+    from .machine import machine_arrays
     ck.done.append(machine_arrays(m))
     ck.machine = len(ck.done)
     if ck.machine == n_machines or ck.due():

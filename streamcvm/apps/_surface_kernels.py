@@ -1,4 +1,4 @@
-"""The numba kernel of :mod:`streamcvm.surface` (apart, so that importing
+"""The numba kernel of :mod:`streamcvm.apps.surface` (apart, so that importing
 the surface module, as the command line's parser does for its defaults,
 compiles nothing)."""
 import numpy as np

@@ -27,7 +27,7 @@ model; docs/solvers.md, "Compact expansions", gives the formulations.
 """
 import numpy as np
 
-from .kernels import kernel_sums, sq_norms
+from ..solvers.kernels import kernel_sums, sq_norms
 
 
 def _dense(X):
@@ -289,7 +289,7 @@ def compactor(kernel, solve, regression=False):
 def sample_rows(store, seed=0, runner=None):
     """(fit rows, check rows) of a training store, disjoint, dense: up to
     ``FIT_ROWS`` and ``CHECK_ROWS`` (half the rows each when it has fewer)."""
-    from .problems.progressive import draw_sample
+    from .progressive import draw_sample
     n_check = int(min(CHECK_ROWS, store.n // 2))
     (_, Xc, _, _), (_, Xf, _, _) = draw_sample(store, None, n_check,
                                                int(min(FIT_ROWS, store.n - n_check)), seed,

@@ -39,7 +39,7 @@ def read_points(path):
                               f"({', '.join(found[:5]) or 'none'}); name one")
         return read_points(os.path.join(path, found[0]))
     if os.path.isdir(path) or low.endswith((".zarr", ".h5", ".hdf5")):
-        from .store import open_store
+        from ..data.store import open_store
         s = open_store(path)
         if s.d != 3:
             raise PointsError(f"{path}: a store of {s.d} features, not 3D points")
@@ -119,9 +119,9 @@ def _number(text):
 def write_mesh(path, vertices, faces, replace=True):
     """Write a triangle mesh: ``.ply`` (binary little-endian, float32
     vertices, int32 faces) or ``.obj`` (text, 1-based indices), under a
-    temporary name renamed into place (:func:`streamcvm.atomic.atomic_file`;
-    ``replace``: what may be at ``path``, :func:`streamcvm.atomic.publish`)."""
-    from .atomic import atomic_file
+    temporary name renamed into place (:func:`streamcvm.data.atomic.atomic_file`;
+    ``replace``: what may be at ``path``, :func:`streamcvm.data.atomic.publish`)."""
+    from ..data.atomic import atomic_file
     path = os.fspath(path)
     V = np.asarray(vertices, np.float32)
     F = np.asarray(faces, np.int32)
@@ -167,7 +167,7 @@ def render_png(path, vertices, faces, *, size=800, elev=20.0, azim=-60.0, title=
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from mpl_toolkits.mplot3d.art3d import Poly3DCollection
-    from .atomic import atomic_file
+    from ..data.atomic import atomic_file
     V = np.asarray(vertices, np.float64)
     if up not in ("x", "y", "z"):
         raise ValueError(f"up must be 'x', 'y' or 'z', got {up!r}")

@@ -17,12 +17,12 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import checkpoint
-from .kernels import Kernel
-from .problems.machine import Machine
-from .sampling import ChunkPool
-from .solvers.mmda import Basis, Direction, MMDASolver
-from .store import as_store, is_store_like
+from ..data.sampling import ChunkPool
+from ..data.store import as_store, is_store_like
+from ..problems.machine import Machine
+from ..solvers.kernels import Kernel
+from ..solvers.mmda import Basis, Direction, MMDASolver
+from .base import Checkpoints, Fit, positive_number, resolve_gamma, store_classes, training_record
 
 
 class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -54,7 +54,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     keeps R^2 >= 0.999 on training rows the fit of the basis did not use,
     and ``transform`` uses it; False: the full expansions, at fit and in
     ``transform``, which can be set on a fitted or loaded model;
-    :func:`streamcvm.compress.compact_shared`).
+    :func:`streamcvm.problems.compress.compact_shared`).
 
     ``fit`` takes arrays or a store (a path or an opened store: y from the
     store); ``transform`` takes arrays or a store (streamed chunk by chunk);
@@ -80,7 +80,6 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         if not (isinstance(self.n_components, numbers.Integral) and self.n_components >= 1):
             raise ValueError(f"n_components must be a positive integer, got "
                              f"{self.n_components!r}")
-        from .estimators import positive_number
         if not positive_number(self.C):
             raise ValueError(f"C must be a positive finite number, got {self.C!r}")
         if not isinstance(self.eps, numbers.Real) or not 0 < self.eps < 1:
@@ -99,9 +98,6 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         newest one there, with the same features as a run never interrupted.
         Another run's snapshots there are refused, or deleted with
         ``checkpoint_replace=True``."""
-        from .estimators import _resolve_gamma, _training_record, store_classes
-        from .problems import one_blas_thread
-        from .progress import FitProgress
         t0 = time.perf_counter()
         self._check_params()
         if is_store_like(X):
@@ -123,7 +119,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         except ValueError as e:
             raise ValueError(f"MMDATransformer needs at least two classes in y ({e})") \
                 from None
-        self.gamma_ = _resolve_gamma(self.gamma, store)
+        self.gamma_ = resolve_gamma(self.gamma, store)
         kern = Kernel(self.kernel, gamma=self.gamma_)
         k = len(codes)
         codes = [float(c) for c in codes]
@@ -131,18 +127,14 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             [(tuple(c for c in codes if c != p), p) for p in codes]
         seed = 0 if self.random_state is None else int(self.random_state)
         n_feat = len(sides) * self.n_components
-        ck, machines, _ = checkpoint.for_fit(self, store, kern, checkpoint_dir, resume,
-                                             checkpoint_every, None, checkpoint_keep,
-                                             checkpoint_replace)
-        if ck is not None:
-            ck.event_gap = checkpoint_every if checkpoint_every is not None else 1.0
-        with checkpoint.held(ck), \
-                FitProgress(self.verbose, n_feat, "mmda", unit="feature", verb="fit") as bar, \
-                one_blas_thread():
-            for f in range(n_feat):
-                bar.next()
-                if f < len(machines):
-                    continue
+        ckpt = Checkpoints(checkpoint_dir, checkpoint_every, None, checkpoint_keep, resume,
+                           checkpoint_replace)
+        with Fit(self, store, kern, n_feat, ckpt, runner=False, method="mmda", unit="feature",
+                 verb="fit") as fit:
+            if fit.ck is not None:
+                fit.ck.event_gap = checkpoint_every if checkpoint_every is not None else 1.0
+            machines = fit.machines
+            for f in fit.todo():
                 j, s = divmod(f, self.n_components)
                 t = time.perf_counter()
                 pool = ChunkPool(store, np.random.default_rng([seed, j, s]), classes=sides[j])
@@ -156,19 +148,16 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                     pool = None         # its chunks freed before the next feature's pool
                 d = solver.unit_direction()
                 hist = solver.history + [{"seconds": time.perf_counter() - t}]
-                m = Machine(sv=d.rows, coef=d.coef, intercept=0.0, sv_ids=d.ids,
-                            classes=sides[j], n_iter=solver.n_iter, core_size=d.own,
-                            history=hist)
-                machines.append(m)
-                checkpoint.machine_done(ck, m, n_feat)
-                bar.note(f"class {j + 1}/{len(sides)} feature {s + 1}: core "
-                         f"{len(solver.ids):,}, {d.own:,} support rows")
+                fit.done(Machine(sv=d.rows, coef=d.coef, intercept=0.0, sv_ids=d.ids,
+                                 classes=sides[j], n_iter=solver.n_iter, core_size=d.own,
+                                 history=hist))
+                fit.bar.note(f"class {j + 1}/{len(sides)} feature {s + 1}: core "
+                             f"{len(solver.ids):,}, {d.own:,} support rows")
         self.kernel_ = kern
         self._set_features(machines)
         if self.compact == "auto":
             self._compact_features(store, seed)
-        self.checkpoint_stats_ = checkpoint.stats(ck)
-        self.training_ = _training_record(self, store, t0)
+        self.training_ = training_record(self, store, t0)
         return self
 
     def _set_features(self, machines, seconds=None):
@@ -188,7 +177,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self._n_features_out = len(machines)
         self._compact_basis = None          # (Z, Beta [B, features], b, |Z|^2): one basis for all
         if machines and all(m.compact is not None for m in machines):
-            from .kernels import sq_norms
+            from ..solvers.kernels import sq_norms
             Z = np.asarray(machines[0].compact.sv, np.float32)
             self._compact_basis = (Z, np.stack([m.compact.coef for m in machines], axis=1),
                                    np.array([m.compact.intercept for m in machines]),
@@ -196,10 +185,10 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     def _compact_features(self, store, seed):
         """One compact basis for all features (every machine's ``compact``,
-        :func:`streamcvm.compress.compact_shared`), kept when every feature
+        :func:`streamcvm.problems.compress.compact_shared`), kept when every feature
         keeps R^2 >= 0.999 on training rows the fit did not use."""
         import scipy.sparse as sp
-        from .compress import attach_shared, close_values, compact_shared, sample_rows
+        from ..problems.compress import attach_shared, close_values, compact_shared, sample_rows
         machines, basis = self.machines_, self._basis
         got, info = None, {"decision": "sparse support rows: not compressed"}
         if not (store.sparse or sp.issparse(basis.rows)):
@@ -219,7 +208,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         c = self._compact_basis
         if c is None or self.compact is False:
             return self._basis.project(self.kernel_, X)
-        from .kernels import kernel_sums
+        from ..solvers.kernels import kernel_sums
         Z, Beta, b, Zsq = c
         return np.asarray(kernel_sums(self.kernel_, X, Z, Beta, None, Zsq),
                           np.float64).reshape(X.shape[0], Beta.shape[1]) + b
@@ -228,7 +217,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         """The features of X (arrays, or every row of a store, in order)."""
         check_is_fitted(self)
         if is_store_like(X):
-            from .features import features_chunks
+            from ..predict.features import features_chunks
             parts = [f for _, _, f in features_chunks(self, as_store(X))]
             return np.concatenate(parts) if parts else np.zeros((0, self._n_features_out))
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
@@ -238,10 +227,10 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         """Write the features of the store ``X`` to a new store ``path`` (X =
         the features, y / qid as in ``X``), chunk by chunk on ``client`` (a
         dask client, default threads); returns the rows written. The output
-        rules of every command (:func:`streamcvm.outputs.check_output`)."""
+        rules of every command (:func:`streamcvm.data.outputs.check_output`)."""
         check_is_fitted(self)
-        from .features import write_features
-        from .parallel import Runner
+        from ..predict.features import write_features
+        from ..data.parallel import Runner
         with Runner(client) as runner:
             return write_features(self, as_store(X), path, overwrite=overwrite, runner=runner,
                                   progress=self.verbose)

@@ -10,7 +10,7 @@ cache only grows: adding a vector computes one new row of it.
 import numpy as np
 import scipy.sparse as sp
 
-from .store import csr_view
+from ..data.store import csr_view
 
 
 RESERVE = 4096      # see CoreSet._grow

@@ -10,7 +10,7 @@ A model is a folder::
     m{k}_ids.npy        the support rows' ids in the training store
 
 It is written under a temporary name next to the destination and renamed
-(a model that exists is complete; :mod:`streamcvm.atomic`). The folder may
+(a model that exists is complete; :mod:`streamcvm.data.atomic`). The folder may
 also be an fsspec URL (``s3://``, ``gs://``, ``memory://`` ...): the arrays
 are uploaded first, model.json last. ``load_model`` checks the format
 version (a newer one is refused), model.json's own checksum and fields,
@@ -22,10 +22,10 @@ import os
 
 import numpy as np
 
-from . import __version__
-from .checkpoint import file_digest as _digest
-from .kernels import Kernel
-from .problems.machine import COMPACT_ARRAYS, has_compact, machine_arrays, machine_from
+from .. import __version__
+from ..problems.checkpoint import file_digest as _digest
+from ..solvers.kernels import Kernel
+from ..problems.machine import COMPACT_ARRAYS, has_compact, machine_arrays, machine_from
 
 FORMAT_VERSION = 1
 
@@ -38,11 +38,11 @@ def save_model(est, path, overwrite=False, target=None):
     """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass / CVMRanker /
     MMDATransformer to the folder ``path``. An existing model folder there is
     replaced; any other existing file or streamcvm output only with
-    ``overwrite=True``, and a folder of other files never (:func:`streamcvm.outputs.check_output`).
+    ``overwrite=True``, and a folder of other files never (:func:`streamcvm.data.outputs.check_output`).
     ``target``: that check's answer when it was made before training (the
     command line): a model another run wrote there since is then not replaced."""
-    from .atomic import atomic_dir, is_url
-    from .outputs import check_output
+    from ..data.atomic import atomic_dir, is_url
+    from ..data.outputs import check_output
     kind = type(est).__name__
     if _estimators().get(kind) is not type(est):
         raise TypeError(f"cannot save {kind}: not a streamcvm estimator")
@@ -123,7 +123,7 @@ def manifest_digest(man):
 def _reader(path):
     """``read(name)``: the bytes of a file of the model folder ``path`` (a
     local path or an fsspec URL), or None if it is not there."""
-    from .atomic import is_url
+    from ..data.atomic import is_url
     if is_url(path):
         import fsspec
         fs, root = fsspec.core.url_to_fs(path)
@@ -179,7 +179,7 @@ def _check_fields(man):
     with the others (a model of an older streamcvm carries no checksum:
     this is what is checked there). Raises KeyError / TypeError / ValueError."""
     import math
-    from .kernels import NAMES
+    from ..solvers.kernels import NAMES
 
     def number(v, what, positive=False):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -323,7 +323,7 @@ def load_model(path):
     est.training_ = man.get("training")
     est.scaler_ = None
     if man.get("scaler") is not None:
-        from .scaling import Scaler
+        from ..data.scaling import Scaler
         est.scaler_ = Scaler(get("scale_offset") if man["scaler"]["centred"] else None,
                              get("scale_scale"))
     est._model_restore(machines, man)
@@ -332,10 +332,9 @@ def load_model(path):
 
 def _estimators():
     """Estimator name -> class, for the names model.json records."""
-    from . import estimators
-    from .transformers import MMDATransformer
+    from .. import estimators
     return {**{name: getattr(estimators, name) for name in estimators.ESTIMATORS},
-            "MMDATransformer": MMDATransformer}
+            "MMDATransformer": estimators.MMDATransformer}
 
 
 def _class_weight_keys(cw, classes):

@@ -24,7 +24,7 @@ more than two classes.
 """
 import numpy as np
 
-from .store import BaseStore, Chunk, count_classes
+from ..data.store import BaseStore, Chunk, count_classes
 
 HOLDOUT_FRACTION, HOLDOUT_MIN, HOLDOUT_MAX = 0.1, 1000, 50000
 HOLDOUT_SEED = 0x5BD1E995       # added to the fit's seed: not the progressive sample's draw
@@ -42,7 +42,7 @@ def holdout_fraction(n):
 def held_mask(a, b, seed, lo, hi):
     """Which of rows ``a:b`` are held out: their key (a hash of seed and row
     id, uniform in [0, 1)) in [lo, hi)."""
-    from .problems.progressive import row_keys
+    from ..problems.progressive import row_keys
     k = row_keys(np.arange(a, b, dtype=np.int64), seed + HOLDOUT_SEED)
     return (k >= lo) & (k < hi)
 
@@ -178,3 +178,62 @@ def pairwise_coupling(r, max_iter=None):
             Qp = (Qp + diff[:, None] * Q[:, t, :]) / (1 + diff)[:, None]
             p /= (1 + diff)[:, None]
     return p
+
+
+def cv_decisions(store, subs, kern, seed, cw, solve, fit_kw):
+    """Every row's decision values (one column per machine) from machines
+    trained without its fold, and the rows' labels (CV_FOLDS folds by a
+    hash of the row ids); not checkpointed. ``solve``: the machines'
+    :class:`~streamcvm.problems.driver.Solve` (with the runner)."""
+    from ..problems import train_machine
+    Fs, ys = [], []
+    for f in range(CV_FOLDS):
+        fold = HoldoutStore(store, seed, f / CV_FOLDS, (f + 1) / CV_FOLDS)
+        X, y = fold.held_out()
+        if X is None:
+            continue
+        F = np.zeros((len(y), len(subs)))     # X: rows as the machines see them
+        for k, pair in enumerate(subs):
+            m = train_machine(fold, kern, solve.but(seed=seed + k), classes=pair,
+                              class_weight=None if cw is None else (cw[pair[0]],
+                                                                    cw[pair[1]]),
+                              **fit_kw)
+            F[:, k] = m.decision(kern, X)
+        Fs.append(F)
+        ys.append(y)
+    return np.concatenate(Fs), np.concatenate(ys)
+
+
+def fit_sigmoids(F, y, subs):
+    """Platt's (A, B), one per machine, each fitted on the rows of its two
+    sides: decision values ``F`` [rows, machines] of rows not trained on,
+    labels ``y``; ``subs``: each machine's (negative, positive) classes."""
+    A, B = np.zeros(len(subs)), np.zeros(len(subs))
+    for k, (neg, pos) in enumerate(subs):
+        on_pos = np.isin(y, np.atleast_1d(pos))
+        mine = on_pos | np.isin(y, np.atleast_1d(neg))
+        if on_pos[mine].all() or not on_pos[mine].any():
+            raise ValueError(f"probability=True: the {int(mine.sum())} rows the sigmoid of "
+                             f"machine {k} is fitted on hold one side only; too few rows "
+                             "to fit probabilities")
+        A[k], B[k] = platt_fit(F[mine, k], on_pos[mine])
+    return A, B
+
+
+def probabilities(F, A, B, multi_class, k):
+    """P(class | x) [rows, k] from the machines' values ``F`` [rows,
+    machines] and their sigmoids (A, B): one machine, its sigmoid; one-vs-rest,
+    the sigmoids normalised; one-vs-one, the pairwise coupling."""
+    P = platt_predict(F, A, B)      # P(positive side) per machine
+    if F.shape[1] == 1:
+        return np.column_stack([1.0 - P[:, 0], P[:, 0]])
+    if multi_class == "ovr":       # machine c: class c against the rest
+        return P / np.maximum(P.sum(axis=1, keepdims=True), 1e-300)
+    r = np.zeros((len(F), k, k))
+    col = 0
+    for i in range(k):
+        for j in range(i + 1, k):       # machine (i, j): f > 0 means j
+            pj = np.clip(P[:, col], 1e-7, 1 - 1e-7)
+            r[:, j, i], r[:, i, j] = pj, 1.0 - pj
+            col += 1
+    return pairwise_coupling(r)

@@ -1,4 +1,4 @@
-"""Features of a store, one task per chunk (:mod:`streamcvm.parallel`), as
+"""Features of a store, one task per chunk (:mod:`streamcvm.data.parallel`), as
 prediction is (:mod:`streamcvm.predict`): the transformer goes to the
 workers once, each task reads its chunk where the data are and returns the
 chunk's features; the driver holds a few chunks' outputs, never X.
@@ -7,8 +7,8 @@ import os
 
 import numpy as np
 
-from .parallel import as_runner
-from .store import StoreError
+from ..data.parallel import as_runner
+from ..data.store import StoreError
 
 
 def _features_task(i, store, est):
@@ -30,13 +30,13 @@ def write_features(est, store, path, *, overwrite=False, runner=None, progress=F
     """Write the features of every row of ``store`` to a new store at
     ``path`` (``.zarr``, or ``.h5`` / ``.hdf5``): X = the features (float32),
     y, qid and label names as in ``store``. Checked first as every output is
-    (:func:`streamcvm.outputs.check_output`: a feature store there is
+    (:func:`streamcvm.data.outputs.check_output`: a feature store there is
     replaced, anything else only with ``overwrite``, the inputs never);
     written under a temporary name and renamed (``target``: that check,
     made earlier by the caller: a store another run wrote there since is
     then not replaced). Returns the rows written."""
-    from .ingest.writer import StoreWriter
-    from .outputs import check_output
+    from ..data.writer import StoreWriter
+    from ..data.outputs import check_output
     path = os.fspath(path)
     if target is None:
         target = check_output(path, what="feature store", own_kind="features",

@@ -14,11 +14,10 @@ import os
 
 import numpy as np
 
-from ..atomic import finish, remove, remove_stale, temporary_name
-from ..formats import FORMATS
-from ..store import (ATTRS_DIGEST, CHECKSUMS_KEY, CHUNK_CHECKSUM, FORMAT_VERSION,
-                     MAX_CLASSES, ContentHash, attrs_digest,
-                     default_chunk_rows)
+from .atomic import finish, remove, remove_stale, temporary_name
+from .formats import FORMATS
+from .store import (ATTRS_DIGEST, CHECKSUMS_KEY, CHUNK_CHECKSUM, FORMAT_VERSION, MAX_CLASSES,
+    ContentHash, attrs_digest, default_chunk_rows)
 
 NNZ_CHUNK = 1 << 20         # entries per chunk of sparse indices/data
 
@@ -42,9 +41,9 @@ class StoreWriter:
     chunk_rows : rows per chunk (default: ~4 MB of X)
     has_qid, has_weight : write ``qid`` / ``weight`` arrays
     fmt : "zarr" (default) or "hdf5"
-    overwrite : what the finished store may replace (:func:`streamcvm.atomic.publish`):
+    overwrite : what the finished store may replace (:func:`streamcvm.data.atomic.publish`):
         False (nothing: a store that appeared meanwhile is not replaced), True
-        (anything), or the identity :func:`streamcvm.outputs.check_output` saw
+        (anything), or the identity :func:`streamcvm.data.outputs.check_output` saw
         (``Target.replace``: exactly that)
     checksums : a checksum per chunk (Zarr crc32c, HDF5 fletcher32; default);
         False writes the stores of earlier versions (benchmarks, tests)

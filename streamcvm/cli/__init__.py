@@ -1,0 +1,81 @@
+"""The ``streamcvm`` command line, one module per command: ingest (text files
+into a store), info (a store, a model or a checkpoint folder), train,
+predict, features (MMDA), surface, evaluate, demo. Each module has
+``add(subparsers)`` (its options) and ``run(args)``.
+
+Heavy modules (numba, zarr, dask, scikit-learn) are imported inside the
+commands, so ``streamcvm --help`` answers at once. User mistakes end with one
+line on stderr and a non-zero exit status, never a traceback. Options not
+given are not passed: the defaults are the library's own.
+"""
+import argparse
+import sys
+
+from . import demo, evaluate, features, info, ingest, predict, surface, train
+from .common import check_numbers, check_urls
+
+COMMANDS = (ingest, info, train, predict, features, surface, evaluate, demo)
+
+
+def build_parser():
+    from .. import __version__
+    ap = argparse.ArgumentParser(
+        prog="streamcvm",
+        description="Core Vector Machines trained from chunked stores larger than RAM.")
+    ap.add_argument("--version", action="version", version=f"streamcvm {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for command in COMMANDS:
+        command.add(sub)
+    return ap
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt  # unwind: partial stores are removed on the way out
+
+
+def main(argv=None):
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    from .. import numba_cache_moved
+    if numba_cache_moved and not getattr(args, "quiet", False):
+        print(f"streamcvm: note: compiled kernels are cached in {numba_cache_moved} (neither "
+              f"the package folder nor ~/.cache is writable; NUMBA_CACHE_DIR chooses)",
+              file=sys.stderr)
+    import signal
+    signal.signal(signal.SIGTERM, _sigterm)
+    from ..ingest.errors import IngestError
+    from ..estimators.model import ModelError
+    from ..problems.checkpoint import CheckpointError
+    from ..data.outputs import OutputError
+    from ..data.store import StoreError
+    try:
+        check_numbers(args)
+        check_urls(args)
+        return args.func(args)
+    except (IngestError, StoreError, ModelError, CheckpointError, OutputError,
+            FileExistsError) as e:
+        print(f"streamcvm {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:        # no such folder, no permission, disk full ... : one line
+        if isinstance(e, BrokenPipeError):
+            return 141
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"streamcvm {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        # An interrupt inside zarr's sync-over-async wrapper leaves its write
+        # coroutine unawaited; Python would warn about it when the traceback is
+        # released. Nothing is lost (the partial store is removed), so keep the
+        # promised one line.
+        import warnings
+        warnings.filterwarnings("ignore", message="coroutine .* was never awaited",
+                                category=RuntimeWarning)
+        print(f"streamcvm {args.command}: interrupted (nothing was written)", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

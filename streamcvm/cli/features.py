@@ -1,0 +1,135 @@
+"""``streamcvm features``: MMDA features of a store (fitted, or from a saved
+model) written to a new store."""
+import os
+import sys
+
+from .common import (STORE_SUFFIXES, add_checkpoint_replace, add_cluster_args,
+                     check_checkpoint_dir, checkpoint_arg, num_or_auto, positive_int, runner_of)
+
+
+def add(sub):
+    p = sub.add_parser(
+        "features", help="extract large-margin features (MMDA) from a store into a new store",
+        description="Maximum margin discriminant analysis by the core vector method: fit "
+                    "orthogonal large-margin directions on the store's labelled rows (or "
+                    "load them with --model), then write every row's features to a new "
+                    "store, chunk by chunk (X = the features, y and qid as in STORE).")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("-o", "--output", required=True, metavar="FEATURE_STORE",
+                   help="store to write (.zarr, or .h5 / .hdf5)")
+    p.add_argument("-k", "--n-components", type=positive_int, default=None, metavar="K",
+                   help="features per class (one-vs-rest: K x classes features; two "
+                        "classes: K); default 1")
+    p.add_argument("--model", metavar="MODEL",
+                   help="a saved MMDA model (--save-model) to transform with, instead of "
+                        "fitting on STORE")
+    p.add_argument("--save-model", metavar="MODEL",
+                   help="also save the fitted directions as a model folder, to transform "
+                        "other stores with (--model)")
+    p.add_argument("-c", "--C", type=float, default=None, help="the L2-SVM's C (default 1)")
+    p.add_argument("--exact", action="store_true",
+                   help="the full kernel expansions (by default, where it keeps every "
+                        "feature's R^2 >= 0.999, one compact basis of at most 4,096 points "
+                        "computes them; see 'streamcvm info MODEL')")
+    p.add_argument("-t", "--kernel", choices=["rbf", "laplacian", "exponential"], default=None,
+                   help="rbf (default), laplacian or exponential")
+    p.add_argument("-g", "--gamma", default=None,
+                   help="kernel width: 'auto' (default: 1 / mean squared distance) or a number")
+    p.add_argument("-e", "--eps", type=float, default=None,
+                   help="ball tolerance (default 1e-3, the paper's)")
+    p.add_argument("-a", "--sample-size", type=positive_int, default=None,
+                   help="rows per violator search (default 59)")
+    p.add_argument("-f", "--max-core", type=positive_int, default=None,
+                   help="cap on core vectors per feature (default: none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-dir", metavar="DIR",
+                   help="snapshot the fit here after each feature (crash-safe)")
+    p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
+                   help="at most one snapshot per this many seconds, and one after the "
+                        "last feature (default 60; 0: after every feature)")
+    p.add_argument("--checkpoint-keep", type=positive_int, default=2, metavar="K",
+                   help="snapshots kept (default 2)")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the fit from the newest snapshot in DIR (and keep "
+                        "writing there): the same features as a run never interrupted")
+    add_checkpoint_replace(p)
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing file or streamcvm output at FEATURE_STORE or "
+                        "MODEL (a feature store or model folder is replaced without it; "
+                        "the inputs never)")
+    add_cluster_args(p)
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    import time
+    from ..problems import checkpoint
+    from ..data.outputs import check_output
+    fit_opts = ("n_components", "C", "kernel", "gamma", "eps", "sample_size", "max_core",
+                "checkpoint_dir", "resume", "save_model")
+    if args.model is not None:
+        given = [o for o in fit_opts if getattr(args, o) is not None]
+        if given or args.seed != 0:
+            opt = "--" + (given[0] if given else "seed").replace("_", "-")
+            raise SystemExit(f"streamcvm features: error: {opt} is for fitting; --model "
+                             f"{args.model} is already fitted")
+    ck = checkpoint_arg(args)
+    if args.save_model is not None and \
+            os.path.abspath(args.save_model) == os.path.abspath(args.output):
+        raise SystemExit("streamcvm features: error: --save-model and -o name the same path")
+    if not args.output.endswith(STORE_SUFFIXES):
+        raise SystemExit(f"streamcvm features: error: {args.output}: the feature store's "
+                         f"name must end in {', '.join(STORE_SUFFIXES)}")
+    inputs = [args.store, args.model, ck]
+    target = check_output(args.output, what="feature store", own_kind="features",
+                          inputs=inputs, overwrite=args.overwrite)
+    model_target = None
+    if args.save_model is not None:
+        model_target = check_output(args.save_model, what="model folder", own_kind="model",
+                                    inputs=inputs, overwrite=args.overwrite, url_ok=True)
+    check_checkpoint_dir(args, ck)
+    from ..predict.features import write_features
+    from ..estimators.model import load_model
+    from ..data.store import open_store
+    from ..estimators.mmda import MMDATransformer
+    store = open_store(args.store)
+    if args.model is not None:
+        est = load_model(args.model)
+        if not isinstance(est, MMDATransformer):
+            raise SystemExit(f"streamcvm features: error: {args.model}: a "
+                             f"{type(est).__name__} model, not MMDA features")
+        if args.exact:
+            est.set_params(compact=False)
+    else:
+        given = dict(n_components=args.n_components, C=args.C, kernel=args.kernel,
+                     gamma=None if args.gamma is None else num_or_auto(args.gamma, "gamma",
+                                                                         "features"),
+                     eps=args.eps, sample_size=args.sample_size, max_core=args.max_core)
+        est = MMDATransformer(**{k: v for k, v in given.items() if v is not None},
+                              compact=False if args.exact else "auto",
+                              random_state=args.seed, verbose=not args.quiet)
+        resume = bool(args.resume) and checkpoint.is_checkpoint_dir(args.resume)
+        t = time.perf_counter()
+        try:
+            est.fit(store, checkpoint_dir=ck, checkpoint_every=args.checkpoint_every,
+                    checkpoint_keep=args.checkpoint_keep, resume=resume,
+                    checkpoint_replace=args.checkpoint_replace)
+        except ValueError as e:
+            raise SystemExit(f"streamcvm features: error: {e}") from None
+        if not args.quiet:
+            k = len(est.kernel_evaluations_)
+            print(f"fitted {k:,} MMDA features on {store.n:,} rows in "
+                  f"{time.perf_counter() - t:.1f} s: {est.kernel_evaluations_.mean():.0f} "
+                  f"support rows per feature, {est.expansion_rows_:,} distinct in all, "
+                  f"gamma {est.gamma_:.4g}", file=sys.stderr)
+        if args.save_model is not None:
+            from ..estimators.model import save_model
+            save_model(est, args.save_model, overwrite=args.overwrite, target=model_target)
+    with runner_of(args, args.quiet) as runner:
+        n = write_features(est, store, args.output, runner=runner, progress=not args.quiet,
+                           model_path=args.model or args.save_model, target=target)
+    if not args.quiet:
+        print(f"wrote {n:,} rows x {len(est.kernel_evaluations_):,} features to "
+              f"{args.output}", file=sys.stderr)
+    return 0

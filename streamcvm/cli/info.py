@@ -1,0 +1,179 @@
+"""``streamcvm info``: what a store, a model folder or a checkpoint folder holds."""
+import os
+
+
+def add(sub):
+    p = sub.add_parser("info", help="describe a store, a model or a checkpoint folder",
+                       description="Rows, features, density, classes or target range, "
+                                   "chunking and sizes of a store; a model's estimator, "
+                                   "kernel, parameters, classes, machines, core sets, eps "
+                                   "reached and training; or, for a folder of training "
+                                   "checkpoints, the progress each one records.")
+    p.add_argument("path", metavar="STORE|MODEL|CHECKPOINT_DIR")
+    p.set_defaults(func=run)
+
+
+def _human(nbytes):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(nbytes) < 1024 or unit == "TiB":
+            return f"{nbytes:.1f} {unit}" if unit != "B" else f"{nbytes} B"
+        nbytes /= 1024.0
+
+
+def describe_store(path):
+    """The text ``streamcvm info`` prints for a store."""
+    from ..data.store import open_store
+    s = open_store(path)
+    stored, raw = s.sizes()
+    cells = s.n * s.d
+    nnz = s.nnz
+    lines = [
+        f"store      {s.path} ({s.backend}, format v{s.attrs['streamcvm_format']})",
+        f"rows       {s.n:,}",
+        f"features   {s.d:,}",
+        f"layout     {'sparse (CSR)' if s.sparse else 'dense'}, "
+        f"density {nnz / cells if cells else 0:.4f} ({nnz:,} nonzeros)",
+        f"chunks     {s.n_chunks:,} x {s.chunk_rows:,} rows",
+        f"size       {_human(stored)} on disk, {_human(raw)} raw "
+        f"({raw / max(stored, 1):.2f}x compression)",
+    ]
+    if s.checksums:
+        lines.append(f"integrity  {s.checksums} checksum on every chunk, missing chunks "
+                     f"refused{', attributes checksummed' if s.attrs_checked else ''}")
+    else:
+        lines.append("integrity  none: written before stores carried checksums, so damaged "
+                     "or missing chunks are not detected (re-ingest to add them)")
+    if s.allow_nan:
+        lines.append("values     ingested with --allow-nan: NaN / inf cells are refused "
+                     "when read for training or prediction")
+    extras = [n for n, f in (("qid", s.has_qid), ("weight", s.has_weight)) if f]
+    if extras:
+        lines.append(f"columns    {', '.join(extras)}")
+    if s.has_qid:
+        q = s.rows(0, s.n).qid if s.n <= 10_000_000 else None
+        if q is not None:
+            lines.append(f"queries    {len(set(q.tolist())):,}")
+    if s.classes is not None:
+        totals = s.attrs.get("class_totals") or []
+        names = s.label_names
+        parts = []
+        for k, (c, t) in enumerate(zip(s.classes, totals)):
+            lab = names[int(c)] if names and 0 <= int(c) < len(names) else f"{c:g}"
+            parts.append(f"{lab}: {t:,}")
+        shown = parts if len(parts) <= 30 else parts[:30] + [f"... ({len(parts) - 30} more)"]
+        lines.append(f"classes    {len(parts)}  (" + ", ".join(shown) + ")")
+    elif s.attrs.get("y_min") is not None:
+        lines.append(f"target     [{s.attrs['y_min']:g}, {s.attrs['y_max']:g}]")
+    for src in s.attrs.get("sources") or []:
+        lines.append(f"source     {src['path']} ({src['format']}"
+                     f"{', ' + src['compression'] if src.get('compression') else ''}, "
+                     f"{src['rows']:,} rows, xxh3 {src['xxh3_128'][:16]})")
+    if s.attrs.get("generator"):
+        g = s.attrs["generator"]
+        lines.append(f"generator  {g['kind']} (n={g['n']:,}, d={g['d']}, seed={g['seed']})")
+    lines.append(f"fingerprint {s.fingerprint[:32]}")
+    s.close()
+    return "\n".join(lines)
+
+
+def describe_model(path):
+    """The text ``streamcvm info`` prints for a model folder: its manifest,
+    after the whole model is checked (model.json's own checksum and fields,
+    every array file's checksum; :func:`streamcvm.estimators.model.verify_model`)."""
+    from ..estimators.model import verify_model
+    man = verify_model(path)
+    k = man["kernel"]
+    kern = f"{k['name']} (gamma {k['gamma']:.6g}" + \
+        (f", coef0 {k['coef0']:g}, degree {k['degree']}" if k["name"] in ("poly", "npoly")
+         else "") + ")"
+    params = ", ".join(f"{n}={v!r}" for n, v in sorted(man["params"].items())
+                       if n not in ("verbose",))
+    lines = [f"model      {os.path.abspath(path)} (format v{man['streamcvm_model_format']}, "
+             f"{man.get('created_by', '?')})",
+             f"estimator  {man['estimator']}",
+             f"kernel     {kern}",
+             f"params     {params}",
+             f"features   {man['n_features_in']:,}"]
+    for name in ("C_", "mu_"):
+        if man.get(name) is not None:
+            lines.append(f"{name:<10} {man[name]:.6g}")
+    cl = man.get("classes")
+    if cl is not None:
+        shown = ", ".join(str(c) for c in cl[:30]) + (f", ... ({len(cl) - 30} more)"
+                                                       if len(cl) > 30 else "")
+        lines.append(f"classes    {len(cl)}  ({shown})")
+    ms = man["machines"]
+    core = [m["core_size"] for m in ms]
+    nsv = [m["shape"][0] for m in ms]
+    reached = [m.get("eps_reached") for m in ms]
+    sets = f"core set {core[0]:,}" if len(ms) == 1 else \
+        f"core sets {min(core):,}-{max(core):,} ({sum(core):,} in all)"
+    if man["estimator"] == "MMDATransformer":     # a machine per feature
+        lines.append(f"output     {len(ms):,} features ({man['params']['n_components']} per "
+                     f"class, one-vs-rest beyond two classes): {min(core):,}-{max(core):,} "
+                     f"support rows per feature ({sum(core):,} in all)")
+    else:
+        lines.append(f"machines   {len(ms):,}: {sum(nsv):,} support vectors, {sets}, "
+                     f"{sum(m['n_iter'] for m in ms):,} iterations")
+    if all(r is not None for r in reached) and reached:
+        lines.append(f"eps        reached {min(reached):.3g}" +
+                     (f"-{max(reached):.3g}" if max(reached) != min(reached) else "") +
+                     f" (asked: {man['params'].get('eps')!r})")
+    stages = [m.get("stage_rows") for m in ms if m.get("stage_rows")]
+    if stages:
+        lines.append(f"sample     progressive: the last stage trained on "
+                     f"{min(stages):,}-{max(stages):,} sampled rows per machine")
+    comp = [m.get("compact") for m in ms if isinstance(m.get("compact"), dict)]
+    kept = [c for c in comp if c.get("intercept") is not None]
+    if kept and all(c.get("shared") for c in kept):
+        c = kept[0]
+        feats = man["estimator"] == "MMDATransformer"
+        what = "features are computed" if feats else "machines predict"
+        lines.append(f"compact    the {len(ms)} {what} with one basis of B = {c['B']:,} points "
+                     f"instead of "
+                     f"{c['support_vectors']:,} support rows "
+                     f"('{'features' if feats else 'predict'} --exact': the full expansion)")
+    elif kept:
+        bs = ", ".join(format(c["B"], ",") for c in kept)
+        svs = ", ".join(format(c["support_vectors"], ",") for c in kept)
+        lines.append(f"compact    {len(kept)} of {len(ms)} machine(s) predict with B = "
+                     f"{bs} basis points instead of {svs} support vectors "
+                     f"('predict --exact': the full expansion)")
+    elif comp:
+        lines.append("compact    none: every machine predicts with its full expansion")
+    for c in comp[:1] if len({c.get("decision") for c in comp}) == 1 else comp:
+        rows = (f"{c['validation_rows']:,} validation rows" if "validation_rows" in c
+                else f"{c['check_rows']:,} training rows checked: {c['rule']}"
+                if "check_rows" in c else None)
+        lines.append(f"           {c.get('decision', '')}" + (f" ({rows})" if rows else ""))
+    if ms[0].get("epsilon_bar") is not None and man["estimator"] == "CVMRegressor":
+        lines.append(f"tube       half width {ms[0]['epsilon_bar']:.6g}")
+    if man.get("scaler"):
+        lines.append("scaling    " + ("standardised features ((x - mean) / sd)"
+                                     if man["scaler"]["centred"] else "x / max |x| per feature"))
+    t = man.get("training")
+    if t:
+        lines.append(f"training   {t['seconds']:.1f} s on {t['rows']:,} rows x "
+                     f"{t['features']:,} features, finished {t.get('finished', '?')}")
+        lines.append(f"data       {t.get('store') or '(arrays)'}, fingerprint "
+                     f"{(t.get('store_fingerprint') or '?')[:32]}")
+        r = t.get("resumed_from")
+        if r:
+            lines.append(f"resumed    from a snapshot: {r['machines_done']} machine(s) done"
+                         + (f", {r['n_iter']:,} iterations into the next" if r.get("n_iter")
+                            else ""))
+    else:
+        lines.append("training   not recorded (a model of an older streamcvm)")
+    return "\n".join(lines)
+
+
+def run(args):
+    from ..problems import checkpoint
+    if checkpoint.is_checkpoint_dir(args.path):
+        print("\n".join(checkpoint.info(args.path)))
+        return 0
+    if os.path.isfile(os.path.join(args.path, "model.json")):
+        print(describe_model(args.path))
+        return 0
+    print(describe_store(args.path))
+    return 0

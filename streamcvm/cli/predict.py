@@ -1,0 +1,62 @@
+"""``streamcvm predict``: every row of a store through a model, to a text file or
+a store."""
+import sys
+
+from .common import STORE_SUFFIXES, add_cluster_args, chunk_bar, exact_model, runner_of
+
+
+def add(sub):
+    p = sub.add_parser("predict", help="predict every row of a store, chunk by chunk")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="text file, one prediction per line ('-': standard output); or a "
+                        "store (.zarr, .h5): y = the predictions, X = the decision values")
+    p.add_argument("-b", "--probability", type=int, choices=[0, 1], default=0,
+                   help="1: write the class probabilities too (a model trained with -b 1): "
+                        "text: a 'labels ...' header, then the label and one probability per "
+                        "class on each line, as LIBSVM; store: X = the probabilities")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing file or streamcvm output at OUT (a prediction "
+                        "store is replaced without it; the inputs never)")
+    p.add_argument("--exact", action="store_true",
+                   help="predict with the full kernel expansion even where the model has a "
+                        "compact one (see 'streamcvm info MODEL')")
+    add_cluster_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args):
+    from ..data.outputs import check_output
+    from ..data.store import open_store
+    from ..estimators.model import load_model
+    from ..predict import writers
+    to_store = args.output.endswith(STORE_SUFFIXES)
+    target = check_output(args.output,
+                          what="prediction store" if to_store else "prediction file",
+                          own_kind="predictions" if to_store else None,
+                          inputs=[args.store, args.model], overwrite=args.overwrite,
+                          stream=not to_store)
+    mode = target.mode
+    est = exact_model(load_model(args.model), args.exact)
+    proba = bool(args.probability)
+    if proba and getattr(est, "probA_", None) is None:
+        raise SystemExit(f"streamcvm predict: error: {args.model}: -b 1 needs a classifier "
+                         "trained with -b 1 (probability estimates)")
+    store = open_store(args.store)
+    with runner_of(args) as runner, chunk_bar(store, "predict") as progress:
+        if to_store:
+            try:
+                n = writers.to_store(est, store, args.output, args.model, runner, proba,
+                                     target.replace, progress)
+            except ValueError as e:         # a store without rows
+                raise SystemExit(f"streamcvm predict: error: {e}") from None
+            print(f"wrote {n:,} predictions (y) and "
+                  f"{'class probabilities' if proba else 'decision values'} (X) to the store "
+                  f"{args.output}")
+            return 0
+        n = writers.to_text(est, store, args.output, runner, mode, proba, target.replace,
+                            progress)
+    print(f"wrote {n:,} predictions to {'standard output' if mode == 'stdout' else args.output}",
+          file=sys.stderr if mode in ("stdout", "special") else sys.stdout)
+    return 0

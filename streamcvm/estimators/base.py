@@ -1,0 +1,339 @@
+"""What every estimator shares: parameter checks and defaults (gamma,
+eps, classes), the input conversion (arrays, sparse matrices, stores, dask
+arrays), and :class:`Fit`, the one set-up of a fit (checkpoint folder,
+progress bar, one BLAS thread, runner) that every estimator and the MMDA
+transformer train inside.
+
+The estimators only validate and translate parameters; training is
+:mod:`streamcvm.problems` on plain arrays and stores, prediction
+:mod:`streamcvm.predict`.
+"""
+import contextlib
+import math
+import numbers
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..data.parallel import Runner
+from ..data.sampling import sample_rows
+from ..data.store import DaskStore, as_store, is_dask_array, is_store_like
+from ..problems import checkpoint, one_blas_thread
+from ..solvers.kernels import Kernel, estimate_beta
+from ..solvers.methods import METHODS as _METHODS
+from .progress import FitProgress
+
+METHODS = tuple(sorted(_METHODS))
+
+
+def log(message):
+    print(f"streamcvm: {message}", file=sys.stderr, flush=True)
+
+
+def positive_number(v):
+    """A real number, finite and > 0 (not NaN, not inf, not a bool)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) \
+        and v > 0
+
+
+def resolve_gamma(gamma, store):
+    if isinstance(gamma, str) and gamma == "auto":
+        # 1/beta, beta the mean squared distance between rows, on 5,000 rows
+        return 1.0 / estimate_beta(sample_rows(store, 5000), n_sample=5000, seed=0)
+    if not positive_number(gamma):
+        raise ValueError(f"gamma must be 'auto' or a positive finite number, got {gamma!r}")
+    return float(gamma)
+
+
+MANY_CLASSES = 100      # a warning beyond this many classes (k (k - 1) / 2 machines)
+
+
+def _check_discrete(store, codes):
+    """A store's y as classes: refuse a target that looks continuous
+    (non-integer values), warn at more than ``MANY_CLASSES`` classes."""
+    if not store.label_names and not np.all(np.asarray(codes) == np.round(codes)):
+        frac = np.asarray(codes)[np.asarray(codes) != np.round(codes)]
+        raise ValueError(f"the store's y has {len(codes):,} distinct values, some not "
+                         f"integers (e.g. {frac[0]:g}): a continuous target; train a "
+                         f"regressor (CVMRegressor, --task regression)")
+    if len(codes) > MANY_CLASSES:
+        import warnings
+        warnings.warn(f"streamcvm: the store's y has {len(codes):,} classes (one-vs-one "
+                      f"trains {len(codes) * (len(codes) - 1) // 2:,} machines); a "
+                      f"regression target?", UserWarning, stacklevel=3)
+
+
+def store_classes(store, labels=None):
+    """(classes_, codes): the class labels and the values the store's y holds
+    for them, in the same order. ``labels``: those scikit-learn validated
+    (arrays; ``codes`` are then 0..k-1), None for a store, whose own labels
+    are used (text labels decoded, sorted as np.unique sorts them, whatever
+    order ingest met them in: classes_[1] is f(x) > 0)."""
+    codes = np.asarray(store.classes)       # the values the store's y holds
+    if len(codes) < 2:
+        raise ValueError(f"need samples of at least 2 classes, got {len(codes)} class")
+    if labels is None:
+        _check_discrete(store, codes)
+        if store.label_names:
+            names = store.decode_labels(codes)
+            order = np.argsort(names, kind="stable")
+            labels, codes = np.asarray(names[order].tolist()), codes[order]
+        else:
+            labels = codes
+    return np.asarray(labels), codes
+
+
+def training_record(est, store, t0):
+    """What ``training_`` keeps (and a saved model, and ``streamcvm info``):
+    the fit's wall seconds, the data it saw and the snapshot it resumed from."""
+    return {"seconds": round(time.perf_counter() - t0, 3), "rows": int(store.n),
+            "features": int(store.d), "store": getattr(store, "path", None),
+            "store_fingerprint": store.fingerprint,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "resumed_from": getattr(est, "resumed_from_", None)}
+
+
+def resolve_eps(eps):
+    if eps == "auto":
+        return "auto"      # MEBSolver anneals until eps is small against the margin
+    if not isinstance(eps, numbers.Real) or not 0 < eps < 1:
+        raise ValueError(f"eps must be 'auto' or in (0, 1), got {eps!r}")
+    return float(eps)
+
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """A fit's checkpoint arguments, as :meth:`CVMClassifier.fit` takes them:
+    the folder (None: no snapshots), every how many seconds and / or
+    iterations, how many to keep, whether to resume from the newest, whether
+    another run's snapshots there may be deleted."""
+    dir: object = None
+    every: object = 60.0
+    iters: object = None
+    keep: int = 2
+    resume: bool = False
+    replace: bool = False
+
+
+class Fit:
+    """The set-up of every fit, written once: the checkpoint folder claimed
+    (the machines a resumed run finished, and the state of the one in
+    progress), the progress bar, one BLAS thread (the solvers' own threads do
+    the work) and the runner of the passes over every row (threads, or a
+    dask client; ``runner=False``: none). Used as a context::
+
+        with Fit(est, store, kern, n_machines, ckpt, client) as fit:
+            for k in fit.todo():            # the machines not finished yet
+                fit.done(train(fit.solve(solve, seed + k, k)))
+        machines = fit.machines
+
+    ``est.checkpoint_stats_`` is set when the fit ends."""
+
+    def __init__(self, est, store, kern, n, ckpt, client=None, *, runner=True,
+                 method=None, unit="machine", verb="train"):
+        self.est, self.store, self.kern, self.n, self.ckpt = est, store, kern, n, ckpt
+        self.client, self.use_runner = client, runner
+        self.bar_args = (est.verbose, n, est.method if method is None else method, unit, verb)
+        self.runner = None
+
+    def __enter__(self):
+        c = self.ckpt
+        self.ck, self.machines, self._cur = checkpoint.for_fit(
+            self.est, self.store, self.kern, c.dir, c.resume, c.every, c.iters, c.keep,
+            c.replace)
+        self._resumed = len(self.machines)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(checkpoint.held(self.ck))
+            self.bar = stack.enter_context(FitProgress(*self.bar_args))
+            stack.enter_context(one_blas_thread())
+            if self.use_runner:
+                self.runner = stack.enter_context(Runner(self.client))
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.__exit__(*exc)
+        if exc[0] is None:
+            self.est.checkpoint_stats_ = checkpoint.stats(self.ck)
+        return False
+
+    def todo(self):
+        """The indices of the machines still to train, the bar counting all."""
+        for k in range(self.n):
+            self.bar.next()
+            if k >= self._resumed:
+                yield k
+
+    def solve(self, solve, seed, k=0):
+        """Machine ``k``'s :class:`~streamcvm.problems.driver.Solve`: ``solve``
+        with its seed, progress, checkpointer, resume state and runner."""
+        return solve.but(seed=seed, callback=self.bar.update, checkpointer=self.ck,
+                         n_machines=self.n, resume=self._cur if k == self._resumed else None,
+                         runner=self.runner, pass_progress=self.bar.passes)
+
+    def done(self, m):
+        """Record a finished machine (snapshotted when due, and after the last)."""
+        self.machines.append(m)
+        checkpoint.machine_done(self.ck, m, self.n)
+
+
+class _CVMBase(BaseEstimator):
+    # The parameters every estimator has, assigned here once (scikit-learn's
+    # rule: __init__ only stores its arguments); each estimator's own
+    # __init__ names its defaults. These defaults are CVMOneClass's.
+    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+                 degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
+                 scale=False, random_state=0, verbose=False):
+        self.scale = scale
+        self.method = method
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.eps = eps
+        self.sample_size = sample_size
+        self.max_core = max_core
+        self.full_pass = full_pass
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _check_params(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not positive_number(self.C):
+            raise ValueError(f"C must be a positive finite number, got {self.C!r}")
+        ts = getattr(self, "train_size", "all")
+        if not (ts in ("auto", "all") or (isinstance(ts, numbers.Integral) and ts >= 1000)):
+            raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
+                             f"least 1,000, got {ts!r}")
+        if getattr(self, "stop", "slack") not in ("slack", "validation"):
+            raise ValueError(f"stop must be 'slack' or 'validation', got {self.stop!r}")
+        if getattr(self, "compact", False) not in ("auto", False):
+            raise ValueError(f"compact must be 'auto' or False, got {self.compact!r}")
+
+    def _prepare(self, X, y=None, sample_weight=None, regression=False):
+        store, labels = self._prepare_store(X, y, sample_weight, regression)
+        return self._maybe_scale(store), labels
+
+    def _prepare_store(self, X, y=None, sample_weight=None, regression=False):
+        """A store for the training data, and the labels sklearn validated
+        (None for a store, a dask array, or for regression)."""
+        if is_store_like(X) or is_dask_array(X):
+            if sample_weight is not None:
+                raise ValueError("sample_weight with a store or a dask array: put the "
+                                 "weights in the store's weight column (ingest --weight-col)")
+            store = as_store(X) if is_store_like(X) else DaskStore(X, y)
+            self.n_features_in_ = store.d
+            return store, None
+        if y is None:
+            X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=True)
+            return as_store(X, np.zeros(X.shape[0])), None
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32, reset=True,
+                             y_numeric=regression)
+        if sample_weight is not None:
+            from sklearn.utils.validation import _check_sample_weight
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        if regression:
+            return as_store(X, np.asarray(y, np.float64), weight=sample_weight), None
+        check_classification_targets(y)
+        labels, codes = np.unique(y, return_inverse=True)
+        return as_store(X, codes.astype(np.float64), weight=sample_weight), labels
+
+    def _maybe_scale(self, store):
+        """``scale=True``: the per-feature scaling from one pass over the
+        training store (``scaler_``), and the store read through it."""
+        self.scaler_ = None
+        if not getattr(self, "scale", False):
+            return store
+        from ..data.scaling import ScaledStore, Scaler
+        self.scaler_ = Scaler.fit(store)
+        return ScaledStore(store, self.scaler_)
+
+    def _kernel(self, store):
+        self.gamma_ = resolve_gamma(self.gamma, store)
+        return Kernel(self.kernel, gamma=self.gamma_, coef0=self.coef0, degree=self.degree)
+
+    def _validate_X(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
+        scaler = getattr(self, "scaler_", None)
+        return X if scaler is None else scaler.transform(X)
+
+    def _streamed(self, X):
+        """(predictions, decision values, labels as the store holds them,
+        store) over every chunk of a store, a path or URL, or a dask array
+        (one chunk in memory at a time; the outputs are one value or row
+        per input row); None for arrays."""
+        if not (is_store_like(X) or is_dask_array(X)):
+            return None
+        check_is_fitted(self)
+        from ..predict.chunks import predict_chunks
+        store = as_store(X) if is_store_like(X) else DaskStore(X)
+        if store.d != self.n_features_in_:
+            raise ValueError(f"{getattr(store, 'path', 'X')}: {store.d} features, the model "
+                             f"expects {self.n_features_in_}")
+        preds, decs, ys = [], [], []
+        for r in predict_chunks(self, store):
+            preds.append(np.asarray(r.pred))
+            decs.append(np.asarray(r.dec))
+            ys.append(r.y)
+        if not preds:
+            return np.empty(0), np.empty(0), np.empty(0), store
+        cat = np.concatenate
+        labelled = np.ndim(ys[0]) > 0          # a dask array without y: none
+        return cat(preds), cat(decs), cat(ys) if labelled else None, store
+
+
+class _OneMachine(_CVMBase):
+    """Estimators of a single machine (one-class, regression): the fit's
+    checkpointing and progress plumbing, and the machine's arrays."""
+
+    def _fit_one(self, store, kern, solve, train, ckpt, client=None, t0=None):
+        """``train(solve)`` -> the machine, unless a finished run's snapshot
+        already holds it; ``solve`` (:class:`~streamcvm.problems.driver.Solve`)
+        gets the seed, progress, checkpointer, resume state and runner from
+        :class:`Fit`. ``ckpt``: the fit's :class:`Checkpoints`; ``client``:
+        as :meth:`CVMClassifier.fit`'s."""
+        seed = 0 if self.random_state is None else int(self.random_state)
+        with Fit(self, store, kern, 1, ckpt, client) as fit:
+            for _ in fit.todo():
+                fit.done(train(fit.solve(solve, seed)))
+        self.machine_ = fit.machines[0]
+        self.kernel_ = kern
+        self.n_iter_ = self.machine_.n_iter
+        self.core_set_size_ = self.machine_.core_size
+        self.history_ = self.machine_.history
+        self.training_ = training_record(self, store, time.perf_counter() if t0 is None else t0)
+
+    def _model_record(self):
+        """(machines, this estimator's fields of the model manifest): see
+        :meth:`CVMClassifier._model_record`."""
+        return [self.machine_], {}
+
+    def _model_restore(self, machines, man):
+        self.machine_ = machines[0]
+
+    @property
+    def support_vectors_(self):
+        check_is_fitted(self)
+        return self.machine_.sv
+
+    @property
+    def dual_coef_(self):
+        """The support rows' coefficients: alpha_i (one-class), C (lambda_i -
+        lambda*_i) (regression, cvr eq. 9)."""
+        check_is_fitted(self)
+        return self.machine_.coef
+

@@ -1,0 +1,384 @@
+"""CVMClassifier: kernel L2-SVM classification, binary or multi-class
+(one-vs-one or one-vs-rest), over arrays or stores."""
+import numbers
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import ClassifierMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from ..data.sampling import small_in_memory
+from ..data.store import BaseStore, DaskStore, as_store, is_dask_array, is_store_like
+from ..predict import probability
+from ..predict.chunks import class_table
+from ..predict.decision import (active_machines, build_union, class_indices, ovo_votes,
+                                union_values)
+from ..problems import pairs, train_machine
+from ..problems.driver import Solve
+from .base import Checkpoints, Fit, _CVMBase, resolve_eps, store_classes, training_record
+
+
+class CVMClassifier(ClassifierMixin, _CVMBase):
+    """Kernel L2-SVM classifier trained by BVM (default), CVM or Frank-Wolfe.
+
+    Parameters
+    ----------
+    method : "bvm", "cvm" or "fvm"
+    C : regularisation (the L2-SVM's; compare LIBSVM's C with care)
+    kernel : "rbf" (default), "laplacian" (L1 distance), "exponential" (L2
+        distance: exp(-gamma ||x - z||)), "npoly" (constant k(x, x) needed)
+    gamma : "auto" (1 / mean squared distance between rows) or a number
+    eps : approximation tolerance of the enclosing ball, or "auto"
+    sample_size : rows per violator search (59: top 5% with 95% odds)
+    max_core : cap on core vectors per binary machine
+    full_pass : finish with passes over all rows until none violates
+    multi_class : "ovo" (one-vs-one, as LIBSVM; default) or "ovr" (one-vs-rest:
+        one machine per class, trained on every row)
+    train_size : "auto" (default), "all" or a number of rows. "auto": a
+        binary machine of more than 65,536 rows first trains on every row,
+        sampled, and keeps that model if its core set stays under 2,048
+        vectors (clean data); else it trains by progressive
+        subsampling: stages on 16,384, 32,768, ... random rows, each
+        converged, while the last doubling still fixed significantly more
+        rows of a held-out validation sample than it broke (never trained
+        on; see streamcvm.problems.progressive). Time and the model's size
+        then follow what the data's noise allows, not n. "all": every row
+        (the L2-SVM of the whole store; full_pass implies it). A number:
+        "auto" with the sample capped at that many rows.
+    n_jobs : threads of the exact BVM pass (-1, the default: every core; 1:
+        one). The model does not depend on it.
+    stop : "slack" (default) or "validation": what ends the eps annealing,
+        the margin slack (eps="auto") or, with held-out rows (progressive
+        fits), a validation error that has not improved on its best by more
+        than its standard error for two levels.
+    class_weight : None, "balanced" (n / (k n_c), as scikit-learn) or a dict
+        {label: weight}: class c's rows get C * weight_c (generalized-cvm
+        sec. IV-A). Weighted rows, like ``sample_weight`` and kernels without
+        a constant k(x, x) ("linear", "poly"), make a center-constrained MEB,
+        which methods "cvm" and "fvm" solve ("bvm" refuses it).
+    scale : False (default) or True: standardise each feature (dense data:
+        (x - mean) / sd; sparse: x / max |x|, no centring) from one streamed
+        pass over the training rows, as LIBSVM's svm-scale does; ``scaler_``
+        keeps the transform, which predict applies and a saved model keeps.
+        Use it when raw columns have very different ranges (byte counts next
+        to flags): the RBF distance would see only the largest.
+    probability : False (default) or True: also fit Platt's sigmoid per
+        machine on rows held out from training (10% of the rows, 1,000 to
+        50,000, a quarter at most; streamcvm.predict.probability), for
+        ``predict_proba`` and ``predict_log_proba`` (more than two classes:
+        pairwise coupling, as LIBSVM). The held-out rows are not trained on.
+    compact : "auto" (default) or False. "auto": a machine trained by
+        progressive subsampling also gets a compact expansion over B <= 4,096
+        basis points, B chosen on its held-out validation rows
+        (streamcvm.problems.compress.compact_machine); predict uses it. False: no
+        compact expansion at fit, and predict uses the full one (set it on a
+        fitted or loaded model to predict exactly).
+    random_state : seed of the row sampling
+    verbose : show a progress bar (eps level, core-set size, radius)
+    """
+
+    task = "classification"  # what `streamcvm train --task` calls it
+
+    def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+                 degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
+                 multi_class="ovo", decision_function_shape="ovr", class_weight=None,
+                 train_size="auto", stop="slack", n_jobs=-1, scale=False,
+                 probability=False, compact="auto", random_state=0, verbose=False):
+        super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
+                         degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
+                         full_pass=full_pass, scale=scale, random_state=random_state,
+                         verbose=verbose)
+        self.probability = probability
+        self.multi_class = multi_class
+        self.decision_function_shape = decision_function_shape
+        self.class_weight = class_weight
+        self.train_size = train_size
+        self.stop = stop
+        self.n_jobs = n_jobs
+        self.compact = compact
+
+    def fit(self, X, y=None, sample_weight=None, *, checkpoint_dir=None,
+            checkpoint_every=60.0, checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            checkpoint_replace=False,
+            client=None):
+        """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
+
+        ``sample_weight``: per-row multipliers of C (arrays only); a store's
+        weight column, when it has one, is used instead.
+        ``checkpoint_dir``: snapshot the run there every ``checkpoint_every``
+        seconds (None: never by time) and/or ``checkpoint_iters`` iterations,
+        at each eps level and after each machine, keeping the last
+        ``checkpoint_keep``; ``resume=True`` continues from the newest snapshot
+        in it (the same model as a run that was never interrupted). The
+        folder is this run's while it writes (locked); another run's
+        snapshots there are refused, or deleted with ``checkpoint_replace=True``.
+        ``client``: a ``dask.distributed.Client`` (or a scheduler address) on
+        which the passes over every row run (row statistics, full violator
+        passes); default: the active client if there is one, else dask's
+        threaded scheduler. The model does not depend on it."""
+        t0 = time.perf_counter()
+        self._check_params()
+        if y is None and not isinstance(X, BaseStore) and not isinstance(X, str) \
+                and not hasattr(X, "__fspath__"):
+            raise ValueError(f"{type(self).__name__} requires y to be passed, "
+                             "but the target y is None")
+        store, labels = self._prepare(X, y, sample_weight)
+        if store.classes is None:
+            raise ValueError("Unknown label type: the store's y has more than 1,000 "
+                             "distinct values, a continuous target; train a regressor "
+                             "(CVMRegressor, --task regression)")
+        labels, classes = store_classes(store, labels)
+        self.classes_ = labels
+        kern = self._kernel(store)
+        eps = resolve_eps(self.eps)
+        seed = 0 if self.random_state is None else int(self.random_state)
+        subs = pairs(classes, self.multi_class)
+        cw = _class_weights(self.class_weight, store, classes, self.classes_)
+        if cw is not None and self.multi_class == "ovr" and len(subs) > 1:
+            raise ValueError("class_weight with multi_class='ovr' is not supported (the "
+                             "'rest' side mixes classes): use multi_class='ovo'")
+        weighted = bool(store.has_weight)
+        source = store
+        store = small_in_memory(store) if len(subs) > 1 and not weighted else store
+        cv = False
+        if self.probability:
+            cv = store.n <= probability.CV_MAX_ROWS     # else held-out rows, never trained on
+            if not cv:
+                store = probability.HoldoutStore(store, seed, 0.0,
+                                                 probability.holdout_fraction(store.n))
+        solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
+                      max_core=self.max_core, n_jobs=self.n_jobs, compact=self.compact)
+        fit_kw = dict(C=self.C, full_pass=self.full_pass, sample_weight=weighted,
+                      train_size=self.train_size, stop=self.stop)
+        ckpt = Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep,
+                           resume, checkpoint_replace)
+        with Fit(self, store, kern, len(subs), ckpt, client) as fit:
+            for k in fit.todo():
+                pair = subs[k]
+                fit.done(train_machine(store, kern, fit.solve(solve, seed + k, k), classes=pair,
+                                       class_weight=None if cw is None else
+                                       (cw[pair[0]], cw[pair[1]]), **fit_kw))
+            self._set_machines(fit.machines)
+            self.kernel_ = kern
+            if self.compact == "auto" and not any(m.compact_info for m in fit.machines):
+                self._compact_fitted(store, seed, solve.but(runner=fit.runner))
+            self.probA_ = self.probB_ = None
+            if cv:
+                F, y = probability.cv_decisions(store, subs, kern, seed, cw,
+                                                solve.but(runner=fit.runner), fit_kw)
+                self._set_sigmoids(F, y, subs)
+            elif self.probability:
+                X, y = store.held_out()
+                F = self._ovo_rows(X) if X is not None else np.zeros((0, len(subs)))
+                self._set_sigmoids(F, y, subs)
+        self.n_iter_ = sum(m.n_iter for m in self.machines_)
+        self.core_set_size_ = sum(m.core_size for m in self.machines_)
+        self.history_ = [h for m in self.machines_ for h in m.history]
+        self.training_ = training_record(self, source, t0)
+        return self
+
+    @property
+    def n_support_(self):
+        check_is_fitted(self)
+        return np.array([len(m.coef) for m in self.machines_])
+
+    @property
+    def support_vectors_(self):
+        check_is_fitted(self)
+        svs = [m.sv for m in self.machines_]
+        return sp.vstack(svs).tocsr() if sp.issparse(svs[0]) else np.concatenate(svs)
+
+    @property
+    def dual_coef_(self):
+        check_is_fitted(self)
+        return [m.coef for m in self.machines_]
+
+    @property
+    def intercept_(self):
+        check_is_fitted(self)
+        return np.array([m.intercept for m in self.machines_])
+
+    def _ovo(self, X):
+        """Every machine's f(x), one column each. The machines share support
+        rows, so kernel blocks are computed once against their union (sorted
+        by class); then, per class, one product of its columns with the
+        coefficients of the machines that class takes part in (one-vs-one:
+        k - 1 of them), i.e. a few small GEMMs instead of a gather per
+        (machine, support row)."""
+        return self._ovo_rows(self._validate_X(X))
+
+    def _ovo_rows(self, X):
+        """:meth:`_ovo` of rows already validated (and scaled)."""
+        union, intercepts = self._union()
+        return union_values(self.kernel_, union, intercepts, X)
+
+    def _model_record(self):
+        """(machines, this estimator's fields of the model manifest): what
+        :func:`streamcvm.estimators.model.save_model` writes (with :meth:`_model_restore`)."""
+        probability = None if getattr(self, "probA_", None) is None else \
+            {"A": [float(v) for v in self.probA_], "B": [float(v) for v in self.probB_],
+             "rows": getattr(self, "n_probability_rows_", None)}
+        return self.machines_, {"classes": [c.item() if hasattr(c, "item") else c
+                                            for c in self.classes_],
+                                "probability": probability}
+
+    def _model_restore(self, machines, man):
+        self.classes_ = np.asarray(man["classes"])
+        self._set_machines(machines)
+        pr = man.get("probability")
+        self.probA_ = None if pr is None else np.asarray(pr["A"], np.float64)
+        self.probB_ = None if pr is None else np.asarray(pr["B"], np.float64)
+
+    def _set_machines(self, machines):
+        """Set ``machines_``; the union of their support rows
+        (:func:`~streamcvm.predict.decision.build_union`) is built again
+        when predict first needs it."""
+        self.machines_ = machines
+        self._unions_ = {}
+
+    def _labels_of(self, F):
+        """Class indices predicted from machine values ``F`` [rows, machines]."""
+        return class_indices(F, self.multi_class, len(self.classes_))
+
+    def _compact_fitted(self, store, seed, solve):
+        """A compact expansion for machines trained on every row (no held-out
+        rows): one k-means basis shared by all of them, B chosen by how often
+        its labels equal the full model's on training rows the least-squares
+        fit did not use (:func:`streamcvm.problems.compress.compact_shared`)."""
+        from ..problems.compress import (agreeing_labels, attach_shared, compact_shared,
+                                         sample_rows)
+        machines = self.machines_
+        got, info = None, {"decision": "sparse support rows: not compressed"}
+        if not (store.sparse or any(sp.issparse(m.sv) for m in machines)):
+            U, _, _, groups, key = build_union(machines, keys=True)
+            w = np.zeros(U.shape[0])
+            for lo, hi, _, W in groups:
+                w[lo:hi] = np.abs(W).sum(axis=1)
+
+            def sample():
+                Xf, Xc = sample_rows(store, seed, solve.runner)
+                return Xf, self._ovo_rows(Xf), Xc, agreeing_labels(
+                    self._labels_of, self._labels_of(self._ovo_rows(Xc)))
+            got, info = compact_shared(U, w, key, self.kernel_, sample, seed=seed)
+        attach_shared(machines, got, info)
+        self._set_machines(machines)
+
+
+    def _union(self, exact=None):
+        """The support rows the active machines share (:meth:`_build_union`)
+        and their intercepts, built once per setting of ``compact`` (predict
+        calls this for every chunk)."""
+        exact = self.compact is False if exact is None else exact
+        got = self.__dict__.setdefault("_unions_", {}).get(exact)
+        if got is None:
+            machines = active_machines(self.machines_, exact)
+            got = self._unions_[exact] = (build_union(machines),
+                                          np.array([m.intercept for m in machines]))
+        return got
+
+
+    def predict_with_decision(self, X):
+        """(predict(X), decision_function(X)) from one pass of kernel blocks."""
+        got = self._streamed(X)
+        if got is not None:
+            return got[0], got[1]
+        F = self._ovo(X)
+        if F.shape[1] == 1:
+            return self.classes_[(F[:, 0] > 0).astype(int)], F[:, 0]
+        if self.multi_class == "ovr":       # machine k: class k against the rest
+            return self.classes_[np.argmax(F, axis=1)], F
+        V = ovo_votes(F, len(self.classes_))
+        dec = F if self.decision_function_shape == "ovo" else V
+        return self.classes_[np.argmax(V, axis=1)], dec
+
+    def decision_function(self, X):
+        """Binary: f(x), positive for classes_[1]. Multi-class one-vs-one:
+        with ``decision_function_shape="ovr"`` (default, as SVC) one column
+        per class, the one-vs-one votes plus a confidence below 1/3 that
+        breaks ties; with "ovo", one column per machine (classes i < j,
+        positive for j). Multi-class one-vs-rest (``multi_class="ovr"``):
+        column k is machine k's f(x), positive for class k."""
+        return self.predict_with_decision(X)[1]
+
+    def predict(self, X):
+        """Class labels of the rows of X: arrays, a sparse matrix, a store,
+        its path or URL, or a dask array (streamed chunk by chunk)."""
+        return self.predict_with_decision(X)[0]
+
+
+    def _set_sigmoids(self, F, y, subs):
+        """``probA_``, ``probB_``: Platt's sigmoid per machine
+        (:func:`~streamcvm.predict.probability.fit_sigmoids`)."""
+        self.probA_, self.probB_ = probability.fit_sigmoids(F, y, subs)
+        self.n_probability_rows_ = int(len(y))
+
+    def _proba_rows(self, X):
+        return probability.probabilities(self._ovo_rows(X), self.probA_, self.probB_,
+                                         self.multi_class, len(self.classes_))
+
+    @available_if(lambda self: self.probability)
+    def predict_proba(self, X):
+        """P(class | x), one column per ``classes_`` entry, for arrays, a
+        store, its path or URL, or a dask array (streamed); needs
+        ``probability=True``."""
+        check_is_fitted(self)
+        if getattr(self, "probA_", None) is None:
+            raise AttributeError("predict_proba needs a model fitted with probability=True "
+                                 "(streamcvm train -b 1)")
+        if is_store_like(X) or is_dask_array(X):
+            store = as_store(X) if is_store_like(X) else DaskStore(X)
+            if store.d != self.n_features_in_:
+                raise ValueError(f"{getattr(store, 'path', 'X')}: {store.d} features, the "
+                                 f"model expects {self.n_features_in_}")
+            out = [self._proba_rows(self._validate_X(c.X)) for c in store]
+            return np.concatenate(out) if out else np.zeros((0, len(self.classes_)))
+        return self._proba_rows(self._validate_X(X))
+
+    @available_if(lambda self: self.probability)
+    def predict_log_proba(self, X):
+        return np.log(self.predict_proba(X))
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean accuracy; on a store (path, URL) against its own labels,
+        streamed (a store none of whose labels is a class is refused)."""
+        if not is_store_like(X):
+            return super().score(X, y, sample_weight)
+        if y is not None or sample_weight is not None:
+            raise ValueError("score on a store takes its labels from the store: "
+                             "pass no y or sample_weight")
+        pred, _, yst, store = self._streamed(X)
+        table = class_table(self.classes_, store)
+        truth = table[np.searchsorted(store.classes, yst)]
+        idx = np.searchsorted(self.classes_, pred)     # classes_ is sorted
+        return float(np.mean(truth == idx)) if len(pred) else float("nan")
+
+
+def _class_weights(class_weight, store, codes, labels):
+    """{code: weight} for ``class_weight`` (None, "balanced" or {label:
+    weight}), or None. "balanced" is scikit-learn's n / (k n_c), from the
+    store's per-chunk class counts."""
+    if class_weight is None:
+        return None
+    if isinstance(class_weight, str):
+        if class_weight != "balanced":
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, "
+                             f"got {class_weight!r}")
+        counts = np.asarray(store.class_counts).sum(axis=0).astype(np.float64)
+        col = np.searchsorted(store.classes, codes)       # codes may be in label order
+        return {c: counts.sum() / (len(codes) * counts[k]) for k, c in zip(col, codes)}
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"class_weight must be None, 'balanced' or a dict, got "
+                         f"{type(class_weight).__name__}")
+    index = {(v.item() if hasattr(v, "item") else v): c for v, c in zip(labels, codes)}
+    out = {c: 1.0 for c in codes}
+    for label, w in class_weight.items():
+        key = label.item() if hasattr(label, "item") else label
+        if key not in index:
+            raise ValueError(f"class_weight: label {label!r} is not among the classes "
+                             f"{list(index)}")
+        if not isinstance(w, numbers.Real) or not w > 0:
+            raise ValueError(f"class_weight[{label!r}] must be a positive number, got {w!r}")
+        out[index[key]] = float(w)
+    return out

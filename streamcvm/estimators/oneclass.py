@@ -1,0 +1,74 @@
+"""CVMOneClass: the one-class L2-SVM (SVDD), the data's enclosing ball."""
+import time
+
+import numpy as np
+from sklearn.base import OutlierMixin
+
+from ..problems import train_machine
+from ..problems.driver import Solve
+from .base import Checkpoints, _OneMachine, resolve_eps
+
+
+class CVMOneClass(OutlierMixin, _OneMachine):
+    """One-class L2-SVM (SVDD): the (1 + eps)-approximate minimum enclosing
+    ball of the data in feature space; points outside it are outliers.
+
+    Parameters are those of :class:`CVMClassifier` (``method`` defaults to
+    "cvm" here); ``verbose`` shows a progress bar.
+
+    ``predict`` returns +1 (inside) / -1 (outside) as OneClassSVM does;
+    ``decision_function`` is ``R^2 - ||phi(x) - c||^2`` (positive inside),
+    ``score_samples`` is ``-||phi(x) - c||^2`` and ``offset_`` is ``-R^2``,
+    where ``R^2`` is the radius the solver certified: the (1 + eps) ball in
+    the L2-SVDD's augmented space, seen from a new point (see
+    ``problems.classification.train_machine``). ``C`` trades the ball's size
+    against the slack of the rows outside it.
+    """
+
+    task = "one-class"  # what `streamcvm train --task` calls it
+
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
+            checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            checkpoint_replace=False,
+            client=None):
+        """Fit on the rows of X (arrays, a sparse matrix or a store); y is
+        ignored. The checkpoint arguments and ``client`` are those of
+        :meth:`CVMClassifier.fit`."""
+        t0 = time.perf_counter()
+        self._check_params()
+        store, _ = self._prepare(X)
+        kern = self._kernel(store)
+        solve = Solve(method=self.method, eps=resolve_eps(self.eps),
+                      sample_size=self.sample_size, max_core=self.max_core)
+        self._fit_one(store, kern, solve, lambda run: train_machine(
+            store, kern, run, classes=None, C=self.C, full_pass=self.full_pass),
+            Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
+                        checkpoint_replace), client, t0=t0)
+        self.offset_ = -self.machine_.radius2
+        return self
+
+    def decision_function(self, X):
+        """R^2 - ||phi(x) - c||^2 (positive inside) for arrays, a store, its
+        path or URL, or a dask array (streamed)."""
+        got = self._streamed(X)
+        if got is not None:
+            return got[1]
+        X = self._validate_X(X)
+        return self.machine_.decision(self.kernel_, X)
+
+    def score_samples(self, X):
+        return self.decision_function(X) + self.offset_
+
+    def _model_record(self):
+        return [self.machine_], {"offset": self.offset_}
+
+    def _model_restore(self, machines, man):
+        self.machine_ = machines[0]
+        self.offset_ = man["offset"]
+
+    def predict_with_decision(self, X):
+        dec = self.decision_function(X)
+        return np.where(dec >= 0, 1, -1), dec
+
+    def predict(self, X):
+        return self.predict_with_decision(X)[0]

@@ -1,0 +1,97 @@
+"""CVMRanker: the kernel ranking SVM over preference pairs within queries."""
+import time
+
+import numpy as np
+from sklearn.utils.validation import validate_data
+
+from ..data.store import BaseStore, as_store, is_store_like
+from ..problems.driver import Solve
+from ..problems.ranking import RANKING, train_ranker
+from ..solvers.methods import method_class
+from .base import Checkpoints, _OneMachine, resolve_eps
+
+
+class CVMRanker(_OneMachine):
+    """Kernel ranking SVM (L2, generalized-cvm sec. IV-B) over the preference
+    pairs within each query, trained by CVM (default) or Frank-Wolfe.
+
+    ``fit(X, y, qid)`` (relevance labels, query ids) or ``fit(store)`` with a
+    qid column; pairs are drawn within query groups from the sampler's pooled
+    chunks, never materialised. ``predict`` returns scores (higher ranks
+    first). Parameters are those of :class:`CVMClassifier`; ``max_core`` caps
+    the core pairs (default 20,000).
+    """
+
+    task = "ranking"  # what `streamcvm train --task` calls it
+
+    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+                 degree=3, eps=1e-4, sample_size=59, max_core=20000, full_pass=False,
+                 scale=False, random_state=0, verbose=False):
+        super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
+                         degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
+                         full_pass=full_pass, scale=scale, random_state=random_state,
+                         verbose=verbose)
+
+    def fit(self, X, y=None, qid=None, *, checkpoint_dir=None, checkpoint_every=60.0,
+            checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            checkpoint_replace=False,
+            client=None):
+        """Fit on arrays (X, y, qid) or a store with a qid column. The
+        checkpoint arguments and ``client`` are those of :meth:`CVMClassifier.fit`."""
+        t0 = time.perf_counter()
+        self._check_params()
+        method_class(self.method, plain=False, problem=RANKING)
+        if isinstance(X, (BaseStore, str)) or hasattr(X, "__fspath__"):
+            store, _ = self._prepare(X)
+        else:
+            if y is None or qid is None:
+                raise ValueError("CVMRanker.fit needs y (relevance) and qid (query ids)")
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
+                                 reset=True, y_numeric=True)
+            qid = np.asarray(qid)
+            if qid.shape != (X.shape[0],):
+                raise ValueError(f"qid has shape {qid.shape}, expected ({X.shape[0]},)")
+            store = self._maybe_scale(as_store(X, np.asarray(y, np.float64), qid=qid))
+        kern = self._kernel(store)
+        solve = Solve(method=self.method, eps=resolve_eps(self.eps),
+                      sample_size=self.sample_size, max_core=self.max_core)
+        self._fit_one(store, kern, solve, lambda run: train_ranker(
+            store, kern, run, C=self.C, full_pass=self.full_pass),
+            Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
+                        checkpoint_replace), client, t0=t0)
+        return self
+
+    def predict(self, X):
+        """Scores: within a query, higher ranks first. X: arrays, a store,
+        its path or URL, or a dask array (streamed)."""
+        got = self._streamed(X)
+        if got is not None:
+            return got[0]
+        X = self._validate_X(X)
+        return self.machine_.decision(self.kernel_, X)
+
+    def predict_with_decision(self, X):
+        f = self.predict(X)
+        return f, f
+
+    def score(self, X, y=None, qid=None):
+        """Mean NDCG@10 over the queries; on a store (path, URL) against its
+        own relevance labels and query ids, streamed."""
+        if is_store_like(X):
+            if y is not None or qid is not None:
+                raise ValueError("score on a store takes its labels and query ids from "
+                                 "the store: pass no y or qid")
+            from ..predict.metrics import RankingTotals
+            from ..predict.chunks import predict_chunks
+            store = as_store(X)
+            if not store.has_qid:
+                raise ValueError(f"{getattr(store, 'path', 'the store')}: no query ids "
+                                 "(qid) to rank within")
+            tot = RankingTotals(k=10)
+            for r in predict_chunks(self, store):
+                tot.add(r.y, r.pred, r.qid)
+            return float(tot.result()[0])
+        if y is None or qid is None:
+            raise ValueError("score(X, y, qid): y and qid are needed with arrays")
+        from ..predict.metrics import ndcg_at_k
+        return ndcg_at_k(y, self.predict(X), qid, k=10)

@@ -1,0 +1,219 @@
+"""CVMRegressor: kernel L2-SVR as a center-constrained MEB (Core Vector
+Regression), with the (mu, gamma) defaults chosen on held-out rows."""
+import numbers
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ..data.parallel import Runner
+from ..data.store import BaseStore, is_store_like
+from ..problems import one_blas_thread
+from ..problems.driver import Solve
+from ..problems.progressive import plan
+from ..problems.regression import STAGE_CORE, fit_warnings, prepare_fit, train_regressor
+from ..solvers.kernels import Kernel
+from ..solvers.methods import method_class
+from .base import METHODS, Checkpoints, _OneMachine, log, positive_number, resolve_eps
+
+AUTO_C_PER_ROW = 5.0    # CVMRegressor(C="auto"): C = 5 x training rows
+REGRESSION_MAX_CORE = 20000     # CVMRegressor(max_core=None) on every row
+
+
+class CVMRegressor(RegressorMixin, _OneMachine):
+    """Kernel L2-SVR trained as a center-constrained MEB: Core Vector
+    Regression (cvr paper, eqs. 6-10), by CVM (default) or Frank-Wolfe.
+
+    The tube's half width is not a parameter: ``mu``, the mean slack outside
+    the tube in the target's units (at the optimum the slacks sum to mu m,
+    whatever C), sets it, and ``epsilon_bar_`` reports the width found:
+    larger mu, narrower tube and more support vectors; a mu above the
+    residuals' size gives a negative width, i.e. a kernel ridge regression
+    regularised by mu / (C / m). The bias is penalised, as in the paper, so
+    the fit is centred on the targets' mean (added back in ``intercept_``).
+
+    Parameters
+    ----------
+    method : "cvm" or "fvm" (BVM solves only the plain MEB)
+    C : regularisation, or "auto": ``AUTO_C_PER_ROW`` (5) times the number
+        of training rows. In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
+        2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
+        grow with m to keep a fit as tight (``C_`` holds the value used).
+    mu : positive, or "auto" (default): chosen by the RMSE on 2,000 held-out
+        rows of fits on 2,000 others, among 0.03, 0.1, 0.3 and 1 times the
+        targets' standard deviation, after gamma="auto" is chosen at 0.3;
+        a progressive fit (``train_size`` below) tries every (mu, gamma)
+        pair instead (``selection_`` lists the trials; docs/solvers.md,
+        "Regression defaults"). ``mu_`` holds the value used.
+    gamma : "auto" (default: 1 / or 2 / the mean squared distance between
+        rows, whichever validates better; with a given mu too) or a number
+    max_core : cap on core points. Default (None): 20,000 (a 1.6 GB kernel
+        cache) on a fit on every row, and progressive stages (below) that
+        stop before a stage whose core set would pass 11,000 (0.5 GB). A
+        number caps both. ``eps="auto"`` asks for a tolerance that shrinks
+        as the rows grow (one row's weight in the loss is C/(mu m)), and an
+        L2-SVR keeps most rows outside its tube as support vectors, so the
+        core set grows like the rows trained on; a fit that reaches the cap
+        warns.
+    train_size : "auto" (default), "all" or a number of rows. "auto": a
+        store of more than 65,536 rows trains by progressive subsampling
+        (streamcvm.problems.progressive): fits on random samples of 16,384,
+        32,768, ... rows (C="auto" scaled to each), the next only while the
+        last doubling lowered the squared error on held-out rows (10% of
+        the rows, at most 50,000) by more than its standard error and its
+        core set would stay within the budget above. The stages are in
+        ``history_`` (``stage_rows``, ``stage_validation_rmse``). A number:
+        at most that many rows, the same way.
+    compact : "auto" (default) or False, as :class:`CVMClassifier`; a
+        compact expansion is kept when its validation RMSE is within 0.5% of
+        the full model's.
+    kernel, coef0, degree, eps, sample_size, full_pass, scale,
+    random_state, verbose : as :class:`CVMClassifier`
+
+    After ``fit``, a warning says when the tube holds more than 95% of the
+    rows (a few extreme rows set the fit), the residuals' mean is far from 0,
+    or the fit is worse than predicting the mean, measured on up to 2,000
+    random training rows.
+    """
+
+    task = "regression"  # what `streamcvm train --task` calls it
+
+    def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
+                 coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
+                 full_pass=False, train_size="auto", scale=False, compact="auto",
+                 random_state=0, verbose=False):
+        super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
+                         degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
+                         full_pass=full_pass, scale=scale, random_state=random_state,
+                         verbose=verbose)
+        self.mu = mu
+        self.train_size = train_size
+        self.compact = compact
+
+    def _check_params(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not (isinstance(self.C, str) and self.C == "auto") and not positive_number(self.C):
+            raise ValueError(f"C must be 'auto' or a positive finite number, got {self.C!r}")
+        method_class(self.method, plain=False, problem="regression (a linear term)")
+        if not (isinstance(self.mu, str) and self.mu == "auto") and \
+                not positive_number(self.mu):
+            raise ValueError(f"mu must be 'auto' or a positive finite number, got {self.mu!r}")
+        if self.compact not in ("auto", False):
+            raise ValueError(f"compact must be 'auto' or False, got {self.compact!r}")
+        ts = self.train_size
+        if not (ts in ("auto", "all") or (isinstance(ts, numbers.Integral) and ts >= 1000)):
+            raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
+                             f"least 1,000, got {ts!r}")
+
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
+            checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            checkpoint_replace=False,
+            client=None):
+        """Fit on arrays (X, y), a sparse matrix, or a store (targets from its
+        y). The checkpoint arguments and ``client`` are those of
+        :meth:`CVMClassifier.fit`."""
+        t0 = time.perf_counter()
+        self._check_params()
+        if y is None and not isinstance(X, (BaseStore, str)) and not hasattr(X, "__fspath__"):
+            raise ValueError(f"{type(self).__name__} requires y to be passed, "
+                             "but the target y is None")
+        store, _ = self._prepare(X, y, regression=True)
+        cl = store.classes      # None: more than MAX_CLASSES distinct values
+        self.target_type_ = "continuous" if cl is None or not np.all(cl == np.round(cl)) \
+            else "integer"
+        self.C_ = AUTO_C_PER_ROW * store.n if isinstance(self.C, str) else float(self.C)
+        seed = 0 if self.random_state is None else int(self.random_state)
+        eps = resolve_eps(self.eps)
+        auto_gamma = isinstance(self.gamma, str) and self.gamma == "auto"
+        base = self._kernel(store).gamma        # gamma, or gamma="auto"'s 1/beta
+        with one_blas_thread(), Runner(client) as runner:
+            pre = prepare_fit(store, self._make_kernel, c=self.C_ / store.n, mu=self.mu,
+                              gamma="auto" if auto_gamma and self.kernel in ("rbf", "laplacian")
+                              else base, base_gamma=base,
+                              method=self.method, eps=eps, seed=seed, runner=runner,
+                              log=log if self.verbose else None,
+                              # a progressive fit: every (mu, gamma) pair, since the SV
+                              # share sets how many rows its core budget reaches; no
+                              # row-statistics pass (the stages use their samples')
+                              progressive=not self.full_pass and
+                              plan(store, None, self.train_size) is not None)
+        self.mu_, gamma, self.selection_, stats = pre["mu"], pre["gamma"], pre["trials"], \
+            pre["stats"]
+        self.gamma_ = float(gamma)
+        kern = self._make_kernel(self.gamma_)
+        auto_c = isinstance(self.C, str)
+        solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
+                      max_core=REGRESSION_MAX_CORE if self.max_core is None else self.max_core,
+                      compact=self.compact)
+        self._fit_one(store, kern, solve, lambda run: train_regressor(
+            store, kern, run, C=self.C_, mu=self.mu_,
+            stage_core=STAGE_CORE if self.max_core is None else self.max_core,
+            full_pass=self.full_pass, stats=stats, train_size=self.train_size,
+            c_per_row=AUTO_C_PER_ROW if auto_c else None),
+            Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
+                        checkpoint_replace), client, t0=t0)
+        stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]
+        if stages and auto_c:               # a progressive fit: its last stage's C
+            self.C_ = AUTO_C_PER_ROW * stages[-1]
+        self.epsilon_bar_ = self.machine_.epsilon_bar
+        Xv, yv = pre["check"]
+        for w in fit_warnings(self.machine_.decision(kern, Xv) if len(yv) else [], yv,
+                              self.epsilon_bar_, pre["sd"]):
+            warnings.warn(f"streamcvm: {w}", RuntimeWarning, stacklevel=2)
+        return self
+
+    def _make_kernel(self, gamma):
+        return Kernel(self.kernel, gamma=gamma, coef0=self.coef0, degree=self.degree)
+
+    @property
+    def intercept_(self):
+        check_is_fitted(self)
+        return self.machine_.intercept
+
+    @property
+    def n_support_(self):
+        check_is_fitted(self)
+        return len(self.machine_.coef)
+
+    def _model_record(self):
+        # the C and mu used (C="auto", mu="auto"); "continuous" or "integer"
+        # targets (evaluate refuses class stores)
+        return [self.machine_], {"C_": self.C_, "mu_": self.mu_,
+                                 "target_type": getattr(self, "target_type_", None)}
+
+    def _model_restore(self, machines, man):
+        self.machine_ = machines[0]
+        self.epsilon_bar_ = machines[0].epsilon_bar
+        self.C_ = man.get("C_")
+        self.mu_ = man.get("mu_")
+        self.target_type_ = man.get("target_type")
+
+    def predict(self, X):
+        """f(x) for arrays, a store, its path or URL, or a dask array (streamed)."""
+        got = self._streamed(X)
+        if got is not None:
+            return got[0]
+        X = self._validate_X(X)
+        m = self.machine_
+        use = m.compact if self.compact is not False and m.compact is not None else m
+        return use.decision(self.kernel_, X)
+
+    def predict_with_decision(self, X):
+        f = self.predict(X)
+        return f, f
+
+    def score(self, X, y=None, sample_weight=None):
+        """R^2; on a store (path, URL) against its own targets, from sums
+        kept chunk by chunk."""
+        if not is_store_like(X):
+            return super().score(X, y, sample_weight)
+        if y is not None or sample_weight is not None:
+            raise ValueError("score on a store takes its targets from the store: "
+                             "pass no y or sample_weight")
+        f, _, t, _ = self._streamed(X)
+        t = np.asarray(t, np.float64)
+        sst = float(((t - t.mean()) ** 2).sum())
+        return 1.0 - float(((t - f) ** 2).sum()) / sst if sst > 0 else float("nan")
