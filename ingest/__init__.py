@@ -1,14 +1,19 @@
 """Ingest svmlight/LIBSVM and CSV/TSV text (plain, .gz, .bz2) into chunked stores.
 
-``streamcvm.ingest`` is this package and, called, its function
-:func:`streamcvm.ingest.pipeline.ingest`: ``streamcvm.ingest(paths, store, ...)``.
+This folder sits at the repository's top and is installed as the subpackage
+``streamcvm.ingest`` (pyproject.toml's ``package-dir``; docs/architecture.md
+says why). What it uses of the library it imports by absolute name
+(``streamcvm.data...``), so a reader and a static tool see it. Called,
+``streamcvm.ingest`` is :func:`streamcvm.ingest.pipeline.ingest`:
+``streamcvm.ingest(paths, store, ...)``.
 """
 import sys
 import types
 
+from streamcvm.data.writer import StoreWriter
+
 from .errors import IngestError
 from .pipeline import ingest
-from streamcvm.data.writer import StoreWriter
 
 __all__ = ["ingest", "IngestError", "StoreWriter"]
 

@@ -18,7 +18,8 @@ import pytest
 import streamcvm
 from streamcvm import CVMClassifier, CVMOneClass
 from streamcvm.problems import checkpoint
-from streamcvm.problems.checkpoint import CheckpointError
+from streamcvm.data import snapshots
+from streamcvm.data.snapshots import CheckpointError
 from streamcvm.solvers import exact_bvm, meb
 
 from conftest import cli_cmd, cli_env, inproc
@@ -27,28 +28,28 @@ from conftest import cli_cmd, cli_env, inproc
 # -- the snapshot files --------------------------------------------------------
 def test_write_keeps_the_last_k_and_reads_back(tmp_path):
     for k in range(4):
-        checkpoint.write(tmp_path, {"k": k}, {"a": np.arange(k + 1.0)}, keep=2)
+        snapshots.write(tmp_path, {"k": k}, {"a": np.arange(k + 1.0)}, keep=2)
     names = sorted(os.listdir(tmp_path))
     assert names == ["ckpt-00000003", "ckpt-00000004"]
-    m, arrays, folder = checkpoint.latest(tmp_path)
+    m, arrays, folder = snapshots.latest(tmp_path)
     assert m["k"] == 3 and folder.endswith("ckpt-00000004")
     np.testing.assert_array_equal(arrays["a"], [0.0, 1.0, 2.0, 3.0])
     assert m["format_version"] == checkpoint.FORMAT_VERSION
 
 
 def test_damaged_newest_falls_back_with_a_warning(tmp_path):
-    checkpoint.write(tmp_path, {"k": 1}, {"a": np.zeros(10)})
-    newest = checkpoint.write(tmp_path, {"k": 2}, {"a": np.ones(10)})
+    snapshots.write(tmp_path, {"k": 1}, {"a": np.zeros(10)})
+    newest = snapshots.write(tmp_path, {"k": 2}, {"a": np.ones(10)})
     with open(os.path.join(newest, "a.npy"), "r+b") as f:     # a torn write
         f.seek(-8, os.SEEK_END)
         f.write(b"\x00" * 8)
     with pytest.warns(RuntimeWarning, match="damaged checkpoint"):
-        m, arrays, _ = checkpoint.latest(tmp_path)
+        m, arrays, _ = snapshots.latest(tmp_path)
     assert m["k"] == 1 and arrays["a"].sum() == 0
 
 
 def test_newer_format_is_refused(tmp_path):
-    folder = checkpoint.write(tmp_path, {}, {"a": np.zeros(2)})
+    folder = snapshots.write(tmp_path, {}, {"a": np.zeros(2)})
     mf = os.path.join(folder, "manifest.json")
     with open(mf) as f:
         m = json.load(f)
@@ -56,14 +57,14 @@ def test_newer_format_is_refused(tmp_path):
     with open(mf, "w") as f:
         json.dump(m, f)
     with pytest.raises(CheckpointError, match="newer"):
-        checkpoint.latest(tmp_path)
+        snapshots.latest(tmp_path)
 
 
 def test_half_written_temporaries_are_ignored_and_cleaned(tmp_path):
-    checkpoint.write(tmp_path, {"k": 1}, {"a": np.zeros(3)})
+    snapshots.write(tmp_path, {"k": 1}, {"a": np.zeros(3)})
     os.mkdir(tmp_path / ".tmp-ckpt-00000002-999")                # a killed writer
-    assert checkpoint.latest(tmp_path)[0]["k"] == 1
-    checkpoint.clean_temporaries(tmp_path)
+    assert snapshots.latest(tmp_path)[0]["k"] == 1
+    snapshots.clean_temporaries(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["ckpt-00000001"]
 
 
@@ -75,15 +76,15 @@ def test_snapshots_at_an_fsspec_url(tmp_path):
     url = "memory://streamcvm-ck/run"
     fs, root = fsspec.core.url_to_fs(url)
     for k in range(3):
-        checkpoint.write(url, {"k": k}, {"a": np.arange(k + 1.0)}, keep=2)
+        snapshots.write(url, {"k": k}, {"a": np.arange(k + 1.0)}, keep=2)
     assert sorted(n.rsplit("/", 1)[-1] for n in fs.ls(root, detail=False)) == \
         ["ckpt-00000002", "ckpt-00000003"]
-    m, arrays, folder = checkpoint.latest(url)
+    m, arrays, folder = snapshots.latest(url)
     assert m["k"] == 2 and folder == url + "/ckpt-00000003"
     np.testing.assert_array_equal(arrays["a"], [0.0, 1.0, 2.0])
     fs.pipe_file(root + "/ckpt-00000004/a.npy", b"half an upload")     # no manifest
     with pytest.warns(RuntimeWarning, match="damaged checkpoint"):
-        assert checkpoint.latest(url)[0]["k"] == 2
+        assert snapshots.latest(url)[0]["k"] == 2
     fs.rm(root, recursive=True)
     store = _data(n=3000)
     ref = CVMClassifier(method="cvm", eps=1e-3).fit(store)
@@ -168,7 +169,7 @@ def test_two_class_resume_is_exact(tmp_path, searches, kill_after, method, at):
         CVMClassifier(method=method, eps=1e-3).fit(store, checkpoint_dir=tmp_path,
                                                    checkpoint_every=0.0)
     kill_after(10 ** 9)                                   # no more kills
-    man = checkpoint.latest(tmp_path)[0]
+    man = snapshots.latest(tmp_path)[0]
     assert man["current"] is not None                    # stopped inside the machine
     n0 = len(searches)
     res = CVMClassifier(method=method, eps=1e-3).fit(store, checkpoint_dir=tmp_path,
@@ -217,7 +218,7 @@ def test_multi_class_resume_keeps_finished_machines(tmp_path, monkeypatch):
     monkeypatch.setattr(meb.MEBSolver, "search", killing_search)
     with pytest.raises(_Kill):
         CVMClassifier(eps=1e-3).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
-    man = checkpoint.latest(tmp_path)[0]
+    man = snapshots.latest(tmp_path)[0]
     assert len(man["machines_done"]) == 1 and man["current"] is not None
     resumed = _recording(monkeypatch, fit, search)
     res = CVMClassifier(eps=1e-3).fit(store, checkpoint_dir=tmp_path, resume=True)
@@ -332,7 +333,7 @@ def _kill_and_resume(kill_store, tmp_path, wait_for, mid_write=False, started=Tr
             break
     if mid_write:       # killed mid-write: the half-written snapshot is still there
         assert any(e.startswith(".tmp-") for e in left), left
-    man = checkpoint.latest(ck)[0]          # the snapshot the resume starts from
+    man = snapshots.latest(ck)[0]          # the snapshot the resume starts from
     assert man["current"] is not None, "killed after the machine was finished"
     at = man["current"]["solver"]["n_iter"]
     with _iterations() as ran:
@@ -396,7 +397,7 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
     calls.update(n=0, kill=4)
     with pytest.raises(_Kill):
         CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
-    man = checkpoint.latest(tmp_path / "ck")[0]
+    man = snapshots.latest(tmp_path / "ck")[0]
     assert man["current"]["solver"]["exact"] and man["progress"]["iteration"] > 0
     calls.update(n=0, kill=None)
     res = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
@@ -434,7 +435,7 @@ def test_regression_resume_is_exact(tmp_path, searches, kill_after, method, auto
     with pytest.raises(_Kill):
         CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
     kill_after(10 ** 9)
-    assert checkpoint.latest(tmp_path)[0]["current"] is not None
+    assert snapshots.latest(tmp_path)[0]["current"] is not None
     n0 = len(searches)
     res = CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path, resume=True)
     _same(ref, res)

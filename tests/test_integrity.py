@@ -81,20 +81,20 @@ def test_surface_refuses_a_classifiers_checkpoint_folder(work, tmp_path):
 
 
 def test_pruning_only_removes_the_runs_own_snapshots(tmp_path):
-    from streamcvm.problems import checkpoint
+    from streamcvm.data import snapshots
     a, b = {"estimator": "A", "store": "x"}, {"estimator": "B", "store": "x"}
     for _ in range(3):
-        checkpoint.write(tmp_path, {"run": a}, {"v": np.zeros(2)}, keep=0)
+        snapshots.write(tmp_path, {"run": a}, {"v": np.zeros(2)}, keep=0)
     theirs = _snaps(tmp_path)
     for _ in range(3):
-        checkpoint.write(tmp_path, {"run": b}, {"v": np.ones(2)}, keep=1)
+        snapshots.write(tmp_path, {"run": b}, {"v": np.ones(2)}, keep=1)
     left = _snaps(tmp_path)
     assert left[:3] == theirs and len(left) == 4
 
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from streamcvm.problems.checkpoint import FolderLock
+    from streamcvm.data.snapshots import FolderLock
     lock = FolderLock(sys.argv[1])
     print("held", flush=True)
     time.sleep(600)

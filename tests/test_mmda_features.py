@@ -125,7 +125,7 @@ def test_an_interrupted_fit_resumes_to_the_same_features(stores, tmp_path, monke
     # the work continued: only the features after the snapshot were fitted
     assert len(calls) == len(ref.machines_) - 3 > 0
     np.testing.assert_array_equal(res.transform(Xt), ref.transform(Xt))
-    from streamcvm.problems.checkpoint import CheckpointError
+    from streamcvm.data.snapshots import CheckpointError
     with pytest.raises(CheckpointError, match="params"):
         MMDATransformer(n_components=2, C=2.0, **KW).fit(X, y, checkpoint_dir=tmp_path,
                                                          resume=True)
@@ -149,7 +149,7 @@ def test_sigkill_then_resume_gives_the_same_feature_store(tmp_path):
     features leaves no feature store; --resume continues from the snapshot
     (only the features after it are fitted) and writes the store an
     uninterrupted run writes."""
-    from streamcvm.problems import checkpoint
+    from streamcvm.data import snapshots
     store = tmp_path / "g.zarr"
     from streamcvm.data import synthetic
     synthetic.write_store(str(store), "gaussian", 10_000, d=8, n_classes=3, seed=0)
@@ -160,7 +160,7 @@ def test_sigkill_then_resume_gives_the_same_feature_store(tmp_path):
     ck = tmp_path / "ck"
 
     def done():
-        got = checkpoint.latest(str(ck)) if checkpoint.is_checkpoint_dir(str(ck)) else None
+        got = snapshots.latest(str(ck)) if snapshots.is_checkpoint_dir(str(ck)) else None
         return got is not None and len(got[0]["machines_done"]) >= 2
     p = subprocess.Popen(cli_cmd("features", store, "-o", tmp_path / "f.zarr",
                                  "--checkpoint-dir", ck, "--checkpoint-every", "0", *opts),
@@ -173,7 +173,7 @@ def test_sigkill_then_resume_gives_the_same_feature_store(tmp_path):
     p.wait()
     assert p.returncode == -signal.SIGKILL            # the kill landed
     assert not (tmp_path / "f.zarr").exists()
-    at = len(checkpoint.latest(str(ck))[0]["machines_done"])   # what the resume starts from
+    at = len(snapshots.latest(str(ck))[0]["machines_done"])   # what the resume starts from
     resumed, counting = _fits()
     with counting:
         r = inproc("features", store, "-o", tmp_path / "f.zarr", "--resume", ck, "--save-model",

@@ -5,7 +5,7 @@ import pytest
 
 import streamcvm
 from streamcvm import CVMClassifier
-from streamcvm.problems import checkpoint
+from streamcvm.data import snapshots
 from streamcvm.problems import progressive as pg
 from streamcvm.solvers import exact_bvm, meb
 
@@ -98,7 +98,7 @@ def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch)
         CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path,
                                             checkpoint_every=0.0)
     monkeypatch.setattr(exact_bvm, "bvm_exact", orig)
-    man = checkpoint.latest(tmp_path)[0]
+    man = snapshots.latest(tmp_path)[0]
     stage = man["current"]["pool"]["progressive"]["stage"]
     assert stage >= 1, "the kill should land after the first stage"
     seen = []
@@ -219,7 +219,7 @@ def test_progressive_regression_resume_inside_a_later_stage_is_exact(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         CVMRegressor(**REG).fit(store, checkpoint_dir=tmp_path, checkpoint_every=3600,
                                 checkpoint_iters=100)
-    man = checkpoint.latest(tmp_path)[0]
+    man = snapshots.latest(tmp_path)[0]
     assert man["current"]["pool"]["progressive"]["stage"] >= 1, \
         "the kill should land after the first stage"
     searches.clear()

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import inproc, one_line_error
 from streamcvm.apps import surface
-from streamcvm.problems.checkpoint import CheckpointError
+from streamcvm.data.snapshots import CheckpointError
 from streamcvm.apps.meshio import read_points
 
 FAST = dict(scales=(0.3, 0.1), max_rows=2000)
@@ -125,14 +125,14 @@ def test_sigkill_after_a_level_then_resume_writes_the_same_mesh(tmp_path):
     import subprocess
     import sys
     import time
-    from streamcvm.problems import checkpoint
+    from streamcvm.data import snapshots
     pts = _xyz(tmp_path / "s.xyz", sphere(600, seed=3))
     opts = ["--scales", "0.3,0.1,0.05", "--grid", "24", "-q"]
     assert inproc("surface", pts, "-o", tmp_path / "ref.ply", *opts).returncode == 0
     ck = tmp_path / "ck"
 
     def levels():
-        got = checkpoint.latest(str(ck)) if checkpoint.is_checkpoint_dir(str(ck)) else None
+        got = snapshots.latest(str(ck)) if snapshots.is_checkpoint_dir(str(ck)) else None
         return 0 if got is None else len(got[0]["machines_done"])
     p = subprocess.Popen([sys.executable, "-m", "streamcvm.cli", "surface", str(pts), "-o",
                           str(tmp_path / "m.ply"), "--checkpoint-dir", str(ck), *opts])

@@ -46,7 +46,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _sigterm)
     from ..ingest.errors import IngestError
     from ..estimators.model import ModelError
-    from ..problems.checkpoint import CheckpointError
+    from ..data.snapshots import CheckpointError
     from ..data.outputs import OutputError
     from ..data.store import StoreError
     try:

@@ -112,12 +112,12 @@ def check_urls(args):
 def checkpoint_arg(args):
     """The checkpoint folder of --checkpoint-dir / --resume (or None): --resume
     DIR writes there too, and holds a snapshot unless --checkpoint-dir DIR."""
-    from ..problems import checkpoint
+    from ..data import snapshots
     if args.resume and args.checkpoint_dir and \
             os.path.abspath(args.resume) != os.path.abspath(args.checkpoint_dir):
         raise SystemExit(f"streamcvm {args.command}: error: --resume DIR writes its snapshots "
                          f"to DIR; drop --checkpoint-dir or give the same folder")
-    if args.resume and not args.checkpoint_dir and not checkpoint.is_checkpoint_dir(args.resume):
+    if args.resume and not args.checkpoint_dir and not snapshots.is_checkpoint_dir(args.resume):
         raise SystemExit(f"streamcvm {args.command}: error: --resume {args.resume}: no "
                          f"checkpoint there (to start a run that snapshots there, pass "
                          f"--checkpoint-dir {args.resume} instead)")

@@ -64,7 +64,7 @@ def add(sub):
 
 def run(args):
     import time
-    from ..problems import checkpoint
+    from ..data import snapshots
     from ..data.outputs import check_output
     fit_opts = ("n_components", "C", "kernel", "gamma", "eps", "sample_size", "max_core",
                 "checkpoint_dir", "resume", "save_model")
@@ -109,7 +109,7 @@ def run(args):
         est = MMDATransformer(**{k: v for k, v in given.items() if v is not None},
                               compact=False if args.exact else "auto",
                               random_state=args.seed, verbose=not args.quiet)
-        resume = bool(args.resume) and checkpoint.is_checkpoint_dir(args.resume)
+        resume = bool(args.resume) and snapshots.is_checkpoint_dir(args.resume)
         t = time.perf_counter()
         try:
             est.fit(store, checkpoint_dir=ck, checkpoint_every=args.checkpoint_every,

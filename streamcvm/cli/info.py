@@ -168,9 +168,9 @@ def describe_model(path):
 
 
 def run(args):
-    from ..problems import checkpoint
-    if checkpoint.is_checkpoint_dir(args.path):
-        print("\n".join(checkpoint.info(args.path)))
+    from ..data import snapshots
+    if snapshots.is_checkpoint_dir(args.path):
+        print("\n".join(snapshots.info(args.path)))
         return 0
     if os.path.isfile(os.path.join(args.path, "model.json")):
         print(describe_model(args.path))

@@ -152,7 +152,7 @@ def run(args):
         raise SystemExit("streamcvm train: error: --stop is for classification")
     _check_train_paths(args)        # before the heavy imports, and before any work
     import numpy as np
-    from ..problems import checkpoint
+    from ..data import snapshots
     from ..estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
     from ..estimators.model import save_model
     from ..data.store import open_store
@@ -186,7 +186,7 @@ def run(args):
                             n_jobs=args.jobs, compact=False if args.no_compact else "auto",
                             **kw)
     resume = bool(args.resume)
-    if resume and not checkpoint.is_checkpoint_dir(args.resume):   # --checkpoint-dir DIR too
+    if resume and not snapshots.is_checkpoint_dir(args.resume):   # --checkpoint-dir DIR too
         resume = False
         if not args.quiet:
             print(f"no snapshot in {args.resume} yet: starting a fresh run", file=sys.stderr)

@@ -73,7 +73,7 @@ def streamcvm_kind(path):
             except (OSError, ValueError):
                 return None
             return None
-        from ..problems.checkpoint import is_checkpoint_dir
+        from .snapshots import is_checkpoint_dir
         if is_checkpoint_dir(path):
             return "checkpoints"
     if os.path.isdir(path) or (os.path.isfile(path) and path.lower().endswith((".h5", ".hdf5"))):

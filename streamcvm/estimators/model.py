@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from .. import __version__
-from ..problems.checkpoint import file_digest as _digest
+from ..data.snapshots import file_digest as _digest
 from ..solvers.kernels import Kernel
 from ..problems.machine import COMPACT_ARRAYS, has_compact, machine_arrays, machine_from
 

@@ -1,0 +1,116 @@
+"""The layout's rules (docs/architecture.md), checked on the source tree:
+modules of at most 600 lines, folders of at most 12 modules, and no import
+cycle between folders (each stage imports only the stages before it)."""
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(ROOT, "streamcvm")
+INGEST = os.path.join(ROOT, "ingest")       # installed as streamcvm.ingest
+MAX_LINES, MAX_MODULES = 600, 12
+# the stages in the order they may import each other: a folder imports only
+# folders before it (and itself); "streamcvm" is the package's own __init__
+ORDER = ["data", "solvers", "problems", "predict", "estimators", "ingest", "apps", "cli"]
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(INGEST),
+                                reason="needs the source tree (ingest/ beside streamcvm/)")
+
+
+def _modules():
+    """(folder, path) of every module of the library and of ingest/."""
+    out = []
+    for base, name in ((PACKAGE, None), (INGEST, "ingest")):
+        for d, dirs, files in os.walk(base):
+            dirs[:] = [x for x in dirs if x != "__pycache__"]
+            for f in files:
+                if f.endswith(".py"):
+                    rel = os.path.relpath(d, base)
+                    folder = name or ("streamcvm" if rel == "." else rel.split(os.sep)[0])
+                    out.append((folder, os.path.join(d, f)))
+    return out
+
+
+def _module_name(path):
+    if path.startswith(INGEST):
+        parts = ["streamcvm", "ingest"] + os.path.relpath(path, INGEST)[:-3].split(os.sep)
+    else:
+        parts = ["streamcvm"] + os.path.relpath(path, PACKAGE)[:-3].split(os.sep)
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _folder_of(module):
+    """The folder (stage) a dotted streamcvm module lives in."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] not in ORDER:
+        return "streamcvm"
+    return parts[1]
+
+
+def imports(path):
+    """Every streamcvm module ``path`` imports (at the top or in functions)."""
+    mod = _module_name(path)
+    pkg = mod if path.endswith("__init__.py") else mod[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[:len(pkg) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] == "streamcvm":
+                out.add(target)
+                if node.module is None or node.level == 0 or True:
+                    out.update(f"{target}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "streamcvm")
+    return out
+
+
+def test_no_module_over_600_lines():
+    long = [f"{os.path.relpath(p, ROOT)}: {n} lines" for _, p in _modules()
+            if (n := sum(1 for _ in open(p))) > MAX_LINES]
+    assert not long, long
+
+
+def test_no_folder_over_12_modules():
+    count = {}
+    for _, p in _modules():
+        count.setdefault(os.path.dirname(p), []).append(p)
+    big = {os.path.relpath(d, ROOT): len(v) for d, v in count.items() if len(v) > MAX_MODULES}
+    assert not big, big
+
+
+def test_each_stage_imports_only_the_stages_before_it():
+    """No import cycle between folders: data -> solvers -> problems -> predict
+    -> estimators -> ingest -> apps -> cli, each importing only earlier ones
+    (the package's own ``streamcvm/__init__.py`` and ``__main__`` excepted:
+    they re-export)."""
+    rank = {f: i for i, f in enumerate(ORDER)}
+    wrong = []
+    for folder, path in _modules():
+        if folder == "streamcvm":
+            continue
+        for target in imports(path):
+            other = _folder_of(target)
+            if other == "streamcvm":
+                if target not in ("streamcvm", "streamcvm.__version__",
+                                  "streamcvm.numba_cache_moved"):
+                    wrong.append(f"{os.path.relpath(path, ROOT)} imports {target}")
+                continue
+            if rank[other] > rank[folder]:
+                wrong.append(f"{os.path.relpath(path, ROOT)} ({folder}) imports {target} "
+                             f"({other})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_import_graph_sees_the_imports():
+    """The check above reads real imports: ingest's use of the store writer and
+    the estimators' use of the solvers are found (a parser that saw nothing
+    would pass the rules trivially)."""
+    got = {t for _, p in _modules() if p.startswith(INGEST) for t in imports(p)}
+    assert "streamcvm.data.writer" in got
+    est = {t for f, p in _modules() if f == "estimators" for t in imports(p)}
+    assert any(t.startswith("streamcvm.solvers") for t in est)
