@@ -108,7 +108,8 @@ def test_svr_model_matches_the_exact_solution(svr_problem):
     """f(x) = C sum a_p s_p (k + 1) and epsbar (cvr eq. 10) of the solver's
     machine against those of the exact dual solution."""
     X, t, k, store, C, mu, pts, Q, q, _, a_opt = svr_problem
-    m = train_regressor(store, k, Solve(method="cvm", eps=1e-4), C=C, mu=mu, full_pass=True)
+    m = train_regressor(store, k, Solve(method="cvm", eps=1e-4), C=C, mu=mu, full_pass=True,
+                        train_size="all")
     s = np.tile([1.0, -1.0], len(t))
     beta = C * (a_opt[0::2] - a_opt[1::2])
     f_opt = (k.block(X, X) + 1) @ beta + pts.offset
@@ -164,7 +165,7 @@ def test_weights_change_the_model():
     X, y = _two_class(n=400, seed=2)
     store = streamcvm.as_store(X, y, chunk_rows=100)
     k = Kernel("rbf", gamma=1.0 / estimate_beta(X))
-    kw = dict(classes=(-1.0, 1.0), C=1.0)
+    kw = dict(classes=(-1.0, 1.0), C=1.0, train_size="all", stop="slack")
     plain = train_machine(store, k, Solve(method="cvm", eps=1e-3), **kw)
     heavy = train_machine(store, k, Solve(method="cvm", eps=1e-3), class_weight=(1.0, 10.0), **kw)
     pos = y > 0
@@ -177,16 +178,19 @@ def test_bvm_refuses_center_constrained_problems():
     X, y = _two_class()
     store = streamcvm.as_store(X, y, chunk_rows=50)
     k = Kernel("rbf", gamma=0.5)
+    kw = dict(C=1.0, train_size="all", stop="slack")
     with pytest.raises(ValueError, match="bvm. solves the plain MEB only"):
-        train_machine(store, k, Solve(method="bvm"), classes=(-1.0, 1.0),
-                      class_weight=(1.0, 2.0))
+        train_machine(store, k, Solve(method="bvm", eps=1e-3), classes=(-1.0, 1.0),
+                      class_weight=(1.0, 2.0), **kw)
     with pytest.raises(ValueError, match="not the kernel .linear. .k.x, x. not constant"):
-        train_machine(store, Kernel("linear"), Solve(method="bvm"), classes=(-1.0, 1.0))
+        train_machine(store, Kernel("linear"), Solve(method="bvm", eps=1e-3),
+                      classes=(-1.0, 1.0), **kw)
     with pytest.raises(ValueError, match="use method=.cvm. or .fvm."):
-        train_regressor(store, k, Solve(method="bvm"))
+        train_regressor(store, k, Solve(method="bvm", eps=1e-3), C=1.0, mu=0.1,
+                        train_size="all")
     with pytest.raises(ValueError, match="weights must be positive"):
-        train_machine(store, k, Solve(method="cvm"), classes=(-1.0, 1.0),
-                      class_weight=(0.0, 1.0))
+        train_machine(store, k, Solve(method="cvm", eps=1e-3), classes=(-1.0, 1.0),
+                      class_weight=(0.0, 1.0), **kw)
 
 
 @pytest.mark.parametrize("toward", ["new", "core"])

@@ -34,7 +34,7 @@ def test_write_keeps_the_last_k_and_reads_back(tmp_path):
     m, arrays, folder = snapshots.latest(tmp_path)
     assert m["k"] == 3 and folder.endswith("ckpt-00000004")
     np.testing.assert_array_equal(arrays["a"], [0.0, 1.0, 2.0, 3.0])
-    assert m["format_version"] == checkpoint.FORMAT_VERSION
+    assert m["format_version"] == snapshots.FORMAT_VERSION
 
 
 def test_damaged_newest_falls_back_with_a_warning(tmp_path):
@@ -53,7 +53,7 @@ def test_newer_format_is_refused(tmp_path):
     mf = os.path.join(folder, "manifest.json")
     with open(mf) as f:
         m = json.load(f)
-    m["format_version"] = checkpoint.FORMAT_VERSION + 1
+    m["format_version"] = snapshots.FORMAT_VERSION + 1
     with open(mf, "w") as f:
         json.dump(m, f)
     with pytest.raises(CheckpointError, match="newer"):

@@ -157,7 +157,7 @@ def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
     from distributed.utils import key_split
     store = open_store(stores["cls"])
     kern = Kernel("rbf", gamma=0.2)
-    kw = dict(classes=(0.0, 1.0), C=1.0, full_pass=True)
+    kw = dict(classes=(0.0, 1.0), C=1.0, full_pass=True, train_size="all", stop="slack")
     solve = Solve(method="cvm", eps=1e-3)
     with one_blas_thread():
         ref = train_machine(store, kern, solve.but(runner=Runner(use_active=False)), **kw)

@@ -61,9 +61,8 @@ def imports(path):
             else:
                 target = node.module or ""
             if target.split(".")[0] == "streamcvm":
-                out.add(target)
-                if node.module is None or node.level == 0 or True:
-                    out.update(f"{target}.{a.name}" for a in node.names)
+                out.add(target)     # and each name, which may be a module of it
+                out.update(f"{target}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.split(".")[0] == "streamcvm")
     return out

@@ -100,7 +100,7 @@ def test_eps_levels_anneal_to_the_target():
 
 def test_bvm_refuses_a_kernel_without_constant_diagonal():
     with pytest.raises(ValueError, match="constant k"):
-        MEBSolver(Kernel("linear"), 4, False, method="bvm")
+        MEBSolver(Kernel("linear"), 4, False, C=1.0, method="bvm", eps=1e-3)
 
 
 def test_auto_eps_stops_once_the_margin_slack_is_small(two_class):

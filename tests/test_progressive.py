@@ -242,7 +242,7 @@ def test_a_progressive_regression_chooses_mu_and_gamma_over_every_pair():
     from streamcvm.problems.regression import SELECT_SLACK, select_params
     store = _friedman(n=1000)
     kw = dict(c=5.0, mu="auto", gamma="auto", base_gamma=0.6, sd=float(store.y.std()),
-              eps="auto")
+              method="cvm", eps="auto")
     make = lambda g: Kernel("rbf", gamma=g)          # noqa: E731
     mu5, g5, t5 = select_params(store, make, **kw)
     mu8, g8, t8 = select_params(store, make, full_grid=True, **kw)

@@ -72,7 +72,8 @@ The comparison, per (estimator, dataset, method):
   present on one side only. Ignored, because they legitimately differ
   between two runs or versions: ``created_by`` (the streamcvm version
   string), ``library_versions``, ``files`` (the per-file XXH3 checksums:
-  the arrays themselves are compared), and any key named ``seconds``,
+  the arrays themselves are compared), ``manifest_xxh3_128`` (model.json's
+  checksum of itself, which covers the fit's wall time), and any key named ``seconds``,
   ``elapsed``, ``elapsed_s``, ``wall_s``, ``time_s``, ``finished``,
   ``date``, ``created``, ``path``, ``store``, ``resumed_from``, ``git``,
   ``commit``, ``revision`` (in today's format: ``training.seconds``, the fit's
@@ -116,7 +117,7 @@ CLASS_NAMES = {"classifier": "CVMClassifier", "regressor": "CVMRegressor",
                "mmda": "MMDATransformer", "surface": "surface"}
 PREP_VERSION = 1            # bump when a preparation below changes
 # model.json: top-level keys and key names (at any depth) not compared
-IGNORED_TOP = ("created_by", "library_versions", "files")
+IGNORED_TOP = ("created_by", "library_versions", "files", "manifest_xxh3_128")
 IGNORED_NAMES = ("seconds", "elapsed", "elapsed_s", "wall_s", "time_s", "finished", "date",
                  "created", "path", "store", "resumed_from", "git", "commit", "revision")
 MAX_SHOWN = 3               # differences printed per line

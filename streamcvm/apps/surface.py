@@ -269,7 +269,8 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
                 a = float(np.abs(r[rows]).max()) or 1.0
                 m = train_regressor(as_store(X[rows], r[rows] / a), k,
                                     Solve(method="cvm", eps=eps, seed=seed + lev),
-                                    C=c_per_row * len(rows), mu=mu, centred=False)
+                                    C=c_per_row * len(rows), mu=mu, centred=False,
+                                    train_size="all")
                 m.coef = m.coef * a
                 m.intercept *= a
                 _subtract(r, X, k, m, n_jobs)

@@ -39,6 +39,7 @@ from .atomic import Place, atomic_dir
 
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"
+KEEP = 2                # snapshots of a run kept, the default everywhere
 
 
 class CheckpointError(ValueError):
@@ -87,7 +88,7 @@ def same_run(a, b):
         json.loads(json.dumps(b, sort_keys=True, default=str))
 
 
-def write(path, manifest, arrays, keep=2, own=None):
+def write(path, manifest, arrays, keep=KEEP, own=None):
     """Write one snapshot (``manifest``: JSON-able dict; ``arrays``: name ->
     ndarray) atomically under ``path``; prune all but the last ``keep`` of
     the run's own snapshots: those in ``own`` (names), or by default those

@@ -21,9 +21,11 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data.parallel import Runner
-from ..data.sampling import sample_rows
+from ..data.sampling import SAMPLE_SIZE, sample_rows
+from ..data.snapshots import KEEP
 from ..data.store import DaskStore, as_store, is_dask_array, is_store_like
 from ..problems import checkpoint, one_blas_thread
+from ..problems.checkpoint import EVERY
 from ..solvers.kernels import Kernel, estimate_beta
 from ..solvers.methods import METHODS as _METHODS
 from .progress import FitProgress
@@ -114,9 +116,9 @@ class Checkpoints:
     iterations, how many to keep, whether to resume from the newest, whether
     another run's snapshots there may be deleted."""
     dir: object = None
-    every: object = 60.0
+    every: object = EVERY
     iters: object = None
-    keep: int = 2
+    keep: int = KEEP
     resume: bool = False
     replace: bool = False
 
@@ -183,26 +185,21 @@ class Fit:
         checkpoint.machine_done(self.ck, m, self.n)
 
 
+def keep_params(est, params):
+    """scikit-learn's rule for ``__init__``: keep each argument, as given,
+    under its own name; ``params``: the ``__init__``'s ``locals()``."""
+    for name, value in params.items():
+        if name not in ("self", "__class__"):
+            setattr(est, name, value)
+
+
 class _CVMBase(BaseEstimator):
-    # The parameters every estimator has, assigned here once (scikit-learn's
-    # rule: __init__ only stores its arguments); each estimator's own
-    # __init__ names its defaults. These defaults are CVMOneClass's.
-    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
-                 degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
+    # The parameters every estimator has; each estimator's own __init__ names
+    # its defaults (these are CVMOneClass's) and only keeps its arguments.
+    def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+                 degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None, full_pass=False,
                  scale=False, random_state=0, verbose=False):
-        self.scale = scale
-        self.method = method
-        self.C = C
-        self.kernel = kernel
-        self.gamma = gamma
-        self.coef0 = coef0
-        self.degree = degree
-        self.eps = eps
-        self.sample_size = sample_size
-        self.max_core = max_core
-        self.full_pass = full_pass
-        self.random_state = random_state
-        self.verbose = verbose
+        keep_params(self, locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

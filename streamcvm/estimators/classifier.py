@@ -17,7 +17,8 @@ from ..predict.decision import (active_machines, build_union, class_indices, ovo
                                 union_values)
 from ..problems import pairs, train_machine
 from ..problems.driver import Solve
-from .base import Checkpoints, Fit, _CVMBase, resolve_eps, store_classes, training_record
+from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, _CVMBase, keep_params,
+                   resolve_eps, store_classes, training_record)
 
 
 class CVMClassifier(ClassifierMixin, _CVMBase):
@@ -82,25 +83,14 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     task = "classification"  # what `streamcvm train --task` calls it
 
     def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
-                 degree=3, eps="auto", sample_size=59, max_core=None, full_pass=False,
+                 degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None, full_pass=False,
                  multi_class="ovo", decision_function_shape="ovr", class_weight=None,
                  train_size="auto", stop="slack", n_jobs=-1, scale=False,
                  probability=False, compact="auto", random_state=0, verbose=False):
-        super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
-                         degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
-                         full_pass=full_pass, scale=scale, random_state=random_state,
-                         verbose=verbose)
-        self.probability = probability
-        self.multi_class = multi_class
-        self.decision_function_shape = decision_function_shape
-        self.class_weight = class_weight
-        self.train_size = train_size
-        self.stop = stop
-        self.n_jobs = n_jobs
-        self.compact = compact
+        keep_params(self, locals())
 
     def fit(self, X, y=None, sample_weight=None, *, checkpoint_dir=None,
-            checkpoint_every=60.0, checkpoint_iters=None, checkpoint_keep=2, resume=False,
+            checkpoint_every=EVERY, checkpoint_iters=None, checkpoint_keep=KEEP, resume=False,
             checkpoint_replace=False,
             client=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).

@@ -22,7 +22,8 @@ from ..data.store import as_store, is_store_like
 from ..problems.machine import Machine
 from ..solvers.kernels import Kernel
 from ..solvers.mmda import Basis, Direction, MMDASolver
-from .base import Checkpoints, Fit, positive_number, resolve_gamma, store_classes, training_record
+from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, keep_params, positive_number,
+                   resolve_gamma, store_classes, training_record)
 
 
 class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -64,17 +65,8 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     task = "features"
 
     def __init__(self, n_components=1, *, C=1.0, kernel="rbf", gamma="auto", eps=1e-3,
-                 sample_size=59, max_core=None, compact="auto", random_state=0, verbose=False):
-        self.n_components = n_components
-        self.compact = compact
-        self.C = C
-        self.kernel = kernel
-        self.gamma = gamma
-        self.eps = eps
-        self.sample_size = sample_size
-        self.max_core = max_core
-        self.random_state = random_state
-        self.verbose = verbose
+                 sample_size=SAMPLE_SIZE, max_core=None, compact="auto", random_state=0, verbose=False):
+        keep_params(self, locals())
 
     def _check_params(self):
         if not (isinstance(self.n_components, numbers.Integral) and self.n_components >= 1):
@@ -90,7 +82,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             raise ValueError(f"kernel must be 'rbf', 'laplacian' or 'exponential' (MMDA needs "
                              f"a constant k(x, x)), got {self.kernel!r}")
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0, checkpoint_keep=2,
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=EVERY, checkpoint_keep=KEEP,
             resume=False, checkpoint_replace=False):
         """Fit on arrays (X, y) or a store (its y). ``checkpoint_dir``: a
         snapshot after each feature (at most every ``checkpoint_every``

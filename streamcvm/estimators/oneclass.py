@@ -6,15 +6,16 @@ from sklearn.base import OutlierMixin
 
 from ..problems import train_machine
 from ..problems.driver import Solve
-from .base import Checkpoints, _OneMachine, resolve_eps
+from .base import EVERY, KEEP, Checkpoints, _OneMachine, resolve_eps
 
 
 class CVMOneClass(OutlierMixin, _OneMachine):
     """One-class L2-SVM (SVDD): the (1 + eps)-approximate minimum enclosing
     ball of the data in feature space; points outside it are outliers.
 
-    Parameters are those of :class:`CVMClassifier` (``method`` defaults to
-    "cvm" here); ``verbose`` shows a progress bar.
+    Parameters are those of :class:`CVMClassifier`, with its defaults:
+    ``method="bvm"``, the ball's own algorithm (the one-class problem is the
+    plain MEB, as a binary classifier's is); ``verbose`` shows a progress bar.
 
     ``predict`` returns +1 (inside) / -1 (outside) as OneClassSVM does;
     ``decision_function`` is ``R^2 - ||phi(x) - c||^2`` (positive inside),
@@ -27,8 +28,8 @@ class CVMOneClass(OutlierMixin, _OneMachine):
 
     task = "one-class"  # what `streamcvm train --task` calls it
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
-            checkpoint_iters=None, checkpoint_keep=2, resume=False,
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=EVERY,
+            checkpoint_iters=None, checkpoint_keep=KEEP, resume=False,
             checkpoint_replace=False,
             client=None):
         """Fit on the rows of X (arrays, a sparse matrix or a store); y is
@@ -41,7 +42,8 @@ class CVMOneClass(OutlierMixin, _OneMachine):
         solve = Solve(method=self.method, eps=resolve_eps(self.eps),
                       sample_size=self.sample_size, max_core=self.max_core)
         self._fit_one(store, kern, solve, lambda run: train_machine(
-            store, kern, run, classes=None, C=self.C, full_pass=self.full_pass),
+            store, kern, run, classes=None, C=self.C, full_pass=self.full_pass,
+            train_size="all", stop="slack"),       # the ball of every row
             Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
                         checkpoint_replace), client, t0=t0)
         self.offset_ = -self.machine_.radius2

@@ -8,7 +8,8 @@ from ..data.store import BaseStore, as_store, is_store_like
 from ..problems.driver import Solve
 from ..problems.ranking import RANKING, train_ranker
 from ..solvers.methods import method_class
-from .base import Checkpoints, _OneMachine, resolve_eps
+from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, _OneMachine, keep_params,
+                   resolve_eps)
 
 
 class CVMRanker(_OneMachine):
@@ -25,15 +26,12 @@ class CVMRanker(_OneMachine):
     task = "ranking"  # what `streamcvm train --task` calls it
 
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
-                 degree=3, eps=1e-4, sample_size=59, max_core=20000, full_pass=False,
+                 degree=3, eps=1e-4, sample_size=SAMPLE_SIZE, max_core=20000, full_pass=False,
                  scale=False, random_state=0, verbose=False):
-        super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
-                         degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
-                         full_pass=full_pass, scale=scale, random_state=random_state,
-                         verbose=verbose)
+        keep_params(self, locals())
 
-    def fit(self, X, y=None, qid=None, *, checkpoint_dir=None, checkpoint_every=60.0,
-            checkpoint_iters=None, checkpoint_keep=2, resume=False,
+    def fit(self, X, y=None, qid=None, *, checkpoint_dir=None, checkpoint_every=EVERY,
+            checkpoint_iters=None, checkpoint_keep=KEEP, resume=False,
             checkpoint_replace=False,
             client=None):
         """Fit on arrays (X, y, qid) or a store with a qid column. The

@@ -16,7 +16,8 @@ from ..problems.progressive import plan
 from ..problems.regression import STAGE_CORE, fit_warnings, prepare_fit, train_regressor
 from ..solvers.kernels import Kernel
 from ..solvers.methods import method_class
-from .base import METHODS, Checkpoints, _OneMachine, log, positive_number, resolve_eps
+from .base import (EVERY, KEEP, METHODS, SAMPLE_SIZE, Checkpoints, _OneMachine, keep_params,
+                   log, positive_number, resolve_eps)
 
 AUTO_C_PER_ROW = 5.0    # CVMRegressor(C="auto"): C = 5 x training rows
 REGRESSION_MAX_CORE = 20000     # CVMRegressor(max_core=None) on every row
@@ -81,16 +82,10 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     task = "regression"  # what `streamcvm train --task` calls it
 
     def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
-                 coef0=0.0, degree=3, eps="auto", sample_size=59, max_core=None,
+                 coef0=0.0, degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None,
                  full_pass=False, train_size="auto", scale=False, compact="auto",
                  random_state=0, verbose=False):
-        super().__init__(method=method, C=C, kernel=kernel, gamma=gamma, coef0=coef0,
-                         degree=degree, eps=eps, sample_size=sample_size, max_core=max_core,
-                         full_pass=full_pass, scale=scale, random_state=random_state,
-                         verbose=verbose)
-        self.mu = mu
-        self.train_size = train_size
-        self.compact = compact
+        keep_params(self, locals())
 
     def _check_params(self):
         if self.method not in METHODS:
@@ -108,8 +103,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
                              f"least 1,000, got {ts!r}")
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=60.0,
-            checkpoint_iters=None, checkpoint_keep=2, resume=False,
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=EVERY,
+            checkpoint_iters=None, checkpoint_keep=KEEP, resume=False,
             checkpoint_replace=False,
             client=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (targets from its

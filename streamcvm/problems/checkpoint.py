@@ -18,8 +18,11 @@ import time
 import numpy as np
 
 from ..data.atomic import Place
-from ..data.snapshots import (CheckpointError, FolderLock, clean_temporaries, describe_run,
-                              latest, list_snapshots, run_difference, run_of, same_run, write)
+from ..data.snapshots import (KEEP, CheckpointError, FolderLock, clean_temporaries,
+                              describe_run, latest, list_snapshots, run_difference, run_of,
+                              same_run, write)
+
+EVERY = 60.0            # seconds between a fit's snapshots, the default everywhere
 
 
 class Checkpointer:
@@ -34,7 +37,7 @@ class Checkpointer:
     the time spent writing.
     """
 
-    def __init__(self, path, base, every=60.0, every_iter=None, keep=2):
+    def __init__(self, path, base, every=EVERY, every_iter=None, keep=KEEP):
         self.path = os.fspath(path)
         self.base = base
         self.every = every

@@ -14,7 +14,7 @@ which CVM and FVM solve and BVM refuses.
 """
 import numpy as np
 
-from .driver import Solve, kernel_bound, row_stats, run_solver
+from .driver import kernel_bound, row_stats, run_solver
 from .machine import Machine
 from ..solvers.points import RowPoints
 from .progressive import plan, train_progressive
@@ -49,8 +49,8 @@ def class_points(store, kernel, classes, C, class_weight=None, sample_weight=Fal
                      constant_diagonal=kernel.constant_diagonal, weighted=sample_weight)
 
 
-def train_machine(store, kernel, solve=None, *, classes=None, C=1.0, full_pass=False,
-                  class_weight=None, sample_weight=False, train_size="all", stop="slack",
+def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
+                  class_weight=None, sample_weight=False, train_size, stop,
                   make_pool=None, validation=None):
     """Train one machine on ``store``; ``solve``: the solver's options and
     the run's plumbing (:class:`~streamcvm.problems.driver.Solve`).
@@ -65,7 +65,6 @@ def train_machine(store, kernel, solve=None, *, classes=None, C=1.0, full_pass=F
     "validation" needs held-out rows: a progressive fit, or ``validation``).
     The other arguments are :func:`~streamcvm.problems.driver.run_solver`'s.
     """
-    solve = Solve() if solve is None else solve
     callback, resume = solve.callback, solve.resume
     one_class = classes is None
     if one_class and (class_weight is not None or sample_weight

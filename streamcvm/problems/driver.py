@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from ..data.sampling import ChunkPool, relabel
+from ..data.sampling import SAMPLE_SIZE, ChunkPool, relabel
 from ..solvers import MEBSolver
 
 
@@ -157,9 +157,9 @@ class Solve:
     :func:`streamcvm.problems.compress.compact_machine`) or False (the default: trial
     fits, folds; the estimators set it)."""
 
-    method: str = "bvm"
-    eps: object = 1e-3
-    sample_size: int = 59
+    method: str
+    eps: object
+    sample_size: int = SAMPLE_SIZE
     max_core: object = None
     seed: int = 0
     n_jobs: object = None
@@ -176,8 +176,8 @@ class Solve:
         return dataclasses.replace(self, **changes)
 
 
-def run_solver(store, kernel, points, solve=None, *, classes=None, target="raw", b=1.0,
-               C=1.0, full_pass=False, make_pool=None, dim=None, sparse=None, validation=None,
+def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.0,
+               C, full_pass=False, make_pool=None, dim=None, sparse=None, validation=None,
                stop="slack", warm=None, exact_start=True):
     """Train one machine's MEB on ``store`` and return the solver.
 
@@ -206,7 +206,6 @@ def run_solver(store, kernel, points, solve=None, *, classes=None, target="raw",
     column over the m rows): |S| >= m / ``SWITCH_RATIO``. A ``warm`` start
     goes on the same way: exact if its core set is already that large,
     else sampled from the level it ended on."""
-    solve = Solve() if solve is None else solve
     sample_size, max_core, resume = solve.sample_size, solve.max_core, solve.resume
     callback, runner = solve.callback, solve.runner
     rng = np.random.default_rng(solve.seed)

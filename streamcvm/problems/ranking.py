@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from ..solvers.kernels import EXPONENTIAL, LAPLACIAN, LINEAR, NPOLY, RBF
 from ..data.sampling import ChunkPool
 from ..solvers.methods import method_class
-from .driver import Solve, kernel_bound, row_stats, run_solver
+from .driver import kernel_bound, row_stats, run_solver
 from .machine import Machine
 from ..solvers.points import RowPoints
 
@@ -175,13 +175,12 @@ def all_pairs(store):
     return PairSource(store)
 
 
-def train_ranker(store, kernel, solve=None, *, C=1.0, full_pass=False):
+def train_ranker(store, kernel, solve, *, C, full_pass=False):
     """Train a ranking SVM on ``store`` (labels = relevance, ``qid`` =
     query); returns a :class:`Machine` scoring rows (``regression=True``: a
     real-valued function, ``f(x) = sum coef_r k(x_r, x)``, no intercept).
     ``solve``: the solver's options and the run's plumbing
     (:class:`~streamcvm.problems.driver.Solve`; default: CVM, eps 1e-3)."""
-    solve = Solve(method="cvm") if solve is None else solve
     method_class(solve.method, plain=False, problem=RANKING)
     if not store.has_qid:
         raise ValueError("ranking needs query ids: the store has no qid column "

@@ -45,8 +45,8 @@ def regression_points(store, kernel, C, mu, stats=None, runner=None, centred=Tru
 STAGE_CORE = 11000
 
 
-def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=False, stats=None,
-                    warn=True, train_size="all", c_per_row=None, stage_core=STAGE_CORE,
+def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
+                    warn=True, train_size, c_per_row=None, stage_core=STAGE_CORE,
                     centred=True):
     """Train an L2-SVR on ``store`` (targets in its ``y``); returns a
     :class:`Machine` with ``regression=True`` whose support rows are the
@@ -65,7 +65,6 @@ def train_regressor(store, kernel, solve=None, *, C=1.0, mu=0.02, full_pass=Fals
     ``centred=False`` (every row, no stages): the raw targets are fitted
     rather than their deviations from the mean (:func:`regression_points`)."""
     from .progressive import SquaredVerdict, plan, train_progressive
-    solve = Solve(method="cvm") if solve is None else solve
     callback, max_core = solve.callback, solve.max_core
     method_class(solve.method, plain=False, problem="regression (a linear term)")
     if not C > 0 or not mu > 0:
@@ -176,8 +175,8 @@ def rmse(f, y):
     return float(np.sqrt(np.mean((np.asarray(f, np.float64) - y) ** 2)))
 
 
-def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method="cvm",
-                  eps=1e-3, seed=0, runner=None, sample=None, full_grid=False):
+def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
+                  eps, seed=0, runner=None, sample=None, full_grid=False):
     """mu and gamma for :func:`train_regressor` by validation RMSE: each
     ``"auto"`` one over its grid (``MU_GRID`` x ``sd``, ``GAMMA_GRID`` x
     ``base_gamma``; gamma first, at the grid's third mu, then mu at the best
@@ -203,7 +202,7 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method="c
         kern = make_kernel(g)
         mach = train_regressor(sub, kern, Solve(method=method, eps=eps, seed=seed,
                                                 runner=runner),
-                               C=c * len(yf), mu=m, warn=False)
+                               C=c * len(yf), mu=m, warn=False, train_size="all")
         trials.append({"mu": m, "gamma": g, "val_rmse": rmse(mach.decision(kern, Xv), yv),
                        "n_support": int(len(mach.coef))})
     # gamma at the middle mu first, then the other mus at the best gamma
@@ -247,7 +246,7 @@ def fit_warnings(f, y, epsilon_bar, sd):
     return out
 
 
-def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method="cvm", eps=1e-3,
+def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method, eps,
                 seed=0, runner=None, log=None, progressive=False):
     """What :class:`~streamcvm.estimators.CVMRegressor` needs before its fit:
     one pass for the targets' statistics (``stats``, for

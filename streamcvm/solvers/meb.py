@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from ..data.sampling import SAMPLE_SIZE
 from .kernels import kernel_sums, sq_norms
 from .ball import Ball, inner
 from .exact_bvm import ExactBVM
@@ -65,8 +66,8 @@ class MEBSolver:
     ``full_pass_violators`` (None: no full pass checked the result).
     """
 
-    def __init__(self, kernel, d, sparse, *, C=1.0, b=1.0, method="cvm", eps=1e-3,
-                 sample_size=59, patience=None, max_core=None, init_size=20,
+    def __init__(self, kernel, d, sparse, *, C, b=1.0, method, eps,
+                 sample_size=SAMPLE_SIZE, patience=None, max_core=None, init_size=20,
                  smo_max_iter=100000, points=None, n_jobs=None):
         if points is None:
             from .points import RowPoints

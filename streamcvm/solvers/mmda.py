@@ -17,6 +17,8 @@ formula of :func:`streamcvm.solvers.ball.distance2`. The new direction is
 import numpy as np
 from numba import njit
 
+from ..data.sampling import SAMPLE_SIZE
+
 SOR_OMEGA = 1.0         # the extrapolation factor omega of Algorithm 3 (Gauss-Seidel: 1)
 
 
@@ -146,7 +148,7 @@ class MMDASolver:
 
     PATIENCE = 7
 
-    def __init__(self, kernel, C=1.0, eps=1e-3, basis=None, sample_size=59, init_size=20,
+    def __init__(self, kernel, *, C, eps, basis=None, sample_size=SAMPLE_SIZE, init_size=20,
                  max_core=None, tol=1e-8):
         if not kernel.constant_diagonal:
             raise ValueError(f"MMDA needs a kernel with constant k(x, x), not {kernel.name!r}")
