@@ -75,7 +75,8 @@ The comparison, per (estimator, dataset, method):
   the arrays themselves are compared), ``manifest_xxh3_128`` (model.json's
   checksum of itself, which covers the fit's wall time), and any key named ``seconds``,
   ``elapsed``, ``elapsed_s``, ``wall_s``, ``time_s``, ``finished``,
-  ``date``, ``created``, ``path``, ``store``, ``resumed_from``, ``git``,
+  ``date``, ``created``, ``path``, ``store``, ``feature_seconds`` (MMDA's per-feature
+  fit times), ``resumed_from``, ``git``,
   ``commit``, ``revision`` (in today's format: ``training.seconds``, the fit's
   wall time, ``training.finished``, its date, ``training.store`` and
   ``training.resumed_from``, paths).
@@ -118,8 +119,9 @@ CLASS_NAMES = {"classifier": "CVMClassifier", "regressor": "CVMRegressor",
 PREP_VERSION = 1            # bump when a preparation below changes
 # model.json: top-level keys and key names (at any depth) not compared
 IGNORED_TOP = ("created_by", "library_versions", "files", "manifest_xxh3_128")
-IGNORED_NAMES = ("seconds", "elapsed", "elapsed_s", "wall_s", "time_s", "finished", "date",
-                 "created", "path", "store", "resumed_from", "git", "commit", "revision")
+IGNORED_NAMES = ("seconds", "feature_seconds", "elapsed", "elapsed_s", "wall_s", "time_s",
+                 "finished", "date", "created", "path", "store", "resumed_from", "git",
+                 "commit", "revision")
 MAX_SHOWN = 3               # differences printed per line
 
 
