@@ -169,14 +169,16 @@ class _Progress:
             self.bar.close()
 
 
-def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False,
+def ingest(sources, out, *, store_format=None, sparse="auto", zero_based=False,
            n_features=None, chunk_rows=None, input_format="auto", delimiter=None,
            header="auto", label_col="auto", qid_col=None, weight_col=None, skip_cols=None,
            allow_nan=False, overwrite=False, progress=False, n_jobs=None,
            block_size=4 << 20, clevel=1, executor=None, checksums=True):
     """Ingest svmlight/LIBSVM or delimited text files into one store.
 
-    Parameters mirror ``streamcvm ingest``; see its ``--help``. Raises
+    Parameters mirror ``streamcvm ingest``; see its ``--help``.
+    ``store_format``: "zarr" or "hdf5"; None (default): "hdf5" for an
+    ``out`` ending in .h5 or .hdf5, else "zarr". Raises
     :class:`IngestError` (one line, ``file:line: what``) on bad input, in
     which case no store is left behind. Returns a summary dict.
     ``checksums=False`` writes chunks without their checksums, as stores
@@ -188,6 +190,8 @@ def ingest(sources, out, *, store_format="zarr", sparse="auto", zero_based=False
         raise IngestError(out, "no input files")
     if sparse not in ("auto", True, False):
         raise ValueError("sparse must be 'auto', True or False")
+    if store_format is None:
+        store_format = "hdf5" if os.fspath(out).lower().endswith((".h5", ".hdf5")) else "zarr"
     _refuse_repeats(sources)
     srcs = [Source(p, block_size=block_size) for p in sources]
     from streamcvm.data.outputs import OutputError, check_output

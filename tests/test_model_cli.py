@@ -215,3 +215,104 @@ def test_cli_train_takes_the_estimators_defaults(stores, tmp_path, monkeypatch, 
         main(["train", train, "-o", str(tmp_path / "m"), "--task", task, "-q", "-e", "auto",
               "-f", "1234"])
     assert built["params"]["eps"] == "auto" and built["params"]["max_core"] == 1234
+
+
+# the command line's own settings, not a library parameter's default: (command, dest)
+CLI_OWN = {("train", "task"), ("demo", "dir"), ("demo", "rows"), ("demo", "seed"),
+           ("surface", "up"), ("predict", "probability")}
+
+
+def test_no_command_option_carries_a_library_default():
+    """Every option of every command either has no default of its own (None:
+    not given, not passed, the library's default holds) or is a flag, or is
+    one of the command line's own settings (CLI_OWN)."""
+    import argparse
+
+    from streamcvm.cli import build_parser
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == {"ingest", "info", "train", "predict", "features", "surface",
+                                "evaluate", "demo"}
+    wrong = []
+    for name, p in sub.choices.items():
+        for a in p._actions:
+            if not a.option_strings or isinstance(a, argparse._HelpAction):
+                continue
+            flag = a.nargs == 0 and a.default in (None, False)
+            if a.default is not None and not flag and (name, a.dest) not in CLI_OWN:
+                wrong.append(f"{name} {a.option_strings[-1]}: default {a.default!r}")
+    assert not wrong, wrong
+    # the help names the library's defaults, read from it
+    from streamcvm import CVMRanker
+    text = " ".join(sub.choices["train"].format_help().split())
+    assert f"ranking: {CVMRanker().eps:g}" in text and "(default 59)" in text
+
+
+def test_cli_features_surface_ingest_and_demo_take_the_librarys_defaults(stores, tmp_path,
+                                                                         monkeypatch):
+    """What features, surface, ingest and demo pass on without options: the
+    library's defaults (MMDATransformer's parameters, surface.fit's and
+    mesh's, ingest()'s), only the plumbing set (progress, paths, runner)."""
+    import streamcvm.ingest as ing
+    from streamcvm import MMDATransformer, estimators
+    from streamcvm.apps import surface
+    from streamcvm.cli import main
+    got = {}
+
+    def record(what, result=None):
+        def f(*a, **k):
+            got[what] = (a, k)
+            if result is None:
+                raise _Built
+            return result
+        return f
+
+    def fit(self, *a, **k):
+        got["mmda"] = (self.get_params(), k)
+        raise _Built
+    monkeypatch.setattr(MMDATransformer, "fit", fit)
+    train, _ = stores
+    with pytest.raises(_Built):
+        main(["features", train, "-o", str(tmp_path / "f.zarr"), "-q"])
+    params, fit_kw = got["mmda"]
+    assert {k: v for k, v in params.items() if k != "verbose"} == \
+        {k: v for k, v in MMDATransformer().get_params().items() if k != "verbose"}
+    assert set(fit_kw) == {"checkpoint_dir", "resume", "checkpoint_replace"}
+
+    pts = tmp_path / "p.xyz"
+    rng = np.random.default_rng(0)
+    P = rng.normal(size=(200, 3))
+    np.savetxt(pts, P / np.linalg.norm(P, axis=1, keepdims=True))
+    plumbing = {"n_jobs", "checkpoint_dir", "resume", "checkpoint_replace", "log", "progress"}
+    monkeypatch.setattr(surface, "fit", record("fit", result=object()))
+    monkeypatch.setattr(surface, "mesh", record("mesh"))
+    with pytest.raises(_Built):
+        main(["surface", str(pts), "-o", str(tmp_path / "m.ply"), "-q"])
+    assert set(got["fit"][1]) == plumbing
+    assert set(got["mesh"][1]) == {"runner", "progress"}
+    with pytest.raises(_Built):
+        main(["surface", str(pts), "-o", str(tmp_path / "m.ply"), "-q", "--grid", "40",
+              "--seed", "3"])
+    assert got["fit"][1]["seed"] == 3 and got["mesh"][1]["grid"] == 40
+
+    src = tmp_path / "d.csv"
+    np.savetxt(src, np.column_stack([rng.integers(0, 2, 50), rng.normal(size=(50, 3))]),
+               delimiter=",")
+    real_ingest = ing.ingest
+    monkeypatch.setattr(ing, "ingest", record("ingest"))
+    with pytest.raises(_Built):
+        main(["ingest", str(src), "-o", str(tmp_path / "d.zarr"), "-q"])
+    assert set(got["ingest"][1]) == {"overwrite", "progress", "executor"}
+    with pytest.raises(_Built):
+        main(["ingest", str(src), "-o", str(tmp_path / "d.zarr"), "-q", "--label-col", "none",
+              "--clevel", "3"])
+    assert got["ingest"][1]["label_col"] is None and got["ingest"][1]["clevel"] == 3
+
+    def clf_fit(self, *a, **k):
+        got["demo"] = self.get_params()
+        raise _Built
+    monkeypatch.setattr(ing, "ingest", real_ingest)
+    monkeypatch.setattr(estimators.CVMClassifier, "fit", clf_fit)
+    with pytest.raises(_Built):
+        main(["demo", "--rows", "2000", "--dir", str(tmp_path / "demo"), "-q"])
+    assert {k: v for k, v in got["demo"].items() if k != "verbose"} == \
+        {k: v for k, v in estimators.CVMClassifier().get_params().items() if k != "verbose"}

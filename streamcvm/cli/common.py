@@ -151,3 +151,80 @@ def exact_model(est, exact):
 
 
 STORE_SUFFIXES = (".zarr", ".h5", ".hdf5")
+
+
+# ---------------------------------------------------------------------------
+# defaults: the library's, never a copy
+# ---------------------------------------------------------------------------
+
+TASKS = {"classification": "CVMClassifier", "one-class": "CVMOneClass",
+         "regression": "CVMRegressor", "ranking": "CVMRanker"}
+
+
+class Default:
+    """A default as the library has it, for an option's help (``%(lib)s``):
+    read when the help is shown, so that ``streamcvm --help`` does not import
+    the estimators (scikit-learn, numba). ``read()`` returns the value, or
+    {text: [tasks]} when it differs by task."""
+
+    def __init__(self, read):
+        self.read = read
+
+    def __str__(self):
+        v = self.read()
+        if isinstance(v, dict):
+            if len(v) == 1:
+                return next(iter(v))
+            return "; ".join(f"{', '.join(ts)}: {t}" for t, ts in v.items())
+        return _text(v)
+
+
+def _text(v):
+    return f"{v:g}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) \
+        and not isinstance(v, bool) else str(v)
+
+
+def estimator_default(name, tasks=tuple(TASKS), cls=None, fmt=None):
+    """The default of estimator parameter ``name``, per task (``cls``: one
+    estimator class name instead, e.g. "MMDATransformer"); ``fmt(value)``:
+    how the option writes it."""
+    fmt = fmt or (lambda v: v)
+
+    def read():
+        from .. import estimators
+        if cls is not None:
+            return fmt(getattr(estimators, cls)().get_params()[name])
+        out = {}
+        for task in tasks:
+            v = fmt(getattr(estimators, TASKS[task])().get_params()[name])
+            out.setdefault(_text(v), []).append(task)
+        return out
+    return Default(read)
+
+
+def signature_default(func, name):
+    """The default of parameter ``name`` of ``func()`` (a callable giving the
+    function: imported when the help is shown)."""
+    import inspect
+    return Default(lambda: inspect.signature(func()).parameters[name].default)
+
+
+def option(p, *flags, lib=None, **kw):
+    """``p.add_argument(*flags, **kw)`` with no default of its own: an option
+    not given is not passed on, so the library's default holds. ``lib``: that
+    default (a :class:`Default`), which the help names as ``%(lib)s``."""
+    action = p.add_argument(*flags, default=None, **kw)
+    action.lib = lib
+    return action
+
+
+def given(args, **names):
+    """{parameter: value} of the options given on the command line; ``names``
+    maps each parameter to its option's attribute (the same name when
+    ``True``)."""
+    out = {}
+    for param, attr in names.items():
+        v = getattr(args, param if attr is True else attr, None)
+        if v is not None:
+            out[param] = v
+    return out

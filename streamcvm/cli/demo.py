@@ -10,7 +10,7 @@ def add(sub):
     p = sub.add_parser(
         "demo", help="generate data, ingest, train and evaluate (end to end)",
         description="Runs the pipeline on generated data: writes a Gaussian-mixture "
-                    "svmlight file (gzip), ingests it into a Zarr store, trains a BVM "
+                    "svmlight file (gzip), ingests it into a Zarr store, trains a "
                     "classifier and evaluates it on a held-out generated store. Needs "
                     "nothing but the package.")
     p.add_argument("--dir", default="streamcvm-demo", help="working folder (default: ./streamcvm-demo)")
@@ -48,9 +48,12 @@ def run(args):
     res = ingest([src], store, overwrite=True, progress=show)
     print(f"      {res['n']:,} rows in {res['seconds']:.1f} s")
     print(describe_store(store))
-    print(f"[3/5] training BVM (defaults: C=1, gamma=auto, eps=auto) -> {model}")
+    est = CVMClassifier(verbose=show)
+    p = est.get_params()
+    print(f"[3/5] training CVMClassifier with its defaults ({p['method']}, C={p['C']:g}, "
+          f"gamma={p['gamma']}, eps={p['eps']}) -> {model}")
     t = time.perf_counter()
-    est = CVMClassifier(method="bvm", verbose=show).fit(open_store(store))
+    est.fit(open_store(store))
     save_model(est, model, overwrite=args.overwrite)
     print(f"      {time.perf_counter() - t:.1f} s, {est.core_set_size_:,} core vectors, "
           f"eps reached {est.machines_[0].history[-1]['eps']:.2g}")

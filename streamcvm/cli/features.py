@@ -4,7 +4,18 @@ import os
 import sys
 
 from .common import (STORE_SUFFIXES, add_checkpoint_replace, add_cluster_args,
-                     check_checkpoint_dir, checkpoint_arg, num_or_auto, positive_int, runner_of)
+                     check_checkpoint_dir, checkpoint_arg, estimator_default, given,
+                     num_or_auto, option, positive_int, runner_of, signature_default)
+
+
+def mmda(name):
+    """The default of MMDATransformer's parameter ``name``."""
+    return estimator_default(name, cls="MMDATransformer")
+
+
+def _fit():
+    from ..estimators import MMDATransformer
+    return MMDATransformer.fit
 
 
 def add(sub):
@@ -17,38 +28,42 @@ def add(sub):
     p.add_argument("store", metavar="STORE")
     p.add_argument("-o", "--output", required=True, metavar="FEATURE_STORE",
                    help="store to write (.zarr, or .h5 / .hdf5)")
-    p.add_argument("-k", "--n-components", type=positive_int, default=None, metavar="K",
-                   help="features per class (one-vs-rest: K x classes features; two "
-                        "classes: K); default 1")
+    option(p, "-k", "--n-components", type=positive_int, metavar="K", lib=mmda("n_components"),
+           help="features per class (one-vs-rest: K x classes features; two "
+                "classes: K); default %(lib)s")
     p.add_argument("--model", metavar="MODEL",
                    help="a saved MMDA model (--save-model) to transform with, instead of "
                         "fitting on STORE")
     p.add_argument("--save-model", metavar="MODEL",
                    help="also save the fitted directions as a model folder, to transform "
                         "other stores with (--model)")
-    p.add_argument("-c", "--C", type=float, default=None, help="the L2-SVM's C (default 1)")
+    option(p, "-c", "--C", type=float, lib=mmda("C"), help="the L2-SVM's C (default %(lib)s)")
     p.add_argument("--exact", action="store_true",
                    help="the full kernel expansions (by default, where it keeps every "
                         "feature's R^2 >= 0.999, one compact basis of at most 4,096 points "
                         "computes them; see 'streamcvm info MODEL')")
-    p.add_argument("-t", "--kernel", choices=["rbf", "laplacian", "exponential"], default=None,
-                   help="rbf (default), laplacian or exponential")
-    p.add_argument("-g", "--gamma", default=None,
-                   help="kernel width: 'auto' (default: 1 / mean squared distance) or a number")
-    p.add_argument("-e", "--eps", type=float, default=None,
-                   help="ball tolerance (default 1e-3, the paper's)")
-    p.add_argument("-a", "--sample-size", type=positive_int, default=None,
-                   help="rows per violator search (default 59)")
-    p.add_argument("-f", "--max-core", type=positive_int, default=None,
-                   help="cap on core vectors per feature (default: none)")
-    p.add_argument("--seed", type=int, default=0)
+    option(p, "-t", "--kernel", choices=["rbf", "laplacian", "exponential"], lib=mmda("kernel"),
+           help="rbf, laplacian or exponential (default %(lib)s)")
+    option(p, "-g", "--gamma", lib=mmda("gamma"),
+           help="kernel width: 'auto' (1 / mean squared distance) or a number "
+                "(default %(lib)s)")
+    option(p, "-e", "--eps", type=float, lib=mmda("eps"),
+           help="ball tolerance (default %(lib)s, the paper's)")
+    option(p, "-a", "--sample-size", type=positive_int, lib=mmda("sample_size"),
+           help="rows per violator search (default %(lib)s)")
+    option(p, "-f", "--max-core", type=positive_int, lib=mmda("max_core"),
+           help="cap on core vectors per feature (default %(lib)s: none)")
+    option(p, "--seed", type=int, lib=mmda("random_state"),
+           help="seed of the row sampling (default %(lib)s)")
     p.add_argument("--checkpoint-dir", metavar="DIR",
                    help="snapshot the fit here after each feature (crash-safe)")
-    p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                   help="at most one snapshot per this many seconds, and one after the "
-                        "last feature (default 60; 0: after every feature)")
-    p.add_argument("--checkpoint-keep", type=positive_int, default=2, metavar="K",
-                   help="snapshots kept (default 2)")
+    option(p, "--checkpoint-every", type=float, metavar="SECONDS",
+           lib=signature_default(_fit, "checkpoint_every"),
+           help="at most one snapshot per this many seconds, and one after the "
+                "last feature (default %(lib)s; 0: after every feature)")
+    option(p, "--checkpoint-keep", type=positive_int, metavar="K",
+           lib=signature_default(_fit, "checkpoint_keep"),
+           help="snapshots kept (default %(lib)s)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue the fit from the newest snapshot in DIR (and keep "
                         "writing there): the same features as a run never interrupted")
@@ -67,11 +82,12 @@ def run(args):
     from ..data import snapshots
     from ..data.outputs import check_output
     fit_opts = ("n_components", "C", "kernel", "gamma", "eps", "sample_size", "max_core",
-                "checkpoint_dir", "resume", "save_model")
+                "seed", "checkpoint_dir", "checkpoint_every", "checkpoint_keep", "resume",
+                "save_model")
     if args.model is not None:
-        given = [o for o in fit_opts if getattr(args, o) is not None]
-        if given or args.seed != 0:
-            opt = "--" + (given[0] if given else "seed").replace("_", "-")
+        fit_given = [o for o in fit_opts if getattr(args, o) is not None]
+        if fit_given:
+            opt = "--" + fit_given[0].replace("_", "-")
             raise SystemExit(f"streamcvm features: error: {opt} is for fitting; --model "
                              f"{args.model} is already fitted")
     ck = checkpoint_arg(args)
@@ -102,19 +118,19 @@ def run(args):
         if args.exact:
             est.set_params(compact=False)
     else:
-        given = dict(n_components=args.n_components, C=args.C, kernel=args.kernel,
-                     gamma=None if args.gamma is None else num_or_auto(args.gamma, "gamma",
-                                                                         "features"),
-                     eps=args.eps, sample_size=args.sample_size, max_core=args.max_core)
-        est = MMDATransformer(**{k: v for k, v in given.items() if v is not None},
-                              compact=False if args.exact else "auto",
-                              random_state=args.seed, verbose=not args.quiet)
+        kw = given(args, n_components=True, C=True, kernel=True, eps=True, sample_size=True,
+                   max_core=True, random_state="seed")
+        if args.gamma is not None:
+            kw["gamma"] = num_or_auto(args.gamma, "gamma", "features")
+        if args.exact:
+            kw["compact"] = False
+        est = MMDATransformer(verbose=not args.quiet, **kw)
         resume = bool(args.resume) and snapshots.is_checkpoint_dir(args.resume)
         t = time.perf_counter()
         try:
-            est.fit(store, checkpoint_dir=ck, checkpoint_every=args.checkpoint_every,
-                    checkpoint_keep=args.checkpoint_keep, resume=resume,
-                    checkpoint_replace=args.checkpoint_replace)
+            est.fit(store, checkpoint_dir=ck, resume=resume,
+                    checkpoint_replace=args.checkpoint_replace,
+                    **given(args, checkpoint_every=True, checkpoint_keep=True))
         except ValueError as e:
             raise SystemExit(f"streamcvm features: error: {e}") from None
         if not args.quiet:

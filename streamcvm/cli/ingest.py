@@ -2,7 +2,12 @@
 (:func:`streamcvm.ingest`)."""
 import sys
 
-from .common import add_cluster_args, positive_int, runner_of
+from .common import add_cluster_args, given, option, positive_int, runner_of, signature_default
+
+
+def _ingest():
+    from ..ingest.pipeline import ingest
+    return ingest
 
 
 def add(sub):
@@ -15,8 +20,8 @@ def add(sub):
     p.add_argument("sources", nargs="+", metavar="SRC", help="input files, appended in order")
     p.add_argument("-o", "--output", required=True, metavar="STORE",
                    help="store to create (a .zarr directory, or an .h5 file with --format hdf5)")
-    p.add_argument("--format", dest="store_format", choices=["zarr", "hdf5"], default=None,
-                   help="store format (default: hdf5 for .h5/.hdf5 names, else zarr)")
+    option(p, "--format", dest="store_format", choices=["zarr", "hdf5"],
+           help="store format (default: hdf5 for .h5/.hdf5 names, else zarr)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--sparse", dest="sparse", action="store_const", const=True,
                    help="store X as CSR")
@@ -24,20 +29,18 @@ def add(sub):
                    help="store X dense")
     g.add_argument("--auto", dest="sparse", action="store_const", const="auto",
                    help="dense for CSV; for svmlight, dense if the first block is at least "
-                        "25%% nonzero (default)")
-    p.set_defaults(sparse="auto")
+                        "25%% nonzero (the default)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--one-based", dest="zero_based", action="store_false",
-                   help="svmlight feature indices start at 1 (default, as LIBSVM)")
-    g.add_argument("--zero-based", dest="zero_based", action="store_true",
+    g.add_argument("--one-based", dest="zero_based", action="store_const", const=False,
+                   help="svmlight feature indices start at 1 (the default, as LIBSVM)")
+    g.add_argument("--zero-based", dest="zero_based", action="store_const", const=True,
                    help="svmlight feature indices start at 0")
-    p.set_defaults(zero_based=False)
     p.add_argument("--n-features", type=positive_int, default=None, metavar="D",
                    help="number of features; a larger svmlight index is an error")
     p.add_argument("--chunk-rows", type=positive_int, default=None, metavar="N",
                    help="rows per chunk (default: about 4 MB of X per chunk)")
-    p.add_argument("--input-format", choices=["auto", "svmlight", "csv"], default="auto",
-                   help="input format (default: detected from the first lines)")
+    option(p, "--input-format", choices=["auto", "svmlight", "csv"],
+           help="input format (default auto: detected from the first lines)")
     p.add_argument("--delimiter", default=None, metavar="C",
                    help="CSV delimiter: ',', 'tab', ';', 'space' (runs of blanks); "
                         "default: detected")
@@ -45,24 +48,23 @@ def add(sub):
     g.add_argument("--header", dest="header", action="store_const", const=True,
                    help="the first CSV line is a header")
     g.add_argument("--no-header", dest="header", action="store_const", const=False,
-                   help="the first CSV line is data")
-    p.set_defaults(header="auto")
-    p.add_argument("--label-col", default="auto", metavar="COL",
-                   help="CSV label column: index (negative counts from the end), header "
-                        "name, 'none', or 'auto' (default: the column a header names "
-                        "label, class, target or y, else column 0)")
-    p.add_argument("--qid-col", default=None, metavar="COL", help="CSV query-id column")
-    p.add_argument("--weight-col", default=None, metavar="COL", help="CSV sample-weight column")
+                   help="the first CSV line is data (default: detected)")
+    option(p, "--label-col", metavar="COL",
+           help="CSV label column: index (negative counts from the end), header "
+                "name, 'none', or 'auto' (default: the column a header names "
+                "label, class, target or y, else column 0)")
+    option(p, "--qid-col", metavar="COL", help="CSV query-id column")
+    option(p, "--weight-col", metavar="COL", help="CSV sample-weight column")
     p.add_argument("--skip-cols", default=None, metavar="COLS",
                    help="comma-separated CSV columns to ignore")
-    p.add_argument("--allow-nan", action="store_true",
+    option(p, "--allow-nan", action="store_const", const=True,
                    help="accept NaN/inf values and empty CSV fields (as NaN) into the store; "
                         "train and predict refuse a store while it holds any")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("-j", "--jobs", type=positive_int, default=None, metavar="N",
                    help="parser threads (default: all cores)")
-    p.add_argument("--clevel", type=int, default=1, metavar="L",
-                   help="Zstd compression level (default: 1)")
+    option(p, "--clevel", type=int, metavar="L", lib=signature_default(_ingest, "clevel"),
+           help="Zstd compression level (default %(lib)s)")
     add_cluster_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=run)
@@ -80,26 +82,29 @@ def _col(v):
 
 
 def run(args):
-    from ..ingest import ingest
-    fmt = args.store_format
-    if fmt is None:
-        fmt = "hdf5" if args.output.lower().endswith((".h5", ".hdf5")) else "zarr"
     import warnings
+
+    from ..ingest import ingest
     from ..ingest.pipeline import IngestWarning, describe_label
-    skip = [_col(c) for c in args.skip_cols.split(",")] if args.skip_cols else None
+    # the options given; the rest are ingest()'s own defaults
+    kw = given(args, store_format=True, sparse=True, zero_based=True, n_features=True,
+               chunk_rows=True, input_format=True, delimiter=True, header=True, clevel=True,
+               allow_nan=True)
+    for name in ("label_col", "qid_col", "weight_col"):     # "none": no such column
+        if getattr(args, name) is not None:
+            kw[name] = _col(getattr(args, name))
+    if args.skip_cols:
+        kw["skip_cols"] = [_col(c) for c in args.skip_cols.split(",")]
     with runner_of(args, args.quiet) as runner, \
             warnings.catch_warnings(record=True, action="always",
                                     category=IngestWarning) as caught:
-        res = ingest(args.sources, args.output, store_format=fmt, sparse=args.sparse,
-                     zero_based=args.zero_based, n_features=args.n_features,
-                     chunk_rows=args.chunk_rows, input_format=args.input_format,
-                     delimiter=args.delimiter, header=args.header,
-                     label_col=_col(args.label_col), qid_col=_col(args.qid_col),
-                     weight_col=_col(args.weight_col), skip_cols=skip,
-                     allow_nan=args.allow_nan, overwrite=args.overwrite,
+        if runner.client is not None:
+            kw["n_jobs"] = 2 * runner.n_workers()
+        elif args.jobs is not None:
+            kw["n_jobs"] = args.jobs
+        res = ingest(args.sources, args.output, overwrite=args.overwrite,
                      progress=not args.quiet and sys.stderr.isatty(),
-                     n_jobs=args.jobs if runner.client is None else 2 * runner.n_workers(),
-                     clevel=args.clevel, executor=runner.client)
+                     executor=runner.client, **kw)
     for w in caught:        # doubtful guesses: one line each, quiet or not
         if issubclass(w.category, IngestWarning):
             print(f"streamcvm ingest: warning: {w.message}", file=sys.stderr)

@@ -3,12 +3,22 @@ import math
 import os
 import sys
 
-from .common import (add_checkpoint_replace, add_cluster_args, check_checkpoint_dir,
-                     checkpoint_arg, positive_int, runner_of)
+from .common import (Default, add_checkpoint_replace, add_cluster_args, check_checkpoint_dir,
+                     checkpoint_arg, given, option, positive_int, runner_of,
+                     signature_default)
+
+
+def _fit():
+    from ..apps import surface
+    return surface.fit
+
+
+def _mesh():
+    from ..apps import surface
+    return surface.mesh
 
 
 def add(sub):
-    from ..apps import surface
     p = sub.add_parser(
         "surface", help="reconstruct a surface mesh from a 3D point set (multi-scale CVR)",
         description="Fit f = 1 on the points with Core Vector Regression at three kernel "
@@ -23,15 +33,17 @@ def add(sub):
     p.add_argument("--png", metavar="PNG", help="also render the mesh to this picture")
     p.add_argument("--up", choices=["x", "y", "z"], default="y",
                    help="the axis drawn upwards in --png (default y, as scanned PLY files)")
-    p.add_argument("--grid", type=positive_int, default=surface.GRID,
-                   help=f"grid points along the box's longest side (default {surface.GRID})")
-    p.add_argument("--scales", default=",".join(f"{s:g}" for s in surface.SCALES),
-                   help="kernel widths, coarse to fine, in box diagonals (default "
-                        f"{','.join(f'{s:g}' for s in surface.SCALES)})")
-    p.add_argument("-t", "--kernel", choices=["rbf", "exponential"], default=surface.KERNEL,
-                   help="rbf (default) or exponential (the paper's Laplacian, "
-                        "exp(-||x - z|| / width))")
-    p.add_argument("--seed", type=int, default=0)
+    option(p, "--grid", type=positive_int, lib=signature_default(_mesh, "grid"),
+           help="grid points along the box's longest side (default %(lib)s)")
+    option(p, "--scales", lib=Default(lambda: ",".join(
+               f"{s:g}" for s in signature_default(_fit, "scales").read())),
+           help="kernel widths, coarse to fine, in box diagonals (default %(lib)s)")
+    option(p, "-t", "--kernel", choices=["rbf", "exponential"],
+           lib=signature_default(_fit, "kernel"),
+           help="rbf or exponential (the paper's Laplacian, exp(-||x - z|| / width)); "
+                "default %(lib)s")
+    option(p, "--seed", type=int, lib=signature_default(_fit, "seed"),
+           help="seed of each level's row sample (default %(lib)s)")
     p.add_argument("--checkpoint-dir", metavar="DIR",
                    help="snapshot the fit here after each level (crash-safe)")
     p.add_argument("--resume", metavar="DIR",
@@ -51,15 +63,18 @@ def run(args):
     from ..apps.meshio import PointsError, read_points, render_png, write_mesh
     from ..data.outputs import check_output
     args.store = args.points            # for the checkpoint-folder checks
-    try:
-        scales = tuple(float(v) for v in args.scales.split(","))
-    except ValueError:
-        raise SystemExit(f"streamcvm surface: error: --scales {args.scales}: widths separated "
-                         f"by commas, e.g. 0.2,0.06,0.02") from None
-    if not scales or not all(math.isfinite(v) and v > 0 for v in scales):
-        raise SystemExit(f"streamcvm surface: error: --scales {args.scales}: widths must be "
-                         f"positive finite numbers")
-    if args.grid < 8:
+    fit_kw = given(args, kernel=True, seed=True)
+    if args.scales is not None:
+        try:
+            fit_kw["scales"] = tuple(float(v) for v in args.scales.split(","))
+        except ValueError:
+            raise SystemExit(f"streamcvm surface: error: --scales {args.scales}: widths "
+                             f"separated by commas, e.g. 0.2,0.06,0.02") from None
+        if not fit_kw["scales"] or not all(math.isfinite(v) and v > 0
+                                           for v in fit_kw["scales"]):
+            raise SystemExit(f"streamcvm surface: error: --scales {args.scales}: widths must "
+                             f"be positive finite numbers")
+    if args.grid is not None and args.grid < 8:
         raise SystemExit("streamcvm surface: error: --grid must be at least 8")
     if not args.output.lower().endswith((".ply", ".obj")):
         raise SystemExit(f"streamcvm surface: error: {args.output}: the mesh is written as "
@@ -89,13 +104,14 @@ def run(args):
         (lambda s: print(s, file=sys.stderr, flush=True))
     say(f"{len(P):,} points from {args.points}")
     t = time.perf_counter()
-    with tqdm(total=len(scales), unit="level", desc="fit", disable=True if args.quiet
+    with tqdm(total=None, unit="level", desc="fit", disable=True if args.quiet
               else None, leave=False) as bar, runner_of(args, quiet=args.quiet) as runner:
         def levels(done, total):
+            bar.total = total
             bar.n = done
             bar.refresh()
         try:
-            model = surface.fit(P, scales=scales, kernel=args.kernel, seed=args.seed,
+            model = surface.fit(P, **fit_kw,
                                 n_jobs=runner.threads if runner.client is None else 1,
                                 checkpoint_dir=ck, resume=bool(args.resume),
                                 checkpoint_replace=args.checkpoint_replace, log=say,
@@ -111,7 +127,8 @@ def run(args):
                 gbar.n = done
                 gbar.refresh()
             try:
-                V, F = surface.mesh(model, P, grid=args.grid, runner=runner, progress=slabs)
+                V, F = surface.mesh(model, P, runner=runner, progress=slabs,
+                                    **given(args, grid=True))
             except ValueError as e:
                 raise SystemExit(f"streamcvm surface: error: {e}") from None
     write_mesh(args.output, V, F, replace=mesh_target.replace)

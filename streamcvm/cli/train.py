@@ -2,100 +2,129 @@
 store, saved as a model folder."""
 import sys
 
-from .common import (add_checkpoint_replace, add_cluster_args, check_checkpoint_dir,
-                     checkpoint_arg, num_or_auto, positive_int, runner_of)
+from .common import (TASKS, Default, add_checkpoint_replace, add_cluster_args, check_checkpoint_dir,
+                     checkpoint_arg, estimator_default, given, num_or_auto, option,
+                     positive_int, runner_of, signature_default)
 
 
 def add(sub):
     p = sub.add_parser("train", help="train a classifier, regressor or one-class model "
                                      "from a store",
                        description="Train a kernel L2-SVM or L2-SVR from a store by BVM, CVM "
-                                   "or Frank-Wolfe; only the core set is held in memory.")
+                                   "or Frank-Wolfe; only the core set is held in memory. "
+                                   "Options not given take the estimator's defaults "
+                                   "(streamcvm.CVMClassifier, CVMOneClass, CVMRegressor, "
+                                   "CVMRanker), which the help names.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model folder to write")
-    p.add_argument("--task", choices=["classification", "regression", "ranking", "one-class"],
-                   default="classification",
+    p.add_argument("--task", choices=list(TASKS), default="classification",
                    help="what to train (default classification; ranking: pairs within the "
                         "store's qid groups)")
-    p.add_argument("--method", choices=["bvm", "cvm", "fvm"], default=None,
-                   help="bvm (default for classification), cvm (default for one-class, "
-                        "regression and ranking), fvm; weights, regression, ranking and "
-                        "linear/poly kernels need cvm or fvm")
-    p.add_argument("-c", "--C", default=None,
-                   help="regularisation (default 1; regression: 'auto' = 5 x rows)")
-    p.add_argument("--mu", default=None,
-                   help="regression: the mean slack outside the tube, in the target's units; "
-                        "'auto' (default): chosen with gamma on held-out rows")
-    p.add_argument("--class-weight", default=None, metavar="W",
-                   help="'balanced' or LABEL:WEIGHT,... (C of a class's rows times WEIGHT; "
-                        "write --class-weight=-1:2,1:1 when a label is negative)")
-    p.add_argument("-t", "--kernel", default=None,
-                   help="rbf (default), laplacian (L1), exponential (L2: exp(-gamma ||x - z||)), "
-                        "npoly; linear, poly (cvm, fvm)")
-    p.add_argument("-g", "--gamma", default=None,
-                   help="kernel width: 'auto' (default: 1 / mean squared distance) or a number")
-    p.add_argument("-e", "--eps", default=None,
-                   help="ball tolerance: 'auto' (default; ranking: 1e-4) or a number")
-    p.add_argument("-a", "--sample-size", type=positive_int, default=None,
-                   help="rows per violator search (default 59)")
-    p.add_argument("-f", "--max-core", type=positive_int, default=None,
-                   help="cap on core vectors per machine (default: none; ranking 20,000; "
-                        "regression 20,000 on every row, 11,000 per progressive stage)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-b", "--probability", type=int, choices=[0, 1], default=0,
-                   help="classification: 1 also fits Platt's sigmoid on held-out rows (10%% "
-                        "of the rows, at most 50,000, not trained on) for class probabilities "
-                        "(predict -b 1), as LIBSVM's -b 1")
-    p.add_argument("--scale", action="store_true",
-                   help="standardise each feature from one pass over the store (sparse: "
-                        "divide by its largest |x|), as svm-scale; saved with the model and "
-                        "applied by predict and evaluate")
-    p.add_argument("--full-pass", action="store_true",
-                   help="finish with passes over every row until none violates")
-    p.add_argument("--multi-class", choices=["ovo", "ovr"], default="ovo",
-                   help="one-vs-one (default, as LIBSVM) or one-vs-rest")
+    option(p, "--method", choices=["bvm", "cvm", "fvm"], lib=estimator_default("method"),
+           help="bvm, cvm or fvm (default %(lib)s); weights, regression, ranking and "
+                "linear/poly kernels need cvm or fvm")
+    option(p, "-c", "--C", lib=estimator_default("C"),
+           help="regularisation (default %(lib)s; regression's 'auto' = 5 x rows)")
+    option(p, "--mu", lib=estimator_default("mu", ("regression",)),
+           help="regression: the mean slack outside the tube, in the target's units; "
+                "'auto' (default %(lib)s): chosen with gamma on held-out rows")
+    option(p, "--class-weight", metavar="W",
+           help="'balanced' or LABEL:WEIGHT,... (C of a class's rows times WEIGHT; "
+                "write --class-weight=-1:2,1:1 when a label is negative)")
+    option(p, "-t", "--kernel", lib=estimator_default("kernel"),
+           help="rbf, laplacian (L1), exponential (L2: exp(-gamma ||x - z||)), npoly; "
+                "linear, poly (cvm, fvm) (default %(lib)s)")
+    option(p, "-g", "--gamma", lib=estimator_default("gamma"),
+           help="kernel width: 'auto' (1 / mean squared distance) or a number "
+                "(default %(lib)s)")
+    option(p, "-e", "--eps", lib=estimator_default("eps"),
+           help="ball tolerance: 'auto' or a number (default %(lib)s)")
+    option(p, "-a", "--sample-size", type=positive_int, lib=estimator_default("sample_size"),
+           help="rows per violator search (default %(lib)s)")
+    option(p, "-f", "--max-core", type=positive_int, lib=Default(_max_core),
+           help="cap on core vectors per machine (default %(lib)s)")
+    option(p, "--seed", type=int, lib=estimator_default("random_state"),
+           help="seed of the row sampling (default %(lib)s)")
+    option(p, "-b", "--probability", type=int, choices=[0, 1],
+           lib=estimator_default("probability", ("classification",), fmt=int),
+           help="classification: 1 also fits Platt's sigmoid on held-out rows (10%% "
+                "of the rows, at most 50,000, not trained on) for class probabilities "
+                "(predict -b 1), as LIBSVM's -b 1 (default %(lib)s)")
+    option(p, "--scale", action="store_const", const=True,
+           help="standardise each feature from one pass over the store (sparse: "
+                "divide by its largest |x|), as svm-scale; saved with the model and "
+                "applied by predict and evaluate")
+    option(p, "--full-pass", action="store_const", const=True,
+           help="finish with passes over every row until none violates")
+    option(p, "--multi-class", choices=["ovo", "ovr"],
+           lib=estimator_default("multi_class", ("classification",)),
+           help="one-vs-one (as LIBSVM) or one-vs-rest (default %(lib)s)")
     p.add_argument("--one-class", action="store_true", help="the same as --task one-class")
     p.add_argument("--checkpoint-dir", metavar="DIR",
-                   help="snapshot the run here (crash-safe; the last 2 are kept)")
-    p.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                   help="seconds between snapshots (default 60; also at each eps level "
-                        "and after each machine)")
-    p.add_argument("--checkpoint-iters", type=positive_int, default=None, metavar="N",
-                   help="also snapshot every N iterations")
-    p.add_argument("--checkpoint-keep", type=positive_int, default=2, metavar="K",
-                   help="snapshots kept (default 2)")
+                   help="snapshot the run here (crash-safe; the last few are kept)")
+    option(p, "--checkpoint-every", type=float, metavar="SECONDS",
+           lib=signature_default(_fit, "checkpoint_every"),
+           help="seconds between snapshots (default %(lib)s; also at each eps level "
+                "and after each machine)")
+    option(p, "--checkpoint-iters", type=positive_int, metavar="N",
+           help="also snapshot every N iterations")
+    option(p, "--checkpoint-keep", type=positive_int, metavar="K",
+           lib=signature_default(_fit, "checkpoint_keep"),
+           help="snapshots kept (default %(lib)s)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue from the newest snapshot in DIR (and keep writing there); "
                         "DIR must hold one, unless --checkpoint-dir names DIR too (then a "
                         "run with no snapshot yet starts fresh)")
     add_checkpoint_replace(p)
-    p.add_argument("--train-size", default="auto", metavar="N",
-                   help="classification and regression: 'auto' (default: a machine of "
-                        "more than 65,536 rows trains on random samples of 16,384, 32,768, "
-                        "... rows while a held-out validation sample says the last doubling "
-                        "helped; classification first tries every row while its core set "
-                        "stays under 2,048 vectors; regression stops before a stage whose "
-                        "core set would pass 11,000), 'all' rows, or at most N rows that way")
-    p.add_argument("--no-compact", action="store_true",
-                   help="classification and regression: no compact expansion (by default a "
-                        "machine trained on sampled rows also gets one over at most 4,096 "
-                        "basis points, kept if its validation errors are not significantly "
-                        "worse; predict uses it, predict --exact the full one)")
-    p.add_argument("--stop", choices=["slack", "validation"], default="slack",
-                   help="what ends the eps annealing: the margin slack (default) or, with "
-                        "held-out rows (--train-size), the validation error")
-    p.add_argument("-j", "--jobs", type=int, default=-1, metavar="N",
-                   help="threads of the exact BVM pass (default -1: every core; 1: one); "
-                        "the model is the same")
-    p.add_argument("--max-classes", type=positive_int, default=100, metavar="K",
-                   help="classification: refuse a target with more classes than this "
-                        "(default 100; many classes usually mean a regression target)")
+    option(p, "--train-size", metavar="N",
+           lib=estimator_default("train_size", ("classification", "regression")),
+           help="classification and regression: 'auto' (a machine of "
+                "more than 65,536 rows trains on random samples of 16,384, 32,768, "
+                "... rows while a held-out validation sample says the last doubling "
+                "helped; classification first tries every row while its core set "
+                "stays under 2,048 vectors; regression stops before a stage whose "
+                "core set would pass 11,000), 'all' rows, or at most N rows that way "
+                "(default %(lib)s)")
+    option(p, "--no-compact", dest="compact", action="store_const", const=False,
+           help="classification and regression: no compact expansion (by default a "
+                "machine trained on sampled rows also gets one over at most 4,096 "
+                "basis points, kept if its validation errors are not significantly "
+                "worse; predict uses it, predict --exact the full one)")
+    option(p, "--stop", choices=["slack", "validation"],
+           lib=estimator_default("stop", ("classification",)),
+           help="what ends the eps annealing: the margin slack or, with held-out rows "
+                "(--train-size), the validation error (default %(lib)s)")
+    option(p, "-j", "--jobs", type=int, metavar="N",
+           lib=estimator_default("n_jobs", ("classification",)),
+           help="threads of the exact BVM pass (-1: every core; 1: one; default %(lib)s); "
+                "the model is the same")
+    option(p, "--max-classes", type=positive_int, metavar="K", lib=Default(_many_classes),
+           help="classification: refuse a target with more classes than this "
+                "(default %(lib)s; many classes usually mean a regression target)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file or streamcvm output at MODEL (an existing "
                         "model folder is replaced without it; the input never)")
     add_cluster_args(p)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=run)
+
+
+def _fit():
+    from ..estimators import CVMClassifier
+    return CVMClassifier.fit
+
+
+def _max_core():
+    from ..estimators import CVMRanker, regressor
+    from ..problems.regression import STAGE_CORE
+    return (f"none; ranking: {CVMRanker().max_core:,}; regression: "
+            f"{regressor.REGRESSION_MAX_CORE:,} on every row, {STAGE_CORE:,} per "
+            f"progressive stage")
+
+
+def _many_classes():
+    from ..estimators.base import MANY_CLASSES
+    return MANY_CLASSES
 
 
 def _train_size(text):
@@ -132,59 +161,51 @@ def _class_weight(text):
     return out
 
 
+# options of some tasks only: (option as the user writes it, those tasks)
+TASK_OPTIONS = {"class_weight": ("--class-weight", ("classification",)),
+                "probability": ("-b", ("classification",)),
+                "multi_class": ("--multi-class", ("classification",)),
+                "stop": ("--stop", ("classification",)),
+                "jobs": ("-j", ("classification",)),
+                "mu": ("--mu", ("regression",)),
+                "train_size": ("--train-size", ("classification", "regression")),
+                "compact": ("--no-compact", ("classification", "regression"))}
+
+
 def run(args):
     import time
 
     task = "one-class" if args.one_class else args.task
-    if task != "classification" and args.class_weight is not None:
-        raise SystemExit("streamcvm train: error: --class-weight is for classification")
-    if task != "classification" and args.probability:
-        raise SystemExit("streamcvm train: error: -b 1 (probabilities) is for classification")
-    if task != "regression" and args.mu is not None:
-        raise SystemExit("streamcvm train: error: --mu is for regression")
-    if task not in ("classification", "regression") and args.train_size != "auto":
-        raise SystemExit("streamcvm train: error: --train-size is for classification and "
-                         "regression")
-    if task not in ("classification", "regression") and args.no_compact:
-        raise SystemExit("streamcvm train: error: --no-compact is for classification and "
-                         "regression")
-    if task != "classification" and args.stop != "slack":
-        raise SystemExit("streamcvm train: error: --stop is for classification")
+    for attr, (opt, tasks) in TASK_OPTIONS.items():
+        v = getattr(args, attr)
+        if v is not None and task not in tasks and not (attr == "probability" and v == 0):
+            what = "-b 1 (probabilities)" if attr == "probability" else opt
+            raise SystemExit(f"streamcvm train: error: {what} is for {' and '.join(tasks)}")
     _check_train_paths(args)        # before the heavy imports, and before any work
     import numpy as np
+    from .. import estimators
     from ..data import snapshots
-    from ..estimators import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
-    from ..estimators.model import save_model
     from ..data.store import open_store
+    from ..estimators.model import save_model
     store = open_store(args.store)
     if task == "classification":
         _check_classes(store, args)
-    C = None if args.C is None else num_or_auto(args.C, "C")
-    if C == "auto" and task != "regression":
-        raise SystemExit("streamcvm train: error: --C auto is for regression")
     # the options given; the rest are the estimator's own defaults (one place)
-    given = dict(method=args.method, C=C, kernel=args.kernel,
-                 gamma=None if args.gamma is None else num_or_auto(args.gamma, "gamma"),
-                 eps=None if args.eps is None else num_or_auto(args.eps, "eps"),
-                 sample_size=args.sample_size, max_core=args.max_core)
-    kw = {k: v for k, v in given.items() if v is not None}
-    kw.update(scale=args.scale, full_pass=args.full_pass, random_state=args.seed,
-              verbose=not args.quiet)
-    if task == "one-class":
-        est = CVMOneClass(**kw)
-    elif task == "regression":
-        if args.mu is not None:
-            kw["mu"] = num_or_auto(args.mu, "mu")
-        est = CVMRegressor(train_size=_train_size(args.train_size),
-                           compact=False if args.no_compact else "auto", **kw)
-    elif task == "ranking":
-        est = CVMRanker(**kw)
-    else:
-        est = CVMClassifier(multi_class=args.multi_class, probability=bool(args.probability),
-                            class_weight=_class_weight(args.class_weight),
-                            train_size=_train_size(args.train_size), stop=args.stop,
-                            n_jobs=args.jobs, compact=False if args.no_compact else "auto",
-                            **kw)
+    kw = given(args, method=True, kernel=True, sample_size=True, max_core=True,
+               random_state="seed", scale=True, full_pass=True, multi_class=True, stop=True,
+               n_jobs="jobs", compact=True)
+    for name in ("C", "gamma", "eps", "mu"):
+        if getattr(args, name) is not None:
+            kw[name] = num_or_auto(getattr(args, name), name)
+    if kw.get("C") == "auto" and task != "regression":
+        raise SystemExit("streamcvm train: error: --C auto is for regression")
+    if args.probability:
+        kw["probability"] = True
+    if args.class_weight is not None:
+        kw["class_weight"] = _class_weight(args.class_weight)
+    if args.train_size is not None:
+        kw["train_size"] = _train_size(args.train_size)
+    est = getattr(estimators, TASKS[task])(verbose=not args.quiet, **kw)
     resume = bool(args.resume)
     if resume and not snapshots.is_checkpoint_dir(args.resume):   # --checkpoint-dir DIR too
         resume = False
@@ -196,11 +217,10 @@ def run(args):
         with runner_of(args, args.quiet) as runner, warnings.catch_warnings():
             # --max-classes already judged the number of classes
             warnings.filterwarnings("ignore", message="streamcvm: the store's y has")
-            est.fit(store, checkpoint_dir=args.resume or args.checkpoint_dir,
-                    checkpoint_every=args.checkpoint_every,
-                    checkpoint_iters=args.checkpoint_iters,
-                    checkpoint_keep=args.checkpoint_keep, resume=resume,
-                    checkpoint_replace=args.checkpoint_replace, client=runner.client)
+            est.fit(store, checkpoint_dir=args.resume or args.checkpoint_dir, resume=resume,
+                    checkpoint_replace=args.checkpoint_replace, client=runner.client,
+                    **given(args, checkpoint_every=True, checkpoint_iters=True,
+                            checkpoint_keep=True))
     except ValueError as e:     # parameters the estimator refuses (checked before training)
         raise SystemExit(f"streamcvm train: error: {e}") from None
     dt = time.perf_counter() - t
@@ -243,7 +263,7 @@ def _check_classes(store, args):
     if not store.label_names and not np.all(store.classes == np.round(store.classes)):
         raise SystemExit(f"streamcvm train: error: {args.store}: y has {k:,} distinct values, "
                          f"some not integers: not classes{hint}")
-    if k > args.max_classes:
+    most = _many_classes() if args.max_classes is None else args.max_classes
+    if k > most:
         raise SystemExit(f"streamcvm train: error: {args.store}: y has {k:,} classes, more "
-                         f"than --max-classes {args.max_classes}{hint} (or raise "
-                         f"--max-classes)")
+                         f"than --max-classes {most}{hint} (or raise --max-classes)")
