@@ -73,11 +73,11 @@ def _col_sums(i, store):
     return np.asarray(store.chunk(i).X.sum(axis=0), np.float64).ravel()
 
 
-def _max_centered(i, store, mu):
+def _max_centered(i, store, mean):
     from ..solvers.kernels import sq_norms
     X = store.chunk(i).X
-    # ||x - mu||^2 = ||x||^2 - 2 x'mu + ||mu||^2 (CSR rows stay sparse)
-    return float((sq_norms(X) - 2.0 * np.asarray(X @ mu).ravel() + mu @ mu).max())
+    # ||x - mean||^2 = ||x||^2 - 2 x'mean + ||mean||^2 (CSR rows stay sparse)
+    return float((sq_norms(X) - 2.0 * np.asarray(X @ mean).ravel() + mean @ mean).max())
 
 
 def centered_max_sq(store, runner=None):
@@ -85,8 +85,8 @@ def centered_max_sq(store, runner=None):
     from ..data.parallel import as_runner
     run = as_runner(runner)
     total = sum(run.map(_col_sums, store.n_chunks, store), np.zeros(store.d))
-    mu = total / max(store.n, 1)
-    return max(run.map(_max_centered, store.n_chunks, store, mu), default=0.0)
+    mean = total / max(store.n, 1)
+    return max(run.map(_max_centered, store.n_chunks, store, mean), default=0.0)
 
 
 def pair_bound(base, store, runner=None):

@@ -374,8 +374,8 @@ def estimate_beta(X, n_sample=5000, seed=0):
     S = X[idx]
     m = S.shape[0]
     sq = sq_norms(S)
-    mu = np.asarray(S.mean(axis=0), dtype=np.float64).ravel()
-    beta = 2.0 * m / (m - 1) * (sq.mean() - mu @ mu)
+    mean = np.asarray(S.mean(axis=0), dtype=np.float64).ravel()
+    beta = 2.0 * m / (m - 1) * (sq.mean() - mean @ mean)
     if not np.isfinite(beta):       # never a fallback width for rows of NaN or inf
         raise ValueError("the rows hold NaN or infinite values (or values too large to "
                          "square): no kernel width can be estimated")

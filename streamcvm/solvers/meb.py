@@ -206,7 +206,7 @@ class MEBSolver:
         return slot, w
 
     def away(self):
-        """The method's away step (FVM); returns (slot, mu, Delta-) or None."""
+        """The method's away step (FVM); returns (slot, lam, Delta-) or None."""
         out = self.method.away()
         if out is not None:
             self.n_iter += 1
@@ -468,10 +468,10 @@ class MEBSolver:
             if method.away_steps and \
                     method.away_gap() > max(d2[k] / R2 - 1.0, thr / R2 - 1.0):
                 old_c2 = ball.c2
-                j, mu, _ = self.away()
-                # a <- (1 + mu) a - mu e_j: (K~a) <- (1 + mu) (K~a) - mu k~(., j)
+                j, lam, _ = self.away()
+                # a <- (1 + lam) a - lam e_j: (K~a) <- (1 + lam) (K~a) - lam k~(., j)
                 Ka = inner(old_c2, d2, q)
-                Ka = (1.0 + mu) * Ka - mu * ball.points_column(X, sq, P, j)
+                Ka = (1.0 + lam) * Ka - lam * ball.points_column(X, sq, P, j)
                 d2 = ball.distances(Ka, q)
                 continue
             if d2[k] <= thr:

@@ -257,7 +257,7 @@ class FVM(Method):
     def away(self):
         """Yildirim's away step: when the core vector nearest to the center is
         further inside the ball than the furthest point is outside, shrink its
-        weight: a <- (1 + mu) a - mu e_j. Returns (slot, mu, Delta-) or None."""
+        weight: a <- (1 + lam) a - lam e_j. Returns (slot, lam, Delta-) or None."""
         ball = self.ball
         cs = ball.core
         n = cs.n
@@ -267,17 +267,17 @@ class FVM(Method):
         a = cs.alpha[j]
         if dm <= 0 or a >= 1.0:
             return None
-        # the line search of move() towards -e_j: mu = (R^2 - d^2) / (2 (d^2 - Delta_j))
+        # the line search of move() towards -e_j: lam = (R^2 - d^2) / (2 (d^2 - Delta_j))
         kd = ball.kd(j)
-        mu = min((R2 - d2j) / (2.0 * (d2j - (cs.q[j] - kd))), a / (1.0 - a))
+        lam = min((R2 - d2j) / (2.0 * (d2j - (cs.q[j] - kd))), a / (1.0 - a))
         p = ball.Ka[j]
-        cs.alpha[:n] *= 1.0 + mu
-        cs.alpha[j] -= mu
+        cs.alpha[:n] *= 1.0 + lam
+        cs.alpha[j] -= lam
         if cs.alpha[j] < 1e-15:
             cs.alpha[j] = 0.0
-        ball.c2 = (1 + mu) ** 2 * ball.c2 - 2 * mu * (1 + mu) * p + mu * mu * kd
-        ball.Ka = (1.0 + mu) * ball.Ka - mu * ball.column(j)
-        return j, mu, dm
+        ball.c2 = (1 + lam) ** 2 * ball.c2 - 2 * lam * (1 + lam) * p + lam * lam * kd
+        ball.Ka = (1.0 + lam) * ball.Ka - lam * ball.column(j)
+        return j, lam, dm
 
 
 METHODS = {cls.name: cls for cls in (CVM, BVM, FVM)}
