@@ -139,10 +139,6 @@ def check_checkpoint_dir(args, ck):
             raise OutputError(ck, f"is a streamcvm {kind}, not a checkpoint folder")
 
 
-def fail(command, message):
-    raise SystemExit(f"streamcvm {command}: error: {message}")
-
-
 def exact_model(est, exact):
     """``est`` set to predict with its full expansions (``--exact``)."""
     if exact and "compact" in est.get_params():
