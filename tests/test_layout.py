@@ -113,3 +113,19 @@ def test_the_import_graph_sees_the_imports():
     assert "streamcvm.data.writer" in got
     est = {t for f, p in _modules() if f == "estimators" for t in imports(p)}
     assert any(t.startswith("streamcvm.solvers") for t in est)
+
+
+def test_a_command_starts_without_scikit_learn():
+    """What every command imports before its work (the parser, the errors it
+    reports, model.py's) leaves scikit-learn out: the estimators are imported
+    only when a command needs them (streamcvm/estimators/__init__.py is lazy),
+    so ``streamcvm info`` or ``ingest`` do not pay for it."""
+    import subprocess
+    import sys
+    code = ("import sys, streamcvm.cli, streamcvm.estimators.model, streamcvm.ingest.errors, "
+            "streamcvm.data.snapshots; streamcvm.cli.build_parser(); "
+            "print('sklearn' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
