@@ -196,7 +196,7 @@ def keep_params(est, params):
 class _CVMBase(BaseEstimator):
     # The parameters every estimator has; each estimator's own __init__ names
     # its defaults (these are CVMOneClass's) and only keeps its arguments.
-    def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None, full_pass=False,
                  scale=False, random_state=0, verbose=False):
         keep_params(self, locals())
