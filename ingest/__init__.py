@@ -1,8 +1,8 @@
 """Ingest svmlight/LIBSVM and CSV/TSV text (plain, .gz, .bz2) into chunked stores.
 
-This folder sits at the repository's top and is installed as the subpackage
-``streamcvm.ingest`` (pyproject.toml's ``package-dir``; docs/architecture.md
-says why). What it uses of the library it imports by absolute name
+This folder sits at the repository's top; ``streamcvm/ingest`` links to it,
+so it is the subpackage ``streamcvm.ingest`` in the source tree and installed
+alike (docs/architecture.md says why). What it uses of the library it imports by absolute name
 (``streamcvm.data...``), so a reader and a static tool see it. Called,
 ``streamcvm.ingest`` is :func:`streamcvm.ingest.pipeline.ingest`:
 ``streamcvm.ingest(paths, store, ...)``.

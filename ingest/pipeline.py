@@ -103,12 +103,17 @@ def _ensure_compiled(fmt):
     os.makedirs(cache, exist_ok=True)
     if not os.access(cache, os.W_OK):
         return      # nowhere to cache: compile here, as numba would anyway
-    subprocess.run([sys.executable, "-c",
-                    f"import streamcvm.ingest.pipeline as p; p.warm_up({fmt!r})"],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                   env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                       [os.path.dirname(os.path.dirname(os.path.abspath(P.__file__)))]
-                       + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])})
+    import streamcvm        # the child imports this same streamcvm: its folder first
+    here = os.path.dirname(os.path.dirname(os.path.abspath(streamcvm.__file__)))
+    try:
+        subprocess.run([sys.executable, "-c",
+                        f"import streamcvm.ingest.pipeline as p; p.warm_up({fmt!r})"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                           [here] + [p for p in os.environ.get("PYTHONPATH", "").split(
+                               os.pathsep) if p])})
+    except OSError:     # no child process here (a sandbox): compile in this one
+        pass
 
 
 def _produce(src, skip_lines, submit, out_q, stop):

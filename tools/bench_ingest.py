@@ -467,28 +467,14 @@ def environment():
 
 
 def _ingest_module():
-    """streamcvm.ingest of the imported streamcvm's own tree, or the top-level
-    ``ingest`` package of a revision from before it moved under streamcvm
-    (--src of an older tree). Told apart by the layout, not by trying the
-    import: an editable install of this checkout would answer
-    ``import streamcvm.ingest`` for any tree."""
-    import importlib.util
+    """streamcvm.ingest, or the top-level ``ingest`` package of a revision
+    from before it moved under streamcvm (--src of an older tree). Told
+    apart by the layout, not by trying the import: an editable install of
+    this checkout would answer ``import streamcvm.ingest`` for any tree."""
     import streamcvm
     here = os.path.dirname(os.path.abspath(streamcvm.__file__))
-    root_ingest = os.path.join(os.path.dirname(here), "ingest")
     if len(streamcvm.__path__) > 1 or os.path.isdir(os.path.join(here, "ingest")):
-        import streamcvm.ingest as ing          # installed, or found through __path__
-    elif os.path.isdir(os.path.join(here, "data")) and "streamcvm.ingest" not in sys.modules:
-        # a source tree of today's layout: ingest/ beside streamcvm/, loaded from
-        # this tree under the name it is installed as (pyproject.toml's package-dir)
-        spec = importlib.util.spec_from_file_location(
-            "streamcvm.ingest", os.path.join(root_ingest, "__init__.py"),
-            submodule_search_locations=[root_ingest])
-        ing = importlib.util.module_from_spec(spec)
-        sys.modules["streamcvm.ingest"] = ing
-        spec.loader.exec_module(ing)
-    elif os.path.isdir(os.path.join(here, "data")):
-        ing = sys.modules["streamcvm.ingest"]
+        import streamcvm.ingest as ing          # installed, linked, or through __path__
     else:
         import ingest as ing
     return ing
