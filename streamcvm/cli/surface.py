@@ -8,14 +8,15 @@ from .common import (Default, add_checkpoint_replace, add_cluster_args, check_ch
                      signature_default)
 
 
-def _fit():
-    from ..apps import surface
-    return surface.fit
+def _surface(name):
+    """A getter of ``streamcvm.surface.<name>``, imported when called."""
+    def get():
+        from ..apps import surface
+        return getattr(surface, name)
+    return get
 
 
-def _mesh():
-    from ..apps import surface
-    return surface.mesh
+_fit, _mesh = _surface("fit"), _surface("mesh")
 
 
 def add(sub):
