@@ -46,7 +46,14 @@ What is fitted (all with the library defaults except what is listed):
   default), M in cvm fvm, on rank_lightgbm (as ``bench_ranking.py``: min-max
   scaled on the training rows; the first 30 queries, 410 rows, to train and
   all 768 test rows), when the side's ``streamcvm`` has CVMRanker.
-  ``--estimators`` chooses among the four (default: all).
+- mmda: ``MMDATransformer(n_components=2, C=1, gamma=G, random_state=0)`` on
+  optdigits (1,500 training / 1,000 test rows, seed 0): the saved model and
+  ``transform`` of the test rows.
+- surface: ``streamcvm.surface.reconstruct(P, grid=64, n_jobs=1)`` on 6,000
+  of the bunny's points (seed 0): each level's coefficients, support rows
+  and scalars, the mesh's vertices and faces, and f at 2,000 points near
+  the surface.
+  ``--estimators`` chooses among the six (default: all).
 
 The data are prepared once, by a child of the current tree, into
 ``WORKDIR/data`` (.npy, CSR as its three arrays; reused while the raw files

@@ -108,7 +108,6 @@ def resolve_eps(eps):
     return float(eps)
 
 
-
 @dataclass(frozen=True)
 class Checkpoints:
     """A fit's checkpoint arguments, as :meth:`CVMClassifier.fit` takes them:
