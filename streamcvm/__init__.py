@@ -77,7 +77,7 @@ def __getattr__(name):
         from .apps import surface
         return surface
     if name == "ingest":        # a module that is also the function: streamcvm.ingest(...)
-        import streamcvm.ingest     # the import sets this module's attribute "ingest"
+        import streamcvm.ingest  # noqa: F401 (the import sets this module's attribute "ingest")
         return globals()["ingest"]
     raise AttributeError(f"module 'streamcvm' has no attribute {name!r}")
 

@@ -139,6 +139,13 @@ def check_checkpoint_dir(args, ck):
             raise OutputError(ck, f"is a streamcvm {kind}, not a checkpoint folder")
 
 
+def add_exact(p):
+    """predict's and evaluate's --exact (see :func:`exact_model`)."""
+    p.add_argument("--exact", action="store_true",
+                   help="predict with the full kernel expansion even where the model has a "
+                        "compact one (see 'streamcvm info MODEL')")
+
+
 def exact_model(est, exact):
     """``est`` set to predict with its full expansions (``--exact``)."""
     if exact and "compact" in est.get_params():

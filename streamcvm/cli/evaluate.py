@@ -1,5 +1,5 @@
 """``streamcvm evaluate``: a model's figures on a labelled store."""
-from .common import add_cluster_args, chunk_bar, exact_model, runner_of
+from .common import add_cluster_args, add_exact, chunk_bar, exact_model, runner_of
 
 
 def add(sub):
@@ -9,9 +9,7 @@ def add(sub):
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--json", action="store_true",
                    help="print the figures as one JSON object instead of the report")
-    p.add_argument("--exact", action="store_true",
-                   help="predict with the full kernel expansion even where the model has a "
-                        "compact one (see 'streamcvm info MODEL')")
+    add_exact(p)
     add_cluster_args(p)
     p.set_defaults(func=run)
 

@@ -2,7 +2,8 @@
 a store."""
 import sys
 
-from .common import STORE_SUFFIXES, add_cluster_args, chunk_bar, exact_model, runner_of
+from .common import (STORE_SUFFIXES, add_cluster_args, add_exact, chunk_bar, exact_model,
+                     runner_of)
 
 
 def add(sub):
@@ -19,9 +20,7 @@ def add(sub):
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file or streamcvm output at OUT (a prediction "
                         "store is replaced without it; the inputs never)")
-    p.add_argument("--exact", action="store_true",
-                   help="predict with the full kernel expansion even where the model has a "
-                        "compact one (see 'streamcvm info MODEL')")
+    add_exact(p)
     add_cluster_args(p)
     p.set_defaults(func=run)
 

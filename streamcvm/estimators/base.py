@@ -333,3 +333,16 @@ class _OneMachine(_CVMBase):
         check_is_fitted(self)
         return self.machine_.coef
 
+    def _values(self, X, streamed=0):
+        """The machine's f(x). On a store, its path or URL, or a dask array:
+        chunk by chunk, column ``streamed`` of :meth:`_streamed` (0: predict,
+        1: decision values). On arrays: the compact expansion where the
+        machine has one and ``compact`` is not False, else the full one."""
+        got = self._streamed(X)
+        if got is not None:
+            return got[streamed]
+        X = self._validate_X(X)
+        m = self.machine_
+        compact = getattr(self, "compact", False) is not False and m.compact is not None
+        return (m.compact if compact else m).decision(self.kernel_, X)
+

@@ -55,11 +55,7 @@ class CVMOneClass(OutlierMixin, _OneMachine):
     def decision_function(self, X):
         """R^2 - ||phi(x) - c||^2 (positive inside) for arrays, a store, its
         path or URL, or a dask array (streamed)."""
-        got = self._streamed(X)
-        if got is not None:
-            return got[1]
-        X = self._validate_X(X)
-        return self.machine_.decision(self.kernel_, X)
+        return self._values(X, streamed=1)
 
     def score_samples(self, X):
         return self.decision_function(X) + self.offset_

@@ -62,11 +62,7 @@ class CVMRanker(_OneMachine):
     def predict(self, X):
         """Scores: within a query, higher ranks first. X: arrays, a store,
         its path or URL, or a dask array (streamed)."""
-        got = self._streamed(X)
-        if got is not None:
-            return got[0]
-        X = self._validate_X(X)
-        return self.machine_.decision(self.kernel_, X)
+        return self._values(X)
 
     def predict_with_decision(self, X):
         f = self.predict(X)

@@ -188,13 +188,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
 
     def predict(self, X):
         """f(x) for arrays, a store, its path or URL, or a dask array (streamed)."""
-        got = self._streamed(X)
-        if got is not None:
-            return got[0]
-        X = self._validate_X(X)
-        m = self.machine_
-        use = m.compact if self.compact is not False and m.compact is not None else m
-        return use.decision(self.kernel_, X)
+        return self._values(X)
 
     def predict_with_decision(self, X):
         f = self.predict(X)
