@@ -56,24 +56,86 @@ def test_resume_after_a_level_gives_the_same_model(tmp_path):
     import shutil
     shutil.rmtree(snaps[-1])                # as if killed during the second level
     said, trained = [], []
-    from streamcvm.problems import regression
-    train = regression.train_regressor
+    fit_local = surface.fit_local
 
     def counting(*a, **k):
         trained.append(1)
-        return train(*a, **k)
+        return fit_local(*a, **k)
     import unittest.mock
-    with unittest.mock.patch.object(regression, "train_regressor", counting):
+    with unittest.mock.patch.object(surface, "fit_local", counting):
         got = surface.fit(P, checkpoint_dir=tmp_path / "ck", resume=True, log=said.append,
                           **FAST)
     assert any("1 of 2 levels done" in s for s in said), said
     assert len(trained) == 1            # only the level after the snapshot was trained
-    for (_, a), (_, b) in zip(ref.levels, got.levels):
-        np.testing.assert_array_equal(a.coef, b.coef)
-        np.testing.assert_array_equal(a.sv, b.sv)
+    (_, a), (_, b) = ref.levels[0], got.levels[0]
+    np.testing.assert_array_equal(a.coef, b.coef)
+    np.testing.assert_array_equal(a.sv, b.sv)
+    a, b = ref.levels[1], got.levels[1]
+    assert a.n_blocks > 1
+    for name in ("coef", "sv", "intercept", "node_block", "bptr"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     with pytest.raises(CheckpointError, match="different run"):
         surface.fit(P, checkpoint_dir=tmp_path / "ck", resume=True, scales=(0.3, 0.05),
                     max_rows=2000)
+
+
+def test_block_solve_is_the_cvr_solution():
+    """A local block's exact SMO solve gives the L2-SVR the CVM trains on
+    the same rows, C and mu (the same QP, cvr paper eqs. 7-8)."""
+    from streamcvm.apps._surface_kernels import solve_blocks
+    from streamcvm.data.store import as_store
+    from streamcvm.problems.driver import Solve
+    from streamcvm.problems.regression import train_regressor
+    from streamcvm.solvers.kernels import Kernel
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-0.1, 0.1, (150, 3))
+    t = np.sin(20 * X[:, 0]) + 0.1 * rng.normal(size=150)
+    C, mu, gamma = 5.0 * len(X), 0.3, 50.0
+    coef, b = np.zeros(len(X)), np.zeros(1)
+    solve_blocks(X, t, np.array([0, len(X)]), gamma, mu * len(X) / C, 2.0 / C, C, 1e-9,
+                 1_000_000, coef, b)
+    m = train_regressor(as_store(X.astype(np.float32), t), Kernel("rbf", gamma=gamma),
+                        Solve(method="cvm", eps=1e-9, seed=0), C=C, mu=mu, centred=False,
+                        train_size="all")
+    Q = rng.uniform(-0.1, 0.1, (200, 3))
+    K = np.exp(-gamma * ((Q[:, None] - X[None]) ** 2).sum(-1))
+    ours = K @ coef + b[0]
+    ref = m.decision(Kernel("rbf", gamma=gamma), Q.astype(np.float32))
+    assert np.abs(ours - ref).max() < 1e-3 * np.abs(ref).max(), np.abs(ours - ref).max()
+    assert np.abs(ours - np.sin(20 * Q[:, 0])).mean() < 0.2       # and it fits
+
+
+def test_local_weights_are_a_partition_of_unity():
+    """Blocks of constant value 1 on every node blend to exactly 1."""
+    from streamcvm.apps.local import LocalLevel
+    nb = np.arange(5 * 5 * 5, dtype=np.int32).reshape(5, 5, 5)
+    lev = LocalLevel(0.1, [0.0, 0.0, 0.0], 0.3, nb, np.zeros(126, np.int64),
+                     np.zeros((0, 3)), [], np.ones(125))
+    Q = np.random.default_rng(1).uniform(0.0, 1.2, (1000, 3))
+    np.testing.assert_allclose(lev.add_to(Q, np.zeros(len(Q))), 1.0, atol=1e-12)
+
+
+def test_noisy_scan_is_thinned_and_widths_follow_the_noise():
+    # 2% noise: 128 neighbours of 20,000 points are too thick; the fit thins
+    # the points, finds the noise and keeps no width below 10 noise widths
+    P = sphere(20000, seed=4)
+    P += np.random.default_rng(5).normal(scale=0.02 * np.linalg.norm(P.max(0) - P.min(0)),
+                                         size=P.shape)
+    said = []
+    model = surface.fit(P, scales=(0.3, 0.05, 0.01), log=said.append, max_rows=1000)
+    assert "drawn" in said[0], said[0]
+    assert 0.01 < model.params["noise"] < 0.03, model.params
+    assert min(model.params["used"]) >= 10 * model.params["noise"] - 1e-12
+
+
+def test_a_mesh_far_from_the_points_is_refused():
+    P = sphere(600)
+    V, F, model = surface.reconstruct(P, grid=32, **FAST)
+    Z = model.normalise(P)
+    step = 0.005           # normalised units: 0.02 diagonals of tolerance
+    assert surface.check_near(model, model.normalise(V), Z, step) is None
+    far = surface.check_near(model, model.normalise(V * 1.3), Z, step)
+    assert far is not None and "far from the points" in far
 
 
 def _xyz(path, P):
@@ -99,6 +161,20 @@ def test_cli_writes_mesh_and_png(tmp_path):
     one_line_error(inproc("surface", tmp_path / "s.ply", "-o", tmp_path / "s.ply", "-q",
                           "--overwrite"), "surface", "is the input")
     assert (tmp_path / "s.ply").read_bytes() == before
+
+
+def test_cli_refuses_a_far_mesh_unless_kept(tmp_path, monkeypatch):
+    # every point counts as far (no tolerance): the mesh is refused, exit 1,
+    # nothing written; --keep-far writes it
+    monkeypatch.setattr(surface, "FAR_STEPS", 0.0)
+    monkeypatch.setattr(surface, "FAR_NOISE", 0.0)
+    pts = _xyz(tmp_path / "s.xyz", sphere(600))
+    opts = ["--scales", "0.3,0.1", "--grid", "24", "-q"]
+    one_line_error(inproc("surface", pts, "-o", tmp_path / "m.ply", *opts), "surface",
+                   "far from the points")
+    assert not (tmp_path / "m.ply").exists()
+    assert inproc("surface", pts, "-o", tmp_path / "m.ply", "--keep-far", *opts).returncode == 0
+    assert (tmp_path / "m.ply").exists()
 
 
 def test_cli_refusals(tmp_path):

@@ -1,8 +1,10 @@
-"""The numba kernel of :mod:`streamcvm.apps.surface` (apart, so that importing
+"""The numba kernels of :mod:`streamcvm.apps.surface` (apart, so that importing
 the surface module, as the command line's parser does for its defaults,
 compiles nothing)."""
 import numpy as np
-from numba import njit
+from numba import njit, prange
+
+from ..solvers.smo import smo_simplex
 
 
 @njit(cache=True)
@@ -31,3 +33,122 @@ def orient(indptr, indices, N, starts):
                     queue[tail] = j
                     tail += 1
     return sign
+
+
+@njit(cache=True, nogil=True)
+def _solve_block(X, t, gamma, ic0, two_over_C, C, tol, max_iter, coef):
+    """The L2-SVR dual of one block's rows ``X`` [m, 3], targets ``t``
+    (:class:`~streamcvm.solvers.points.SignedPoints`: each row twice, signs
+    +-1, ``Q = s s' (K + 1) + ic0 I``, ``q = diag(Q) + two_over_C s t`` up to
+    a constant), solved exactly by SMO over all 2m points. Writes each row's
+    coefficient ``C (a_+ - a_-)`` to ``coef``; returns the intercept
+    ``C sum a s``."""
+    m = X.shape[0]
+    n = 2 * m
+    K = np.empty((n, n), np.float32)
+    for i in range(m):
+        for j in range(i, m):
+            d = 0.0
+            for c in range(3):
+                v = X[i, c] - X[j, c]
+                d += v * v
+            k = np.float32(np.exp(-gamma * d))
+            K[i, j] = k
+            K[j, i] = k
+            K[i + m, j + m] = k
+            K[j + m, i + m] = k
+            K[i, j + m] = k
+            K[j + m, i] = k
+            K[i + m, j] = k
+            K[j, i + m] = k
+    y = np.empty(n)
+    q = np.empty(n)
+    ic = np.full(n, ic0)
+    best = 0
+    for i in range(n):
+        y[i] = 1.0 if i < m else -1.0
+        q[i] = 2.0 + ic0 + two_over_C * y[i] * t[i % m]
+        if q[i] > q[best]:
+            best = i
+    alpha = np.zeros(n)
+    alpha[best] = 1.0
+    g = np.empty(n)
+    for i in range(n):
+        v = y[i] * y[best] * (np.float64(K[i, best]) + 1.0)
+        if i == best:
+            v += ic0
+        g[i] = 2.0 * v - q[i]
+    smo_simplex(K, y, 1.0, ic, alpha, g, n, tol, max_iter)
+    b = 0.0
+    for i in range(m):
+        coef[i] = C * (alpha[i] - alpha[i + m])
+        b += coef[i]
+    return b
+
+
+@njit(cache=True, parallel=True)
+def solve_blocks(X, t, ptr, gamma, ic0, two_over_C, C, tol, max_iter, coef, intercept):
+    """:func:`_solve_block` for every block ``b``: rows ``ptr[b]:ptr[b + 1]``
+    of ``X``, ``t`` (each block's rows contiguous), coefficients into the
+    same rows of ``coef``, intercepts into ``intercept[b]``."""
+    for b in prange(len(ptr) - 1):
+        a, e = ptr[b], ptr[b + 1]
+        intercept[b] = _solve_block(X[a:e], t[a:e], gamma, ic0, two_over_C, C, tol, max_iter,
+                                    coef[a:e])
+
+
+CUT = 16.0      # exp(-16) = 1.1e-7: a support vector further than 5.7 widths adds nothing
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _weight(f):
+    """The partition of unity's weight of the node below a coordinate at
+    fraction ``f`` of its cell (the node above gets 1 - it): cos^2, C1."""
+    c = np.cos(0.5 * np.pi * f)
+    return c * c
+
+
+@njit(cache=True, parallel=True)
+def local_values(Q, origin, L, node_block, bptr, sv, coef, intercept, gamma, out):
+    """Adds a local level's value at points ``Q`` [n, 3] to ``out``: the
+    blend, by a C1 partition of unity over the nodes ``origin + L * (i, j,
+    k)``, of the 8 surrounding nodes' block expansions (``node_block``: the
+    block of each node, -1 none; block b's support vectors ``bptr[b] :
+    bptr[b + 1]`` of ``sv``, ``coef``; its ``intercept[b]``). Kernel values
+    below exp(-CUT) are skipped."""
+    nx, ny, nz = node_block.shape
+    cut = CUT / gamma
+    for i in prange(Q.shape[0]):
+        u0 = (Q[i, 0] - origin[0]) / L
+        u1 = (Q[i, 1] - origin[1]) / L
+        u2 = (Q[i, 2] - origin[2]) / L
+        b0, b1, b2 = int(np.floor(u0)), int(np.floor(u1)), int(np.floor(u2))
+        w0, w1, w2 = _weight(u0 - b0), _weight(u1 - b1), _weight(u2 - b2)
+        acc = 0.0
+        for a in range(2):
+            ia = b0 + a
+            if ia < 0 or ia >= nx:
+                continue
+            wa = w0 if a == 0 else 1.0 - w0
+            for b in range(2):
+                ib = b1 + b
+                if ib < 0 or ib >= ny:
+                    continue
+                wb = wa * (w1 if b == 0 else 1.0 - w1)
+                for c in range(2):
+                    ic = b2 + c
+                    if ic < 0 or ic >= nz:
+                        continue
+                    blk = node_block[ia, ib, ic]
+                    if blk < 0:
+                        continue
+                    s = intercept[blk]
+                    for p in range(bptr[blk], bptr[blk + 1]):
+                        d = 0.0
+                        for k in range(3):
+                            v = Q[i, k] - sv[p, k]
+                            d += v * v
+                        if d < cut:
+                            s += coef[p] * np.exp(-gamma * d)
+                    acc += wb * (w2 if c == 0 else 1.0 - w2) * s
+        out[i] += acc

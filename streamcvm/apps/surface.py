@@ -1,63 +1,73 @@
 """Implicit surfaces from 3D point sets with Core Vector Regression (cvr
-paper, sec. 4.2).
+paper, sec. 4.2), fine levels local.
 
-The points are scaled into a box of unit diagonal. An L2-SVR learns f = 1
-on every point (the "one-set"; the zero-set has the trivial solution), its
-bias penalised and the targets not centred, at three widths, coarse to
-fine: each next fit, narrower, fits the residuals of the sum so far. The
-surface is the level set f = 1 of the sum, meshed by marching cubes on a
-grid evaluated slab by slab on the runner prediction uses.
+The points are scaled into a box of unit diagonal. f = 1 is fitted on every
+point (the paper's "one-set") and 1 -+ ``step`` on rows just outside and
+inside along the normals (:mod:`.normals`), at widths coarse to fine, each
+level fitting the residuals of the levels before it; the surface is the
+level set f = 1 of their sum, meshed by marching cubes.
 
-Two departures from the paper, both measured on the Stanford bunny
-(docs/surface.md):
+- **The first level** is one L2-SVR over ``max_rows`` rows drawn at
+  random, trained by the CVM (``train_regressor``): it fixes f far from
+  the points, where holes in a scan are bridged.
+- **The finer levels** are local (:mod:`.local`): a Gaussian of width sigma
+  fixes f only within a few sigma, so each is many small CVR fits on the
+  blocks of a grid of nodes, blended by a partition of unity. Their cost
+  grows with the surface's area over sigma^2, not with the points.
+- **Levels finer than the scan** are skipped: a width below the points'
+  spacing (median distance to the 16th neighbour) or twice their noise
+  (the PCA thickness, :func:`.normals.neighbourhood`) would fit holes or
+  noise.
+- **At most ``max_points`` points** (drawn at random) give the normals and
+  rows: the local fits draw at most ``cap`` rows a block anyway, so more
+  points would only cost time and memory.
+- **The mesh** (:func:`mesh`) evaluates f exactly only in a band around the
+  points and where a coarse grid's f crosses the level; elsewhere the
+  coarse grid's values, interpolated, give marching cubes the sign. A mesh
+  far from the points is refused (:class:`FarMeshError`).
 
-- **Off-surface points.** f = 1 on the points alone leaves f flat across
-  the surface, so the level set wanders where the fit is loose (the bunny
-  came out lumpy at every width and tube tried). Each point also gives two
-  rows at +-``offset`` along its normal (local PCA of its neighbours, signs
-  made consistent over a spanning tree of the neighbour graph) with targets
-  1 -+ ``step``: f then falls through 1 across the surface. An off-surface
-  row with another part of the surface within half its distance (a thin
-  part) moves closer, then is dropped.
-- **A Gaussian kernel** by default. The paper's Laplacian kernel (here
-  ``exponential``, exp(-||x - z|| / sigma)) has a cusp at every support
-  vector, and its finest level covers the surface with small blobs;
-  ``kernel="exponential"`` keeps it available.
-
-Each level is fitted on at most ``max_rows`` rows drawn at random (all of
-them when there are fewer): a width-sigma function is fixed by far fewer
-points than a scanner gives, and the fit's eps, relative to a ball whose
-radius grows with the rows, would otherwise have to shrink like 1/n: a
-target moves a row's distance by 2 t / C against a radius of about
-sqrt(2 + mu m / C), so eps must stay below about 2 / (10 m) (1.7e-6 at
-MAX_ROWS; at 1e-5 the bunny's fit is garbage). The
-residuals, the normals and the grid are computed over every point, in
-blocks: time grows linearly with the points, memory by a few arrays of
-them.
+Where this departs from the paper, and why: docs/surface.md.
 """
 import time
 
 import numpy as np
 
-SCALES = (0.2, 0.06, 0.02)      # kernel widths sigma, in units of the box diagonal
-KERNEL = "rbf"
-MU = 0.1                        # CVR's mean slack
+from .local import LocalLevel, fit_local
+from .normals import BLOCK, NEIGHBOURS, NOISE_OFFSETS, OFFSET, STEP, neighbourhood, normals, \
+    training_rows
+
+SCALES = (0.2, 0.06, 0.02, 0.01)    # kernel widths sigma, in units of the box diagonal
+MU = 0.1                        # the first level's mean slack (CVR's mu)
+LOCAL_MU = 0.3                  # the local levels'
 C_PER_ROW = 5.0                 # C = 5 x rows fitted, as CVMRegressor's C="auto"
-EPS = 1e-6                      # below 2 / (10 x MAX_ROWS): see the module
-OFFSET = 0.01                   # off-surface rows at this distance (box diagonals) ...
-STEP = 0.5                      # ... with targets 1 -+ STEP (outside / inside)
-NEIGHBOURS = 16                 # for the normals
-MAX_ROWS = 120_000              # rows a level is fitted on
-GRID = 128                      # grid points along the longest side
+EPS = 1e-6                      # the first level's CVM eps: below 2 / (10 x MAX_ROWS)
+MAX_ROWS = 4000                 # rows the first level is fitted on
+CAP = 200                       # rows a local block is fitted on, at most
+MAX_POINTS = 300_000            # points the normals and rows come from, at most
+NOISE_WIDTHS = 10.0             # no level narrower than this many noise widths ...
+SPACINGS = 0.5                  # ... or this many point spacings
+GRID = 192                      # grid points along the longest side
+PROJECT = 2                     # Newton steps of the mesh's vertices onto f = 1
+BAND = 2                        # grid steps around the points where f is evaluated exactly
+FAR_STEPS = 4.0                 # a point further than this many grid steps ...
+FAR_NOISE = 4.0                 # ... and noise widths from the mesh is far;
+MAX_FAR = 0.05                  # a mesh with more than this share of far points is refused
+THIN = 4                        # a scan too noisy for its normals keeps 1 point in THIN ...
+MIN_THINNED = 5000              # ... while this many are left
 MIN_POINTS = 2 * NEIGHBOURS     # fewer cannot give a mesh (each normal needs its neighbours)
 FLAT = 1e-6                     # spread across / along below this: points on a plane
-BLOCK = 65536                   # rows per block of residual / normal work
+
+
+class FarMeshError(ValueError):
+    """The mesh lies far from the points (:func:`check_near`)."""
 
 
 class SurfaceModel:
-    """The fitted multi-scale function: ``levels`` of (Kernel, Machine) on
-    points mapped by ``(x - center) / scale``. ``f(X)`` is the sum; the
-    surface is f = 1."""
+    """The fitted multi-scale function on points mapped by ``(x - center) /
+    scale``: ``levels``, the first a (Kernel, Machine), the others
+    :class:`~.local.LocalLevel`. ``f(X)`` is their sum; the surface is
+    f = 1. ``params`` holds the options and what the points set (the
+    scales used, the noise and spacing found)."""
 
     def __init__(self, center, scale, levels, params=None):
         self.center = np.asarray(center, np.float64)
@@ -66,108 +76,30 @@ class SurfaceModel:
         self.params = dict(params or {})
 
     def normalise(self, X):
-        return ((np.asarray(X, np.float64) - self.center) / self.scale).astype(np.float32)
+        return (np.asarray(X, np.float64) - self.center) / self.scale
 
     def f(self, X, n_jobs=1):
         """f at points ``X`` (original coordinates)."""
         return self.f_normalised(self.normalise(X), n_jobs=n_jobs)
 
-    def f_normalised(self, Z, n_jobs=1):
+    def f_normalised(self, Z, n_jobs=1, levels=None):
+        """f at normalised points ``Z`` (``levels``: only these of them)."""
+        Z = np.ascontiguousarray(Z, np.float64)
         out = np.zeros(len(Z))
-        for a in range(0, len(Z), BLOCK):
-            z = Z[a:a + BLOCK]
-            out[a:a + BLOCK] = sum(m.decision(k, z, n_jobs=n_jobs) for k, m in self.levels)
+        for lev in self.levels if levels is None else levels:
+            if isinstance(lev, LocalLevel):
+                lev.add_to(Z, out)
+                continue
+            k, m = lev
+            for a in range(0, len(Z), BLOCK):
+                out[a:a + BLOCK] += m.decision(k, Z[a:a + BLOCK].astype(np.float32),
+                                               n_jobs=n_jobs)
         return out
 
     @property
     def n_support(self):
-        return sum(len(m.coef) for _, m in self.levels)
-
-
-def normals(Z, k=NEIGHBOURS):
-    """Unit normals of points ``Z`` [n, 3], consistently signed and pointing
-    outwards: the smallest principal axis of each point's ``k`` nearest
-    neighbours; the signs carried along a minimum spanning tree of the
-    neighbour graph whose edge weights prefer neighbours with parallel
-    normals *beside* each other (a neighbour across a thin part lies along
-    the normal, and copying its sign would turn one side inside out); the
-    point furthest along x points along +x."""
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import minimum_spanning_tree
-    from scipy.spatial import cKDTree
-    n = len(Z)
-    k = int(min(k, n))
-    tree = cKDTree(Z)
-    N = np.empty((n, 3))
-    kg = min(8, k)              # the orientation graph: fewer edges, same tree
-    rows, cols, wts = [], [], []
-    for a in range(0, n, BLOCK):
-        idx = tree.query(Z[a:a + BLOCK], k, workers=-1)[1]
-        nb = Z[idx].astype(np.float64)
-        nb -= nb.mean(1, keepdims=True)
-        N[a:a + BLOCK] = np.linalg.eigh(np.einsum("nki,nkj->nij", nb, nb))[1][:, :, 0]
-        rows.append(np.repeat(np.arange(a, a + len(idx), dtype=np.int32), kg - 1))
-        cols.append(idx[:, 1:kg].ravel().astype(np.int32))
-    rows, cols = np.concatenate(rows), np.concatenate(cols)
-    for a in range(0, len(rows), BLOCK * 8):
-        r, c = rows[a:a + BLOCK * 8], cols[a:a + BLOCK * 8]
-        u = Z[c].astype(np.float64) - Z[r]
-        u /= np.maximum(np.linalg.norm(u, axis=1), 1e-30)[:, None]
-        wts.append(1.0 - np.abs(np.einsum("ij,ij->i", N[r], N[c]))
-                   + np.abs(np.einsum("ij,ij->i", N[r], u)) + 1e-9)
-    g = sp.coo_matrix((np.concatenate(wts), (rows, cols)), shape=(n, n)).tocsr()
-    del rows, cols, wts
-    tree_ = minimum_spanning_tree(g.maximum(g.T))
-    del g
-    tree_ = (tree_ + tree_.T).tocsr()
-    # a forest when the graph is not connected: each component from its own
-    # point furthest along x, whose normal points along +x
-    from ._surface_kernels import orient
-    sign = orient(tree_.indptr, tree_.indices, N, np.argsort(-Z[:, 0], kind="stable"))
-    return N * sign[:, None]
-
-
-def training_rows(Z, N, offset=OFFSET, step=STEP):
-    """(rows [m, 3] float32, targets [m]): the points with target 1 and, for
-    each, rows at +-``offset`` along its normal with targets 1 -+ ``step``
-    (scaled with the distance when a row moves closer: when the surface
-    elsewhere, a thin part's other side, lies within half the distance; a
-    test on the nearest point being the row's own point instead would fail
-    on noisy scans, whose neighbours stick out further than a row's point)."""
-    from scipy.spatial import cKDTree
-    tree = cKDTree(Z)
-    X, T = [Z.astype(np.float32)], [np.ones(len(Z))]
-    for sgn in (1.0, -1.0):
-        h = np.full(len(Z), offset)
-        ok = np.zeros(len(Z), bool)
-        for r in range(4):
-            todo = np.flatnonzero(~ok)
-            Q = Z[todo] + sgn * h[todo, None] * N[todo]
-            # another part of the surface within half the distance: too near
-            # (the rows left all have the same h; the bound ends each search early)
-            near = 0.5 * offset / 2 ** r
-            ok[todo] = ~np.isfinite(tree.query(Q, distance_upper_bound=near, workers=-1)[0])
-            h[~ok] /= 2
-        h[~ok] = 0
-        keep = np.flatnonzero(ok)
-        X.append((Z[keep] + sgn * h[keep, None] * N[keep]).astype(np.float32))
-        T.append(1.0 - sgn * step * h[keep] / offset)
-    return np.concatenate(X), np.concatenate(T)
-
-
-def _params(scales, kernel, mu, c_per_row, eps, offset, step, max_rows, seed):
-    return {"scales": [float(s) for s in scales], "kernel": str(kernel), "mu": float(mu),
-            "c_per_row": float(c_per_row), "eps": float(eps), "offset": float(offset),
-            "step": float(step), "max_rows": int(max_rows), "seed": int(seed)}
-
-
-def _kernel(name, sigma):
-    from ..solvers.kernels import Kernel
-    if name == "rbf":
-        return Kernel("rbf", gamma=0.5 / sigma ** 2)
-    if name == "exponential":
-        return Kernel("exponential", gamma=1.0 / sigma)
-    raise ValueError(f"surface kernel must be 'rbf' or 'exponential', got {name!r}")
+        return sum(lev.n_support if isinstance(lev, LocalLevel) else len(lev[1].coef)
+                   for lev in self.levels)
 
 
 def check_points(points):
@@ -196,35 +128,90 @@ def check_points(points):
     return P
 
 
-def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps=EPS,
-        offset=OFFSET, step=STEP, max_rows=MAX_ROWS, seed=0, n_jobs=1, checkpoint_dir=None,
-        resume=False, checkpoint_replace=False, log=None, progress=None):
+def _params(scales, mu, local_mu, c_per_row, eps, step, max_rows, cap, max_points, seed):
+    return {"scales": [float(s) for s in scales], "mu": float(mu), "local_mu": float(local_mu),
+            "c_per_row": float(c_per_row), "eps": float(eps), "step": float(step),
+            "max_rows": int(max_rows), "cap": int(cap), "max_points": int(max_points),
+            "seed": int(seed)}
+
+
+def _kernel(sigma):
+    from ..solvers.kernels import Kernel
+    return Kernel("rbf", gamma=0.5 / sigma ** 2)
+
+
+def _sample(n, most, seed):
+    """Sorted indices of at most ``most`` of ``n`` points (all if fewer)."""
+    if n <= most:
+        return np.arange(n)
+    return np.sort(np.random.default_rng([seed, 7]).choice(n, most, replace=False))
+
+
+def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW, eps=EPS,
+        step=STEP, max_rows=MAX_ROWS, cap=CAP, max_points=MAX_POINTS, seed=0, n_jobs=1,
+        checkpoint_dir=None, resume=False, checkpoint_replace=False, log=None, progress=None):
     """The multi-scale model of ``points`` [n, 3] (see the module).
 
-    ``checkpoint_dir``: a snapshot after each level; ``resume=True``
-    continues after the last level in it (the same levels come back: each
-    level's sample has its own seed); another run's snapshots there are
-    refused, or deleted with ``checkpoint_replace=True``. ``log(str)`` gets
-    a line per stage, ``progress(done, total)`` the levels done. Fewer than
-    ``MIN_POINTS`` points, points on a plane or a line, or non-finite
-    coordinates or scales are a ValueError."""
+    ``scales``: the levels' widths, coarse to fine, in box diagonals (those
+    finer than the scan are skipped). ``checkpoint_dir``: a snapshot after
+    each level; ``resume=True`` continues after the last level in it (the
+    same levels come back: each level's sample has its own seed); another
+    run's snapshots there are refused, or deleted with
+    ``checkpoint_replace=True``. ``log(str)`` gets a line per stage,
+    ``progress(done, total)`` the levels done. Fewer than ``MIN_POINTS``
+    points, points on a plane or a line, or non-finite coordinates or
+    scales are a ValueError."""
     from ..problems.checkpoint import Checkpointer, finished_machines
     from ..problems import one_blas_thread
     from ..problems.driver import Solve
-    from ..problems.machine import machine_arrays
+    from ..problems.machine import machine_arrays, machine_from
     from ..problems.regression import train_regressor
     from ..data.store import as_store
+    from scipy.spatial import cKDTree
     P = check_points(points)
-    scales = tuple(scales)
+    scales = tuple(float(v) for v in scales)
     if len(scales) < 1 or not all(np.isfinite(v) and v > 0 for v in scales):
         raise ValueError(f"scales must be positive finite widths, got {scales!r}")
-    _kernel(kernel, 1.0)
-    params = _params(scales, kernel, mu, c_per_row, eps, offset, step, max_rows, seed)
+    params = _params(scales, mu, local_mu, c_per_row, eps, step, max_rows, cap, max_points, seed)
     lo, hi = P.min(0), P.max(0)
     center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
     model = SurfaceModel(center, scale, [], params)
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs checkpoint_dir")
+    say = (lambda s: None) if log is None else log
+    t = time.perf_counter()
+    Z = model.normalise(P[_sample(len(P), max_points, seed)])
+    tree = cKDTree(Z)
+    k, spacing, noise, flat = neighbourhood(Z, tree, seed=seed)
+    while not flat and len(Z) >= THIN * MIN_THINNED:
+        # too noisy for 128 neighbours: fewer points, wider neighbourhoods
+        Z = Z[_sample(len(Z), len(Z) // THIN, seed)]
+        tree = cKDTree(Z)
+        k, spacing, noise, flat = neighbourhood(Z, tree, seed=seed)
+    offset = max(OFFSET, NOISE_OFFSETS * noise)
+    X, T = training_rows(Z, normals(Z, k, tree), offset, step, tree)
+    X = X.astype(np.float64)
+    del tree
+    finest = max(SPACINGS * spacing, NOISE_WIDTHS * noise)
+    # no level narrower than the scan resolves: those are dropped, and the
+    # finest width it does resolve stands in for them
+    used = scales[:1] + tuple(s for s in scales[1:] if s >= finest)
+    if len(used) < len(scales) and finest < used[-1]:
+        used += (finest,)
+    model.params.update(used=list(used), spacing=spacing, noise=noise, neighbours=k,
+                        offset=offset)
+    say(f"{len(P):,} points{f' ({len(Z):,} drawn)' if len(Z) < len(P) else ''}: spacing "
+        f"{spacing:.2g}, noise {noise:.2g} diagonals; normals from {k} neighbours, "
+        f"{len(X) - len(Z):,} off-surface rows at {offset:.3g}, {time.perf_counter() - t:.1f} s"
+        + (f"; widths below {finest:.2g} replaced by it ({', '.join(f'{s:g}' for s in scales if s not in used)})"
+           if set(used) != set(scales) else ""))
+    on = _sample(len(Z), 50_000, seed + 1)     # the points whose residual the log shows
+
+    def level_from(rec, arrays):
+        if "local" in rec:
+            return LocalLevel.from_record(rec, arrays)
+        return _kernel(used[0]), machine_from(rec, arrays)
+
     ck = None
     if checkpoint_dir is not None:
         import hashlib
@@ -236,67 +223,56 @@ def fit(points, *, scales=SCALES, kernel=KERNEL, mu=MU, c_per_row=C_PER_ROW, eps
         if ck is not None:
             got = ck.load() if resume else None
             if got is not None:
-                for m in finished_machines(ck, *got):
-                    model.levels.append((_kernel(kernel, scales[len(model.levels)]), m))
-                if log is not None:
-                    log(f"resumed from {checkpoint_dir}: {len(model.levels)} of {len(scales)} "
-                        f"levels done")
+                model.levels.extend(finished_machines(ck, *got, make=level_from))
+                say(f"resumed from {checkpoint_dir}: {len(model.levels)} of {len(used)} "
+                    f"levels done")
             elif resume:
                 raise ValueError(f"{checkpoint_dir}: no checkpoint to resume from")
-        Z = model.normalise(P).astype(np.float64)
-        t = time.perf_counter()
-        X, T = training_rows(Z, normals(Z), offset, step)
-        del Z
-        if log is not None:
-            log(f"{len(P):,} points: normals and {len(X) - len(P):,} off-surface rows, "
-                f"{time.perf_counter() - t:.1f} s")
-        r = T.copy()
-        for k, m in model.levels:       # resumed levels, subtracted as the run did
-            _subtract(r, X, k, m, n_jobs)
         if progress is not None:
-            progress(len(model.levels), len(scales))
+            progress(len(model.levels), len(used))
+
+        def residual(rows):
+            return T[rows] - model.f_normalised(X[rows], n_jobs=n_jobs)
+
         with one_blas_thread():
-            for lev in range(len(model.levels), len(scales)):
-                s = scales[lev]
+            for lev in range(len(model.levels), len(used)):
+                s = used[lev]
                 t = time.perf_counter()
-                k = _kernel(kernel, s)
-                rows = np.arange(len(X))
-                if len(X) > max_rows:
-                    rows = np.sort(np.random.default_rng([seed, lev]).choice(len(X), max_rows,
-                                                                             replace=False))
-                # the targets in units of their largest size (the first level's
-                # are 1 + step): eps is relative to the ball, not to the targets
-                a = float(np.abs(r[rows]).max()) or 1.0
-                m = train_regressor(as_store(X[rows], r[rows] / a), k,
-                                    Solve(method="cvm", eps=eps, seed=seed + lev),
-                                    C=c_per_row * len(rows), mu=mu, centred=False,
-                                    train_size="all")
-                m.coef = m.coef * a
-                m.intercept *= a
-                _subtract(r, X, k, m, n_jobs)
-                model.levels.append((k, m))
+                if lev == 0:
+                    rows = _sample(len(X), max_rows, seed)
+                    r = residual(rows)
+                    # the targets in units of their largest: eps is relative
+                    # to the ball, not to the targets
+                    a = float(np.abs(r).max()) or 1.0
+                    m = train_regressor(as_store(X[rows].astype(np.float32), r / a),
+                                        _kernel(s), Solve(method="cvm", eps=eps, seed=seed),
+                                        C=c_per_row * len(rows), mu=mu, centred=False,
+                                        train_size="all")
+                    m.coef = m.coef * a
+                    m.intercept *= a
+                    level, what = (_kernel(s), m), f"from {len(rows):,} rows"
+                    rec = machine_arrays(m)
+                else:
+                    level = fit_local(X, residual, s, c_per_row=c_per_row, mu=local_mu,
+                                      cap=cap, seed=[seed, lev], lo=X.min(0), hi=X.max(0))
+                    what = f"in {level.n_blocks:,} blocks"
+                    rec = level.record()
+                model.levels.append(level)
                 if ck is not None:
-                    ck.done.append(machine_arrays(m))
+                    ck.done.append(rec)
                     ck.machine = len(model.levels)
-                    ck.save(machines=len(scales))
-                if log is not None:
-                    on = np.abs(r[:len(P)])
-                    log(f"level sigma {s:g}: {len(m.coef):,} support vectors from {len(rows):,} "
-                        f"rows, {time.perf_counter() - t:.1f} s; |1 - f| on the points mean "
-                        f"{on.mean():.4f} max {on.max():.4f}")
+                    ck.save(machines=len(used))
+                n_sv = level.n_support if lev else len(level[1].coef)
+                res = np.abs(residual(on))
+                say(f"level sigma {s:g}: {n_sv:,} support vectors {what}, "
+                    f"{time.perf_counter() - t:.1f} s; |1 - f| on the points mean "
+                    f"{res.mean():.4f} max {res.max():.4f}")
                 if progress is not None:
-                    progress(lev + 1, len(scales))
+                    progress(lev + 1, len(used))
         return model
     finally:
         if ck is not None:
             ck.close()
-
-
-def _subtract(r, X, k, m, n_jobs):
-    """r -= level (k, m) at rows X, block by block (the same floats whether
-    the level was just fitted or read back from a snapshot)."""
-    for b in range(0, len(X), BLOCK):
-        r[b:b + BLOCK] -= m.decision(k, X[b:b + BLOCK], n_jobs=n_jobs)
 
 
 def grid_axes(lo, hi, n):
@@ -308,48 +284,120 @@ def grid_axes(lo, hi, n):
             for i in range(3)]
 
 
-def _slab_task(i, model, axes, per):
-    """f on x-slabs [i * per, (i + 1) * per) of the grid: one runner task."""
-    xs = axes[0][i * per:(i + 1) * per]
-    g = np.meshgrid(xs, axes[1], axes[2], indexing="ij")
-    pts = np.column_stack([v.ravel() for v in g])
-    return model.f(pts).reshape(len(xs), len(axes[1]), len(axes[2])).astype(np.float32)
+def _coarse_factor(sigma, step):
+    """Every how many grid steps a level of width ``sigma`` needs a node:
+    sigma over 10 steps (trilinear interpolation then errs by about 1/800
+    of the level's size), 1 to 8."""
+    return int(min(8, max(1, sigma / (10 * step))))
 
 
-def grid_values(model, lo, hi, n, *, runner=None, progress=None):
-    """f on a grid over [lo, hi] (``n`` points along the longest side):
-    (values [nx, ny, nz] float32, axes). The grid is cut into slabs of x,
-    one chunk task each on ``runner`` (:class:`~streamcvm.data.parallel.Runner`,
-    a client or None: dask's threads), so memory is a few slabs' kernel
-    blocks plus the grid's floats."""
-    from ..solvers.kernels import sq_norms
-    from ..data.parallel import as_runner
-    for _, m in model.levels:           # filled before the tasks share the model
-        if m.sv_sq is None:
-            m.sv_sq = sq_norms(m.sv)
+def grid_values(model, Z, lo, hi, n, *, band=BAND, runner=None, progress=None):
+    """f on a grid over [lo, hi] (normalised coordinates, ``n`` points along
+    the longest side): (values [nx, ny, nz] float32, axes). f is exact at
+    the nodes within ``band`` steps of the points ``Z`` and around the
+    cells of a coarse grid (every few nodes) where f crosses 1; elsewhere
+    the coarse grid's f, interpolated, stands in (marching cubes needs only
+    its sign there). The first level, smooth, comes from the coarse grid
+    everywhere. ``runner``: a dask cluster (a Runner with a client)
+    evaluates the exact nodes as chunk tasks; else this process, on all
+    cores."""
+    from scipy.ndimage import binary_dilation, map_coordinates
     axes = grid_axes(lo, hi, n)
-    per = max(1, 2 ** 15 // (len(axes[1]) * len(axes[2])))
-    n_tasks = -(-len(axes[0]) // per)
-    F = np.empty([len(a) for a in axes], np.float32)
-    for i, slab in enumerate(as_runner(runner).map(_slab_task, n_tasks, model, axes, per,
-                                                   progress=progress)):
-        F[i * per:i * per + len(slab)] = slab
+    shape = tuple(len(a) for a in axes)
+    step = axes[0][1] - axes[0][0]
+    c = _coarse_factor((0.5 / model.levels[0][0].gamma) ** 0.5, step)
+    cax = [a[0] + c * step * np.arange(-(-(len(a) - 1) // c) + 1) for a in axes]
+    cg = np.stack(np.meshgrid(*cax, indexing="ij"), -1).reshape(-1, 3)
+    first, rest = model.levels[:1], model.levels[1:]
+    CG = model.f_normalised(cg, levels=first).reshape([len(a) for a in cax])
+    CF = CG + model.f_normalised(cg, levels=rest).reshape(CG.shape)
+    # the band: nodes near the points, and the coarse cells where f crosses 1
+    near = np.zeros(shape, bool)
+    for a in range(0, len(Z), BLOCK * 8):
+        idx = np.rint((Z[a:a + BLOCK * 8] - lo) / step).astype(np.int64)
+        idx = np.clip(idx, 0, np.array(shape) - 1)
+        near[idx[:, 0], idx[:, 1], idx[:, 2]] = True
+    near = binary_dilation(near, np.ones((3, 3, 3), bool), iterations=band)
+    above = CF > 1.0
+    cross = np.zeros(np.array(CF.shape) - 1, bool)
+    for dx in (0, 1):
+        for dy in (0, 1):
+            for dz in (0, 1):
+                v = above[dx:dx + cross.shape[0], dy:dy + cross.shape[1], dz:dz + cross.shape[2]]
+                cross |= v != above[:cross.shape[0], :cross.shape[1], :cross.shape[2]]
+    cross = binary_dilation(cross, np.ones((3, 3, 3), bool))
+    cross = np.repeat(np.repeat(np.repeat(cross, c, 0), c, 1), c, 2)
+    pad = [(0, max(0, s - cs)) for s, cs in zip(shape, cross.shape)]
+    near |= np.pad(cross, pad)[:shape[0], :shape[1], :shape[2]]
+    del cross
+    # coarse values everywhere (trilinear), exact local levels in the band
+    F = np.empty(shape, np.float32)
+    G = np.empty(shape, np.float32)
+    for i in range(shape[0]):
+        jj, kk = np.meshgrid(np.arange(shape[1]), np.arange(shape[2]), indexing="ij")
+        crd = np.stack([np.full(jj.size, i / c), jj.ravel() / c, kk.ravel() / c])
+        F[i] = map_coordinates(CF, crd, order=1).reshape(jj.shape)
+        G[i] = map_coordinates(CG, crd, order=1).reshape(jj.shape)
+    idx = np.argwhere(near)
+    del near
+    # the local levels at the band's nodes: exact, or (a smooth level, sigma
+    # over 10 steps or more) interpolated from its own coarser grid there
+    exact = [lev for lev in rest if _coarse_factor(lev.sigma, step) == 1]
+    extra = np.zeros(len(idx))
+    for lev in rest:
+        f = _coarse_factor(lev.sigma, step)
+        if f == 1:
+            continue
+        mark = np.zeros(np.array(shape) // f + 2, bool)
+        for d in np.ndindex(2, 2, 2):
+            q = idx // f + d
+            mark[q[:, 0], q[:, 1], q[:, 2]] = True
+        nodes = np.argwhere(mark)
+        at = np.zeros(mark.shape)
+        del mark
+        at[tuple(nodes.T)] = model.f_normalised(lo + f * step * nodes, levels=[lev])
+        extra += map_coordinates(at, (idx / f).T, order=1)
+    chunk = 1 << 18
+    n_tasks = -(-len(idx) // chunk)
+    if runner is not None and getattr(runner, "client", None) is not None:
+        from ..data.parallel import as_runner
+        parts = as_runner(runner).map(_band_task, n_tasks, model, idx, lo, step, chunk, exact,
+                                      progress=progress)
+    else:
+        parts = (_band_task(t, model, idx, lo, step, chunk, exact) for t in range(n_tasks))
+    for t, v in enumerate(parts):
+        p = idx[t * chunk:(t + 1) * chunk]
+        F[p[:, 0], p[:, 1], p[:, 2]] = G[p[:, 0], p[:, 1], p[:, 2]] + v + \
+            extra[t * chunk:(t + 1) * chunk]
+        if progress is not None and (runner is None or getattr(runner, "client", None) is None):
+            progress(t + 1, n_tasks)
     return F, axes
 
 
-def mesh(model, points, *, grid=GRID, pad=0.1, runner=None, progress=None):
+def _band_task(t, model, idx, lo, step, chunk, levels):
+    """``levels`` at the band nodes ``idx[t * chunk : (t + 1) * chunk]``."""
+    p = idx[t * chunk:(t + 1) * chunk]
+    return model.f_normalised(lo + step * p, levels=levels)
+
+
+def mesh(model, points, *, grid=GRID, pad=0.1, band=BAND, keep_far=False, runner=None,
+         progress=None):
     """(vertices, faces) of the level set f = 1 by marching cubes on a grid
-    over the points' box grown by ``pad`` of its longest side on each side. The
-    grid's outer faces are set below the level, so every surface closes;
-    pieces of the level set whose median vertex lies more than two grid
-    steps from the points are dropped (:func:`near_components`)."""
+    over the points' box grown by ``pad`` of its longest side on each side
+    (:func:`grid_values`). The grid's outer faces are set below the level,
+    so every surface closes; pieces of the level set whose median vertex
+    lies more than two grid steps from the points are dropped
+    (:func:`near_components`). A mesh far from the points
+    (:func:`check_near`) is a :class:`FarMeshError` unless ``keep_far``."""
     from skimage.measure import marching_cubes
     P = np.asarray(points, np.float64)
-    lo, hi = P.min(0), P.max(0)
+    Z = model.normalise(P[_sample(len(P), model.params.get("max_points", MAX_POINTS),
+                                  model.params.get("seed", 0))])
+    lo, hi = Z.min(0), Z.max(0)
     # grown by pad of the longest side: a flat scan still gets a box to close in
     grow = pad * (hi - lo).max()
     lo, hi = lo - grow, hi + grow
-    F, axes = grid_values(model, lo, hi, grid, runner=runner, progress=progress)
+    F, axes = grid_values(model, Z, lo, hi, grid, band=band, runner=runner, progress=progress)
     level = 1.0
     if not (F.min() < level < F.max()):
         raise ValueError(f"f does not cross {level:g} on the grid (it spans {F.min():.3g} "
@@ -358,11 +406,57 @@ def mesh(model, points, *, grid=GRID, pad=0.1, runner=None, progress=None):
     F[0], F[-1], F[:, 0], F[:, -1], F[:, :, 0], F[:, :, -1] = low, low, low, low, low, low
     step = axes[0][1] - axes[0][0]
     V, faces, _, _ = marching_cubes(F, level=level, spacing=(step, step, step))
-    V, faces = near_components(V + lo, faces, P, 2.0 * step)
+    V, faces = near_components(V + lo, faces, Z, 2.0 * step)
+    V = project(model, V, F, lo, step)
+    del F
     if len(faces) == 0:
         raise ValueError("no piece of the level set f = 1 lies near the points: no surface "
                          "(points far from the rest? too few or too sparse points?)")
-    return V, faces
+    far = check_near(model, V, Z, step)
+    if far is not None and not keep_far:
+        raise FarMeshError(far)
+    return V * model.scale + model.center, faces
+
+
+def project(model, V, F, lo, step, rounds=PROJECT):
+    """Vertices ``V`` moved onto f = 1: ``rounds`` Newton steps along the
+    gradient of the grid's values ``F`` (trilinear, over half a step), with
+    f exact at the vertices, each move at most half a step (marching cubes
+    places a vertex by linear interpolation along a cell edge, off the
+    level set by the curvature of f across the cell)."""
+    from scipy.ndimage import map_coordinates
+    V = np.array(V, np.float64)
+    for _ in range(rounds):
+        u = ((V - lo) / step).T
+        g = np.empty_like(V)
+        for a in range(3):
+            e = np.zeros((3, 1))
+            e[a] = 0.5
+            g[:, a] = (map_coordinates(F, u + e, order=1) - map_coordinates(F, u - e, order=1)) / step
+        g2 = np.maximum(np.einsum("ij,ij->i", g, g), 1e-30)
+        move = ((model.f_normalised(V) - 1.0) / g2)[:, None] * g
+        size = np.linalg.norm(move, axis=1)
+        move *= np.minimum(1.0, 0.5 * step / np.maximum(size, 1e-300))[:, None]
+        V -= move
+    return V
+
+
+def check_near(model, V, Z, step):
+    """None when the mesh (vertices ``V``, normalised) lies near the points
+    ``Z``; else why not, in one line: more than ``MAX_FAR`` of the points
+    further from every vertex than ``FAR_STEPS`` grid steps and
+    ``FAR_NOISE`` times the noise found."""
+    from scipy.spatial import cKDTree
+    tol = max(FAR_STEPS * step, FAR_NOISE * model.params.get("noise", 0.0))
+    d = cKDTree(V).query(Z, distance_upper_bound=tol, workers=-1)[0]
+    share = float(np.mean(~np.isfinite(d)))
+    if share <= MAX_FAR:
+        return None
+    return (f"the mesh lies far from the points: {100 * share:.1f}% of them are more than "
+            f"{100 * tol:.2g}% of the box diagonal from it (at most {100 * MAX_FAR:g}% "
+            f"allowed); the scan may be too noisy or too sparse for the widths "
+            f"{', '.join(f'{s:g}' for s in model.params.get('used', []))}: try coarser "
+            f"--scales or a finer --grid (--keep-far writes it anyway)")
 
 
 def near_components(V, faces, points, tol):
@@ -391,9 +485,11 @@ def is_closed(faces):
     return bool(len(faces)) and bool((counts == 2).all())
 
 
-def reconstruct(points, *, grid=GRID, runner=None, log=None, progress=None, **fit_kw):
+def reconstruct(points, *, grid=GRID, keep_far=False, runner=None, log=None, progress=None,
+                **fit_kw):
     """(vertices, faces, model): the multi-scale CVR surface of ``points``
-    (``fit_kw``: :func:`fit`'s options)."""
+    (``fit_kw``: :func:`fit`'s options; see :func:`mesh`)."""
     model = fit(points, log=log, **fit_kw)
-    V, faces = mesh(model, points, grid=grid, runner=runner, progress=progress)
+    V, faces = mesh(model, points, grid=grid, keep_far=keep_far, runner=runner,
+                    progress=progress)
     return V, faces, model

@@ -22,10 +22,11 @@ _fit, _mesh = _surface("fit"), _surface("mesh")
 def add(sub):
     p = sub.add_parser(
         "surface", help="reconstruct a surface mesh from a 3D point set (multi-scale CVR)",
-        description="Fit f = 1 on the points with Core Vector Regression at three kernel "
-                    "widths, coarse to fine (the cvr paper, sec. 4.2; off-surface rows along "
-                    "the normals give f its slope), evaluate f on a grid chunk by chunk and "
-                    "write the level set f = 1 (marching cubes) as a mesh.")
+        description="Fit f = 1 on the points with Core Vector Regression at kernel widths "
+                    "coarse to fine (the cvr paper, sec. 4.2; off-surface rows along the "
+                    "normals give f its slope; the finer widths as many local fits), evaluate "
+                    "f on a grid near the points and write the level set f = 1 (marching "
+                    "cubes) as a mesh. A mesh far from the points is refused.")
     p.add_argument("points", metavar="POINTS",
                    help="a .ply (ascii or binary), .xyz / .txt, .csv point set, a store "
                         "of 3 columns, or a folder holding one point file")
@@ -39,10 +40,6 @@ def add(sub):
     option(p, "--scales", lib=Default(lambda: ",".join(
                f"{s:g}" for s in signature_default(_fit, "scales").read())),
            help="kernel widths, coarse to fine, in box diagonals (default %(lib)s)")
-    option(p, "-t", "--kernel", choices=["rbf", "exponential"],
-           lib=signature_default(_fit, "kernel"),
-           help="rbf or exponential (the paper's Laplacian, exp(-||x - z|| / width)); "
-                "default %(lib)s")
     option(p, "--seed", type=int, lib=signature_default(_fit, "seed"),
            help="seed of each level's row sample (default %(lib)s)")
     p.add_argument("--checkpoint-dir", metavar="DIR",
@@ -50,6 +47,9 @@ def add(sub):
     p.add_argument("--resume", metavar="DIR",
                    help="continue the fit after the last level snapshotted in DIR")
     add_checkpoint_replace(p)
+    p.add_argument("--keep-far", action="store_true",
+                   help="write the mesh even when it lies far from the points (by default "
+                        "such a mesh is refused: exit 1, nothing written)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file at MESH or PNG (the points never)")
     add_cluster_args(p)
@@ -64,7 +64,7 @@ def run(args):
     from ..apps.meshio import PointsError, read_points, render_png, write_mesh
     from ..data.outputs import check_output
     args.store = args.points            # for the checkpoint-folder checks
-    fit_kw = given(args, kernel=True, seed=True)
+    fit_kw = given(args, seed=True)
     if args.scales is not None:
         try:
             fit_kw["scales"] = tuple(float(v) for v in args.scales.split(","))
@@ -121,7 +121,7 @@ def run(args):
             raise SystemExit(f"streamcvm surface: error: {e}") from None
         fit_s = time.perf_counter() - t
         t = time.perf_counter()
-        with tqdm(total=1, unit="slab", desc="grid", disable=True if args.quiet else None,
+        with tqdm(total=1, unit="chunk", desc="grid", disable=True if args.quiet else None,
                   leave=False) as gbar:
             def slabs(done, total):
                 gbar.total = total
@@ -129,6 +129,7 @@ def run(args):
                 gbar.refresh()
             try:
                 V, F = surface.mesh(model, P, runner=runner, progress=slabs,
+                                    **({"keep_far": True} if args.keep_far else {}),
                                     **given(args, grid=True))
             except ValueError as e:
                 raise SystemExit(f"streamcvm surface: error: {e}") from None

@@ -245,12 +245,14 @@ def _resume(ck, est, checkpoint_dir, resume):
     return ck, machines, cur
 
 
-def finished_machines(ck, man, arrays):
+def finished_machines(ck, man, arrays, make=None):
     """The finished machines of a snapshot (manifest ``man``, ``arrays``),
     unpacked from :meth:`Checkpointer.save`'s one array per field and put
     back into ``ck`` (its ``done``, ``machine``) so later snapshots keep
-    them."""
+    them. ``make(record, arrays)``: what each becomes (default
+    :func:`~.machine.machine_from`)."""
     from .machine import machine_from
+    make = machine_from if make is None else make
     machines = []
     start = {}
     for rec in man["machines_done"]:
@@ -262,7 +264,7 @@ def finished_machines(ck, man, arrays):
             arrs[n] = arrays["done_" + n][a:a + ln]
             start[n] = a + ln
         ck.done.append((rec, arrs))
-        machines.append(machine_from(rec, arrs))
+        machines.append(make(rec, arrs))
     ck.machine = len(machines)
     return machines
 
