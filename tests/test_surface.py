@@ -115,6 +115,18 @@ def test_local_weights_are_a_partition_of_unity():
     np.testing.assert_allclose(lev.add_to(Q, np.zeros(len(Q))), 1.0, atol=1e-12)
 
 
+def test_local_level_on_grid_nodes_is_its_value_there():
+    """The grid's separable tables give the level's value at grid nodes."""
+    model = surface.fit(sphere(3000), scales=(0.3, 0.05, 0.02), max_rows=1000)
+    lev = model.levels[-1]
+    lo, step = np.array([-0.4, -0.4, -0.4]), 0.004
+    idx = np.random.default_rng(1).integers(0, 200, (20000, 3))
+    want = lev.add_to(lo + step * idx, np.zeros(len(idx)))
+    assert (want != 0).mean() > 0.3
+    got = lev.add_grid(idx, lo, step, np.zeros(len(idx)))
+    np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max())
+
+
 def test_noisy_scan_is_thinned_and_widths_follow_the_noise():
     # 2% noise: 128 neighbours of 20,000 points are too thick; the fit thins
     # the points, finds the noise and keeps no width below 10 noise widths

@@ -22,7 +22,8 @@ import numpy as np
 
 BLOCK_SIGMAS = 3.0      # node spacing, in kernel widths
 MIN_ROWS = 24           # a node with fewer rows in its support gets no block
-TOL = 1e-2              # SMO's stop, in units of the block's largest |target|
+TOL = 3e-2              # SMO's stop, in units of the block's largest |target|
+ON_SHARE = 0.6         # of a block's rows, at most, the points' (the rest off-surface)
 MAX_ITER = 200_000      # SMO iterations per block, at most
 
 
@@ -61,6 +62,21 @@ class LocalLevel:
                      self.gamma, out)
         return out
 
+    def add_grid(self, idx, lo, step, out):
+        """out += this level at grid nodes ``lo + step * idx`` (``idx`` [n, 3]
+        integer): the same values as :meth:`add_to`, by tables of the
+        Gaussian per axis (the level's width must span a few steps)."""
+        from ._surface_kernels import local_grid_values
+        if not self.n_blocks:
+            return out
+        nodes = np.argwhere(self.node_block >= 0)
+        block_node = np.empty_like(nodes)
+        block_node[self.node_block[tuple(nodes.T)]] = nodes
+        local_grid_values(np.ascontiguousarray(idx, np.int64), np.asarray(lo, np.float64),
+                          float(step), self.origin, self.L, self.node_block, block_node,
+                          self.bptr, self.sv, self.coef, self.intercept, self.gamma, out)
+        return out
+
     def record(self):
         """(JSON-able record, arrays) for a checkpoint; arrays named as a
         :class:`~streamcvm.problems.machine.Machine`'s (sv, coef, ids)."""
@@ -85,12 +101,13 @@ def _cells(X, origin, L):
     return np.floor((X - origin) / L).astype(np.int64)
 
 
-def fit_local(X, residual, sigma, *, c_per_row, mu, cap, seed, lo, hi):
+def fit_local(X, residual, sigma, *, c_per_row, mu, cap, seed, lo, hi, on=0):
     """A :class:`LocalLevel` of width ``sigma`` fitted to the rows ``X``
     [m, 3] (float64): ``residual(rows)`` gives the targets of the row
     indices asked for (what the coarser levels left). Nodes cover the box
     [lo, hi] grown by a node spacing; each node's block fits at most ``cap``
-    rows of its support, drawn with ``seed``."""
+    rows of its support, drawn with ``seed``: up to ``ON_SHARE`` of them
+    from the first ``on`` rows (the points), the rest from the others."""
     from ._surface_kernels import solve_blocks
     L = BLOCK_SIGMAS * sigma
     origin = np.asarray(lo, np.float64) - L
@@ -120,7 +137,12 @@ def fit_local(X, residual, sigma, *, c_per_row, mu, cap, seed, lo, hi):
             continue
         sel = np.concatenate(sel)
         if n > cap:
-            sel = rng.choice(sel, cap, replace=False)
+            # the points first (they place the level set), off-surface rows
+            # for the rest (the slope needs fewer)
+            pts, off = sel[sel < on], sel[sel >= on]
+            k = min(len(pts), int(ON_SHARE * cap))
+            sel = np.concatenate([rng.choice(pts, k, replace=False),
+                                  rng.choice(off, min(len(off), cap - k), replace=False)])
         nodes.append(nd)
         parts.append(np.sort(sel))
     node_block = np.full(int(np.prod(shape)), -1, np.int32)

@@ -42,7 +42,7 @@ LOCAL_MU = 0.3                  # the local levels'
 C_PER_ROW = 5.0                 # C = 5 x rows fitted, as CVMRegressor's C="auto"
 EPS = 1e-6                      # the first level's CVM eps: below 2 / (10 x MAX_ROWS)
 MAX_ROWS = 4000                 # rows the first level is fitted on
-CAP = 200                       # rows a local block is fitted on, at most
+CAP = 150                       # rows a local block is fitted on, at most
 MAX_POINTS = 300_000            # points the normals and rows come from, at most
 NOISE_WIDTHS = 10.0             # no level narrower than this many noise widths ...
 SPACINGS = 0.5                  # ... or this many point spacings
@@ -254,7 +254,8 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
                     rec = machine_arrays(m)
                 else:
                     level = fit_local(X, residual, s, c_per_row=c_per_row, mu=local_mu,
-                                      cap=cap, seed=[seed, lev], lo=X.min(0), hi=X.max(0))
+                                      cap=cap, seed=[seed, lev], lo=X.min(0), hi=X.max(0),
+                                      on=len(Z))
                     what = f"in {level.n_blocks:,} blocks"
                     rec = level.record()
                 model.levels.append(level)
@@ -377,7 +378,10 @@ def grid_values(model, Z, lo, hi, n, *, band=BAND, runner=None, progress=None):
 def _band_task(t, model, idx, lo, step, chunk, levels):
     """``levels`` at the band nodes ``idx[t * chunk : (t + 1) * chunk]``."""
     p = idx[t * chunk:(t + 1) * chunk]
-    return model.f_normalised(lo + step * p, levels=levels)
+    out = np.zeros(len(p))
+    for lev in levels:
+        lev.add_grid(p, lo, step, out)
+    return out
 
 
 def mesh(model, points, *, grid=GRID, pad=0.1, band=BAND, keep_far=False, runner=None,
