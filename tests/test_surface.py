@@ -48,7 +48,8 @@ def test_sphere_closed_and_round():
     assert f[0] > 1 > f[1]
 
 
-def test_resume_after_a_level_gives_the_same_model(tmp_path):
+def test_resume_after_a_level_gives_the_same_model(tmp_path, monkeypatch):
+    monkeypatch.setattr(surface, "MIN_GAIN", -100.0)   # keep both levels of the sphere
     P = sphere(300, seed=1)
     ref = surface.fit(P, checkpoint_dir=tmp_path / "ck", **FAST)
     snaps = sorted(p for p in (tmp_path / "ck").iterdir() if not p.name.startswith("."))
@@ -127,6 +128,18 @@ def test_local_level_on_grid_nodes_is_its_value_there():
     np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max())
 
 
+def test_a_level_that_does_not_help_is_dropped(monkeypatch):
+    """A level that cuts the held-out points' mean |1 - f| by less than
+    MIN_GAIN (here 90%: the sphere's second level cuts about 60%) is
+    dropped, and the finer ones; the ones kept are in params["used"]."""
+    monkeypatch.setattr(surface, "MIN_GAIN", 0.9)
+    said = []
+    model = surface.fit(sphere(4000, seed=6), scales=(0.3, 0.1, 0.03), log=said.append,
+                        max_rows=1000)
+    assert any("level sigma 0.1: " in s and "dropped" in s for s in said), said
+    assert len(model.levels) == 1 and model.params["used"] == [0.3]
+
+
 def test_noisy_scan_is_thinned_and_widths_follow_the_noise():
     # 2% noise: 128 neighbours of 20,000 points are too thick; the fit thins
     # the points, finds the noise and keeps no width below 10 noise widths
@@ -135,7 +148,7 @@ def test_noisy_scan_is_thinned_and_widths_follow_the_noise():
                                          size=P.shape)
     said = []
     model = surface.fit(P, scales=(0.3, 0.05, 0.01), log=said.append, max_rows=1000)
-    assert "drawn" in said[0], said[0]
+    assert "of 1 point in" in said[0], said[0]
     assert 0.01 < model.params["noise"] < 0.03, model.params
     assert min(model.params["used"]) >= 10 * model.params["noise"] - 1e-12
 

@@ -42,7 +42,9 @@ LOCAL_MU = 0.3                  # the local levels'
 C_PER_ROW = 5.0                 # C = 5 x rows fitted, as CVMRegressor's C="auto"
 EPS = 1e-6                      # the first level's CVM eps: below 2 / (10 x MAX_ROWS)
 MAX_ROWS = 4000                 # rows the first level is fitted on
-CAP = 150                       # rows a local block is fitted on, at most
+CAP = 150                       # rows a local block is fitted on, at most, ...
+CAP_WIDTH = 0.02                # ... up to 4x more on a scan whose finest width (10 noise
+                                # widths) is wider than this: they average the noise
 MAX_POINTS = 300_000            # points the normals and rows come from, at most
 NOISE_WIDTHS = 10.0             # no level narrower than this many noise widths ...
 SPACINGS = 0.5                  # ... or this many point spacings
@@ -52,8 +54,11 @@ BAND = 2                        # grid steps around the points where f is evalua
 FAR_STEPS = 4.0                 # a point further than this many grid steps ...
 FAR_NOISE = 4.0                 # ... and noise widths from the mesh is far;
 MAX_FAR = 0.05                  # a mesh with more than this share of far points is refused
-THIN = 4                        # a scan too noisy for its normals keeps 1 point in THIN ...
-MIN_THINNED = 5000              # ... while this many are left
+HELD = 0.05                     # of the points, held out to judge each local level ...
+MIN_HELD = 200                  # ... (at least this many, or a tenth) ...
+MIN_GAIN = 0.05                 # ... which must cut their mean |1 - f| by this share
+THIN = 4                        # a scan too noisy for its normals takes them from 1 point
+MIN_THINNED = 5000              # in THIN, while this many are left
 MIN_POINTS = 2 * NEIGHBOURS     # fewer cannot give a mesh (each normal needs its neighbours)
 FLAT = 1e-6                     # spread across / along below this: points on a plane
 
@@ -183,29 +188,43 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
     Z = model.normalise(P[_sample(len(P), max_points, seed)])
     tree = cKDTree(Z)
     k, spacing, noise, flat = neighbourhood(Z, tree, seed=seed)
-    while not flat and len(Z) >= THIN * MIN_THINNED:
-        # too noisy for 128 neighbours: fewer points, wider neighbourhoods
-        Z = Z[_sample(len(Z), len(Z) // THIN, seed)]
-        tree = cKDTree(Z)
-        k, spacing, noise, flat = neighbourhood(Z, tree, seed=seed)
+    Zn, tree_n, thin = Z, tree, 1
+    while not flat and len(Zn) >= THIN * MIN_THINNED:
+        # too noisy for 128 neighbours: the normals from fewer points, whose
+        # neighbourhoods are wider; every point takes its nearest one's
+        Zn = Zn[_sample(len(Zn), len(Zn) // THIN, seed)]
+        thin *= THIN
+        tree_n = cKDTree(Zn)
+        k, _, noise, flat = neighbourhood(Zn, tree_n, seed=seed)
+    N = normals(Zn, k, tree_n)
+    if Zn is not Z:
+        N = N[tree_n.query(Z, workers=-1)[1]]
+    del Zn, tree_n
     offset = max(OFFSET, NOISE_OFFSETS * noise)
-    X, T = training_rows(Z, normals(Z, k, tree), offset, step, tree)
+    X, T = training_rows(Z, N, offset, step, tree)
     X = X.astype(np.float64)
-    del tree
+    del tree, N
     finest = max(SPACINGS * spacing, NOISE_WIDTHS * noise)
     # no level narrower than the scan resolves: those are dropped, and the
     # finest width it does resolve stands in for them
     used = scales[:1] + tuple(s for s in scales[1:] if s >= finest)
     if len(used) < len(scales) and finest < used[-1]:
         used += (finest,)
-    model.params.update(used=list(used), spacing=spacing, noise=noise, neighbours=k,
+    rows_per_block = int(cap * min(4.0, max(1.0, NOISE_WIDTHS * noise / CAP_WIDTH)))
+    model.params.update(rows_per_block=rows_per_block, used=list(used), spacing=spacing, noise=noise, neighbours=k,
                         offset=offset)
     say(f"{len(P):,} points{f' ({len(Z):,} drawn)' if len(Z) < len(P) else ''}: spacing "
-        f"{spacing:.2g}, noise {noise:.2g} diagonals; normals from {k} neighbours, "
+        f"{spacing:.2g}, noise {noise:.2g} diagonals; normals from {k} neighbours"
+        f"{f' of 1 point in {thin}' if thin > 1 else ''}, "
         f"{len(X) - len(Z):,} off-surface rows at {offset:.3g}, {time.perf_counter() - t:.1f} s"
         + (f"; widths below {finest:.2g} replaced by it ({', '.join(f'{s:g}' for s in scales if s not in used)})"
            if set(used) != set(scales) else ""))
-    on = _sample(len(Z), 50_000, seed + 1)     # the points whose residual the log shows
+    # held-out points judge each local level (none of their rows is fitted)
+    held = np.zeros(len(X), bool)
+    held[_sample(len(Z), max(int(HELD * len(Z)), min(MIN_HELD, len(Z) // 10)), seed + 1)] = True
+    on = np.flatnonzero(held)
+    fit_rows = np.flatnonzero(~held)
+    Xf = X[fit_rows]
 
     def level_from(rec, arrays):
         if "local" in rec:
@@ -238,8 +257,9 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
             for lev in range(len(model.levels), len(used)):
                 s = used[lev]
                 t = time.perf_counter()
+                before = np.abs(residual(on)).mean()
                 if lev == 0:
-                    rows = _sample(len(X), max_rows, seed)
+                    rows = fit_rows[_sample(len(fit_rows), max_rows, seed)]
                     r = residual(rows)
                     # the targets in units of their largest: eps is relative
                     # to the ball, not to the targets
@@ -253,21 +273,32 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
                     level, what = (_kernel(s), m), f"from {len(rows):,} rows"
                     rec = machine_arrays(m)
                 else:
-                    level = fit_local(X, residual, s, c_per_row=c_per_row, mu=local_mu,
-                                      cap=cap, seed=[seed, lev], lo=X.min(0), hi=X.max(0),
-                                      on=len(Z))
+                    level = fit_local(Xf, lambda r: residual(fit_rows[r]), s,
+                                      c_per_row=c_per_row, mu=local_mu, cap=rows_per_block,
+                                      seed=[seed, lev], lo=X.min(0), hi=X.max(0),
+                                      on=int(np.count_nonzero(fit_rows < len(Z))))
                     what = f"in {level.n_blocks:,} blocks"
                     rec = level.record()
                 model.levels.append(level)
+                res = np.abs(residual(on))
+                if lev and res.mean() > (1.0 - MIN_GAIN) * before:
+                    # no finer width will find what this one did not
+                    model.levels.pop()
+                    model.params["used"] = list(used[:lev])
+                    say(f"level sigma {s:g}: |1 - f| on the held-out points {before:.4f} -> "
+                        f"{res.mean():.4f}, under {100 * MIN_GAIN:g}% better: dropped, and "
+                        f"the finer widths with it")
+                    if progress is not None:
+                        progress(len(used), len(used))
+                    break
                 if ck is not None:
                     ck.done.append(rec)
                     ck.machine = len(model.levels)
                     ck.save(machines=len(used))
                 n_sv = level.n_support if lev else len(level[1].coef)
-                res = np.abs(residual(on))
                 say(f"level sigma {s:g}: {n_sv:,} support vectors {what}, "
-                    f"{time.perf_counter() - t:.1f} s; |1 - f| on the points mean "
-                    f"{res.mean():.4f} max {res.max():.4f}")
+                    f"{time.perf_counter() - t:.1f} s; |1 - f| on the held-out points mean "
+                    f"{before:.4f} -> {res.mean():.4f}, max {res.max():.4f}")
                 if progress is not None:
                     progress(lev + 1, len(used))
         return model
@@ -306,7 +337,7 @@ def grid_values(model, Z, lo, hi, n, *, band=BAND, runner=None, progress=None):
     axes = grid_axes(lo, hi, n)
     shape = tuple(len(a) for a in axes)
     step = axes[0][1] - axes[0][0]
-    c = _coarse_factor((0.5 / model.levels[0][0].gamma) ** 0.5, step)
+    c = _coarse_factor((0.5 / model.levels[0][0].gamma) ** 0.5, step) if model.levels else 1
     cax = [a[0] + c * step * np.arange(-(-(len(a) - 1) // c) + 1) for a in axes]
     cg = np.stack(np.meshgrid(*cax, indexing="ij"), -1).reshape(-1, 3)
     first, rest = model.levels[:1], model.levels[1:]
