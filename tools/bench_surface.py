@@ -69,8 +69,12 @@ def torus_points(n, noise, seed=0):
     plus Gaussian noise of ``noise`` x the box diagonal along each axis."""
     rng = np.random.default_rng(seed)
     out, got = np.empty((n, 3)), 0
+    # more than 4M points: made 1M at a time and the noise added in place, so
+    # that making them does not set the peak RSS of the run (below 4M, as at
+    # first: the same points)
+    big = n > 4_000_000
     while got < n:
-        u, v = rng.uniform(0, 2 * np.pi, (2, 2 * (n - got)))
+        u, v = rng.uniform(0, 2 * np.pi, (2, 2 * (min(n - got, 1_000_000) if big else n - got)))
         # area element ~ (R + r cos v): rejection
         v = v[rng.uniform(0, R_MAJOR + R_MINOR, len(v)) < R_MAJOR + R_MINOR * np.cos(v)]
         u = u[:len(v)]
@@ -80,7 +84,11 @@ def torus_points(n, noise, seed=0):
                                             R_MINOR * np.sin(v[:k])])
         got += k
     diag = np.linalg.norm(out.max(0) - out.min(0))
-    return out + rng.normal(scale=noise * diag, size=out.shape)
+    if not big:
+        return out + rng.normal(scale=noise * diag, size=out.shape)
+    for a in range(0, n, 1_000_000):
+        out[a:a + 1_000_000] += rng.normal(scale=noise * diag, size=out[a:a + 1_000_000].shape)
+    return out
 
 
 def torus_distance(V):

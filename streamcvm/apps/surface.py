@@ -45,7 +45,8 @@ MAX_ROWS = 4000                 # rows the first level is fitted on
 CAP = 150                       # rows a local block is fitted on, at most, ...
 CAP_WIDTH = 0.02                # ... up to 4x more on a scan whose finest width (10 noise
                                 # widths) is wider than this: they average the noise
-MAX_POINTS = 300_000            # points the normals and rows come from, at most
+MAX_POINTS = 100_000            # points the normals and rows come from, at most (means of
+                                # the points in small cells on a larger scan)
 NOISE_WIDTHS = 10.0             # no level narrower than this many noise widths ...
 SPACINGS = 0.5                  # ... or this many point spacings
 GRID = 192                      # grid points along the longest side
@@ -152,6 +153,30 @@ def _sample(n, most, seed):
     return np.sort(np.random.default_rng([seed, 7]).choice(n, most, replace=False))
 
 
+def voxel_means(model, P, most):
+    """About ``most`` points standing for ``P`` (normalised): the means of
+    the points in each cell of a grid sized for that many cells. A mean of
+    k points has 1/sqrt(k) of their noise, and the cells are far smaller
+    than the finest width, so every point's information is kept."""
+    h = 0.002
+    for _ in range(2):
+        keys = np.empty(len(P), np.int64)
+        for a in range(0, len(P), BLOCK * 16):
+            c = np.floor((model.normalise(P[a:a + BLOCK * 16]) + 1.0) / h).astype(np.int64)
+            keys[a:a + BLOCK * 16] = (c[:, 0] * 1_000_003 + c[:, 1]) * 1_000_003 + c[:, 2]
+        uniq, inv = np.unique(keys, return_inverse=True)
+        del keys
+        if len(uniq) <= most:
+            break
+        h *= np.sqrt(len(uniq) / most)
+    sums = np.zeros((len(uniq), 3))
+    for a in range(0, len(P), BLOCK * 16):
+        z = model.normalise(P[a:a + BLOCK * 16])
+        for k in range(3):
+            sums[:, k] += np.bincount(inv[a:a + BLOCK * 16], z[:, k], minlength=len(uniq))
+    return sums / np.bincount(inv, minlength=len(uniq))[:, None]
+
+
 def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW, eps=EPS,
         step=STEP, max_rows=MAX_ROWS, cap=CAP, max_points=MAX_POINTS, seed=0, n_jobs=1,
         checkpoint_dir=None, resume=False, checkpoint_replace=False, log=None, progress=None):
@@ -185,7 +210,7 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
         raise ValueError("resume=True needs checkpoint_dir")
     say = (lambda s: None) if log is None else log
     t = time.perf_counter()
-    Z = model.normalise(P[_sample(len(P), max_points, seed)])
+    Z = model.normalise(P) if len(P) <= max_points else voxel_means(model, P, max_points)
     tree = cKDTree(Z)
     k, spacing, noise, flat = neighbourhood(Z, tree, seed=seed)
     Zn, tree_n, thin = Z, tree, 1
@@ -210,10 +235,11 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
     used = scales[:1] + tuple(s for s in scales[1:] if s >= finest)
     if len(used) < len(scales) and finest < used[-1]:
         used += (finest,)
-    rows_per_block = int(cap * min(4.0, max(1.0, NOISE_WIDTHS * noise / CAP_WIDTH)))
+    rows_per_block = int(cap * min(4.0, max(1.0, NOISE_WIDTHS * noise / CAP_WIDTH,
+                                            np.sqrt(len(P) / len(Z)))))
     model.params.update(rows_per_block=rows_per_block, used=list(used), spacing=spacing, noise=noise, neighbours=k,
                         offset=offset)
-    say(f"{len(P):,} points{f' ({len(Z):,} drawn)' if len(Z) < len(P) else ''}: spacing "
+    say(f"{len(P):,} points{f' (as {len(Z):,} cell means)' if len(Z) < len(P) else ''}: spacing "
         f"{spacing:.2g}, noise {noise:.2g} diagonals; normals from {k} neighbours"
         f"{f' of 1 point in {thin}' if thin > 1 else ''}, "
         f"{len(X) - len(Z):,} off-surface rows at {offset:.3g}, {time.perf_counter() - t:.1f} s"
@@ -234,7 +260,7 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
     ck = None
     if checkpoint_dir is not None:
         import hashlib
-        digest = hashlib.sha256(np.ascontiguousarray(P).tobytes()).hexdigest()[:32]
+        digest = hashlib.sha256(np.ascontiguousarray(P)).hexdigest()[:32]   # no copy
         ck = Checkpointer(checkpoint_dir, {"estimator": "surface", "params": params,
                                            "points": digest, "rows": int(len(P))},
                           every=float("inf")).claim(resume, checkpoint_replace)
