@@ -14,13 +14,14 @@ level set f = 1 of their sum, meshed by marching cubes.
   fixes f only within a few sigma, so each is many small CVR fits on the
   blocks of a grid of nodes, blended by a partition of unity. Their cost
   grows with the surface's area over sigma^2, not with the points.
-- **Levels finer than the scan** are skipped: a width below the points'
-  spacing (median distance to the 16th neighbour) or twice their noise
-  (the PCA thickness, :func:`.normals.neighbourhood`) would fit holes or
-  noise.
-- **At most ``max_points`` points** (drawn at random) give the normals and
-  rows: the local fits draw at most ``cap`` rows a block anyway, so more
-  points would only cost time and memory.
+- **Levels finer than the scan** are replaced by the finest it resolves: a
+  width below half the points' spacing (median distance to the 16th
+  neighbour) or 10 times their noise (the PCA thickness,
+  :func:`.normals.neighbourhood`) would fit holes or noise.
+- **A scan of more than ``max_points`` points** is fitted as the means of
+  its points in small cells (:func:`voxel_means`): the noise of a mean of k
+  points is 1/sqrt(k) of theirs, and the cost stays fixed. A local level
+  that does not help on held-out points is dropped, with the finer ones.
 - **The mesh** (:func:`mesh`) evaluates f exactly only in a band around the
   points and where a coarse grid's f crosses the level; elsewhere the
   coarse grid's values, interpolated, give marching cubes the sign. A mesh
