@@ -391,21 +391,21 @@ def grid_values(model, Z, lo, hi, n, *, band=BAND, runner=None, progress=None):
     del cross
     # coarse values everywhere (trilinear), exact local levels in the band
     F = np.empty(shape, np.float32)
-    G = np.empty(shape, np.float32)
     for i in range(shape[0]):
         jj, kk = np.meshgrid(np.arange(shape[1]), np.arange(shape[2]), indexing="ij")
         crd = np.stack([np.full(jj.size, i / c), jj.ravel() / c, kk.ravel() / c])
         F[i] = map_coordinates(CF, crd, order=1).reshape(jj.shape)
-        G[i] = map_coordinates(CG, crd, order=1).reshape(jj.shape)
     idx = np.argwhere(near)
     del near
-    # the local levels at the band's nodes: exact, or (a smooth level, sigma
-    # over 10 steps or more) interpolated from its own coarser grid there
-    exact = [lev for lev in rest if _coarse_factor(lev.sigma, step) == 1]
-    extra = np.zeros(len(idx))
+    # at the band's nodes: the first level from the coarse grid; the local
+    # levels exact, or (a smooth one, sigma over 10 steps or more)
+    # interpolated from its own coarser grid there
+    extra = map_coordinates(CG, (idx / c).T, order=1)
+    exact = []
     for lev in rest:
         f = _coarse_factor(lev.sigma, step)
         if f == 1:
+            exact.append(lev)
             continue
         mark = np.zeros(np.array(shape) // f + 2, bool)
         for d in np.ndindex(2, 2, 2):
@@ -426,8 +426,7 @@ def grid_values(model, Z, lo, hi, n, *, band=BAND, runner=None, progress=None):
         parts = (_band_task(t, model, idx, lo, step, chunk, exact) for t in range(n_tasks))
     for t, v in enumerate(parts):
         p = idx[t * chunk:(t + 1) * chunk]
-        F[p[:, 0], p[:, 1], p[:, 2]] = G[p[:, 0], p[:, 1], p[:, 2]] + v + \
-            extra[t * chunk:(t + 1) * chunk]
+        F[p[:, 0], p[:, 1], p[:, 2]] = v + extra[t * chunk:(t + 1) * chunk]
         if progress is not None and (runner is None or getattr(runner, "client", None) is None):
             progress(t + 1, n_tasks)
     return F, axes
@@ -455,7 +454,8 @@ def mesh(model, points, *, grid=GRID, pad=0.1, band=BAND, keep_far=False, runner
     P = np.asarray(points, np.float64)
     Z = model.normalise(P[_sample(len(P), model.params.get("max_points", MAX_POINTS),
                                   model.params.get("seed", 0))])
-    lo, hi = Z.min(0), Z.max(0)
+    # the box of every point, not of the sample (which finds the band)
+    lo, hi = model.normalise(P.min(0)), model.normalise(P.max(0))
     # grown by pad of the longest side: a flat scan still gets a box to close in
     grow = pad * (hi - lo).max()
     lo, hi = lo - grow, hi + grow
