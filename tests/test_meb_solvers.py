@@ -170,6 +170,37 @@ def test_bvm_exact_blocks_and_sparse_rows(layout):
     assert np.abs(a_l - a_d).sum() < 0.05
 
 
+def test_bvm_exact_dense_columns_same_run(monkeypatch):
+    """Sparse rows whose columns are long (one-hot fields, as a9a) go to the
+    exact pass dense; the run is the one the scatter gives, step for step
+    (the same products summed in the same order), and the rule picks dense
+    for long columns and scatter for short ones."""
+    import scipy.sparse as sp
+    from streamcvm.solvers import exact_bvm
+    rng = np.random.default_rng(5)
+    n, fields, levels = 3000, 8, 2
+    cols = rng.integers(0, levels, (n, fields)) + levels * np.arange(fields)
+    X = sp.csr_matrix((np.ones(n * fields, np.float32), cols.ravel(),
+                       np.arange(0, n * fields + 1, fields)), shape=(n, fields * levels))
+    y = np.where((cols % levels)[:, :4].sum(axis=1) + rng.standard_normal(n) > 2,
+                 1.0, -1.0)
+    assert exact_bvm.dense_columns(X)
+    text = sp.random(n, 20 * n, density=10 / (20 * n), format="csr", random_state=1,
+                     dtype=np.float32)
+    assert not exact_bvm.dense_columns(text)            # too wide to hold dense
+    k = Kernel("rbf", gamma=0.1)
+    fits = []
+    for dense in (True, False):
+        monkeypatch.setattr(exact_bvm, "dense_columns", lambda X, dense=dense: dense)
+        s = MEBSolver(k, X.shape[1], True, C=1.0, b=1.0, method="bvm", eps=1e-4)
+        s.fit_exact(np.arange(n), X, y)
+        fits.append((s.ball.core.ids[:s.ball.core.n].copy(),
+                     s.ball.core.alpha[:s.ball.core.n].copy(), s.n_iter))
+    assert fits[0][2] == fits[1][2] > 100
+    np.testing.assert_array_equal(fits[0][0], fits[1][0])
+    np.testing.assert_array_equal(fits[0][1], fits[1][1])
+
+
 def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     """With ``average`` (the default) bvm_exact returns (a_T + a_{T-1}) / 2,
     its ||c||^2 is that mean's, and every row lies within the certified eps."""

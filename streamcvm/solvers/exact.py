@@ -108,15 +108,17 @@ def _heap_push(hv, hi, v, i):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
-                Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
+def _exact_task(t, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, ncol, P, b,
+                invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
     """Task ``t`` of one :func:`bvm_exact` pass over its contiguous row
     blocks: apply the batch of ``ncol`` steps (rows ``bestk``, ``XB``),
     ``(K~a) <- P (K~a) + sum_j coef_j k~(., best_j)``, reading each row once
     for all of them, and keep the ``len(hv[t])`` smallest ``(K~a)`` among the
     first ``n_cand`` rows of each class (the furthest rows: the next batch's
     candidates) in ``hv[t, class], hi[t, class]``. Each row's arithmetic is
-    the same whatever the number of tasks."""
+    the same whatever the number of tasks. Dense rows: a batch row's dot
+    products run over its nonzero features only (``nzk[j, :nzn[j]]``), in
+    feature order: the same sums as over all of them."""
     n = len(Ka)
     T, B = gbuf.shape
     nblocks = (n + B - 1) // B
@@ -139,15 +141,20 @@ def _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P,
                     gb = g[j, s0:s0 + m]
                 else:
                     gb = gbuf[t, :m]
-                    xj = XB[j, 0]
-                    xr = XT[0, s0:s0 + m]
-                    for l in range(m):
-                        gb[l] = xr[l] * xj
-                    for k in range(1, d):
+                    if nzn[j] == 0:
+                        gb[:] = zero
+                    else:
+                        k = nzk[j, 0]
                         xj = XB[j, k]
                         xr = XT[k, s0:s0 + m]
                         for l in range(m):
-                            gb[l] += xr[l] * xj
+                            gb[l] = xr[l] * xj
+                        for q in range(1, nzn[j]):
+                            k = nzk[j, q]
+                            xj = XB[j, k]
+                            xr = XT[k, s0:s0 + m]
+                            for l in range(m):
+                                gb[l] += xr[l] * xj
                 sqb = sq32[s0:s0 + m]
                 ar = arg[t, :m]
                 cb = col[t, :m]
@@ -192,11 +199,11 @@ def _exact_task(t, XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P,
 # The pass as tasks on numba's threads (``t`` an int64, as in _bvm_exact's own
 # loop over the tasks on one thread: one specialisation of the task)
 @njit(cache=True, nogil=True, parallel=True)
-def _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P, b, invC, y,
-                    Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
+def _exact_pass_par(XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, ncol, P, b,
+                    invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
     for t in prange(len(hv)):
-        _exact_task(np.int64(t), XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, ncol, P,
-                    b, invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
+        _exact_task(np.int64(t), XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk,
+                    ncol, P, b, invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
 
 
 @njit(cache=True, nogil=True)
@@ -250,8 +257,8 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
     kt = 1.0 + b + invC
     r2 = kt
     T = max(n_tasks, 1)
-    (g, gbuf, arg, col, acc, kbuf, hv, hi, cand_v, cand_i, msv, msi, XB, skb, ybk, coef, bestk,
-     betas, ws) = work
+    (g, gbuf, arg, col, acc, kbuf, hv, hi, cand_v, cand_i, msv, msi, XB, nzk, nzn, skb, ybk, coef,
+     bestk, betas, ws) = work
     KB = XB.shape[0]
     zero = np.float32(0.0)
     two = np.float32(2.0)
@@ -281,13 +288,13 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
                 # no columns: an int64, not the literal 0 (which numba would
                 # compile the pass and the task for once more)
                 if T > 1:
-                    _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk,
-                                    np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg, col, acc,
-                                    kbuf, hv, hi)
+                    _exact_pass_par(XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef,
+                                    bestk, np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg, col,
+                                    acc, kbuf, hv, hi)
                 else:
-                    _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, skb, ybk, coef,
-                                bestk, np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg, col,
-                                acc, kbuf, hv, hi)
+                    _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk,
+                                coef, bestk, np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg,
+                                col, acc, kbuf, hv, hi)
                 ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
                 best = cand_i[0]
                 bd = c2 - 2.0 * cand_v[0] + kt + ce2
@@ -328,9 +335,15 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
                         k = ind[p]
                         for q in range(cp[k], cp[k + 1]):
                             gz[ri[q]] += cv[q] * v
-                else:
+                else:       # the row, and where it is not zero
+                    q = 0
                     for k in range(d):
-                        XB[nk, k] = XT[k, z]
+                        v = XT[k, z]
+                        XB[nk, k] = v
+                        if v != zero:
+                            nzk[nk, q] = k
+                            q += 1
+                    nzn[nk] = q
                 # alpha = scale * (stored weights): one multiply per step, not n
                 scale *= beta if steps > 0 else 1.0
                 if scale < 1e-200:
@@ -353,7 +366,8 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
                         dot = g[nk - 1, i]
                     else:
                         dot = zero
-                        for k in range(d):
+                        for q in range(nzn[nk - 1]):
+                            k = nzk[nk - 1, q]
                             dot += XT[k, i] * XB[nk - 1, k]
                     a_ = -gam * max(sq32[i] + skb[nk - 1] - two * dot, zero)
                     kv = np.exp(np.float64(a_))
@@ -375,11 +389,11 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
             hv[:] = np.inf
             hi[:] = n
             if T > 1:
-                _exact_pass_par(XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk, nk, P,
-                                b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+                _exact_pass_par(XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, nk,
+                                P, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
             else:
-                _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, skb, ybk, coef, bestk,
-                            nk, P, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+                _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef,
+                            bestk, nk, P, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
             ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
             best = cand_i[0]
             bd = c2 - 2.0 * cand_v[0] + kt + ce2
@@ -463,8 +477,10 @@ def _work(n, d, cells, sparse, nc, T):
             np.zeros(2 * L, np.int64),
             np.empty(L),
             np.empty(L, np.int64),
-            np.zeros((KB, d), np.float32),          # the batch's rows, norms, labels, ...
-            np.zeros(KB, np.float32),
+            np.zeros((KB, d), np.float32),          # the batch's rows, their nonzero
+            np.zeros((KB if not sparse else 0, d), np.int64),   # features and how many,
+            np.zeros(KB, np.int64),
+            np.zeros(KB, np.float32),               # norms, labels, ...
             np.zeros(KB),
             np.zeros(KB),
             np.zeros(KB, np.int64),

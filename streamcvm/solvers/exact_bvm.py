@@ -18,6 +18,29 @@ from .kernels import RBF, kernel_sums, sq_norms
 from .exact import EXACT_HIST, EXACT_STATE, bvm_exact, half_last_step
 
 EXACT_MAX_CELLS = 64_000_000  # rows x features (or nnz) the exact pass may hold (256 MB float32)
+# Sparse rows whose matrix columns are long (few, frequent features: a9a's
+# one-hot fields) go to the pass dense when that fits in DENSE_COLUMNS_BYTES:
+# a step's dot products then cost its own nonzeros per row, in vectorised
+# passes shared by the threads, rather than a serial scatter over the rows of
+# every column it touches (sum_f nnz_f^2 / rows adds a step on average, 6.2
+# rows' worth on a9a). SCATTER_RATIO: how many contiguous multiply-adds cost
+# what one scattered add does (measured on a9a and w8a, tools/bench_classify.py)
+DENSE_COLUMNS_BYTES = 256 << 20
+SCATTER_RATIO = 4.0
+
+
+def dense_columns(X):
+    """Whether the exact pass should hold the sparse rows ``X`` (CSR) dense:
+    they fit in ``DENSE_COLUMNS_BYTES`` and a step's serial scatter (the
+    summed squared column counts over the rows) costs more than its dense
+    dot products (the mean nonzeros of a row) at ``SCATTER_RATIO``."""
+    n, d = X.shape
+    if n == 0 or 4.0 * n * d > DENSE_COLUMNS_BYTES:
+        return False
+    counts = np.bincount(X.indices, minlength=d).astype(np.float64)
+    scatter = float(counts @ counts) / n          # scattered adds a step
+    dense = X.nnz / n * n / SCATTER_RATIO         # multiply-adds a step, in scattered units
+    return scatter > dense
 
 
 class _Threads:
@@ -122,6 +145,12 @@ class ExactBVM:
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float32)
             X.sum_duplicates()
+        if sp.issparse(X) and dense_columns(X):
+            # the pass reads the rows dense (the rest of the solver keeps them sparse)
+            XT = np.ascontiguousarray(X.T.toarray())
+            ip = ind = cp = ri = np.zeros(0, np.int64)
+            dat = cv = np.zeros(0, np.float32)
+        elif sp.issparse(X):
             XT = np.zeros((X.shape[1], 0), np.float32)
             ip, ind, dat = X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data
             Xc = X.tocsc()
