@@ -73,6 +73,12 @@ def build_parser():
     ap.add_argument("--d", type=int, default=None, metavar="D",
                     help="number of features (default: the generator's)")
     ap.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    ap.add_argument("--flip", type=float, default=0.0, metavar="P",
+                    help="flip each two-class label with probability P (label noise; "
+                         "default 0): the same seed gives the same rows either way")
+    ap.add_argument("--first-block", type=int, default=0, metavar="B",
+                    help="start at generator block B (other rows of the same "
+                         "distribution, e.g. a test set: 1000000; default 0)")
     ap.add_argument("--chunk-rows", type=int, default=None, metavar="N",
                     help="rows per store chunk (default: about 4 MB of X per chunk)")
     ap.add_argument("--format", dest="store_format", choices=["zarr", "hdf5"], default=None,
@@ -96,6 +102,10 @@ def main(argv=None):
         ap.error("--d must be positive")
     if a.chunk_rows is not None and a.chunk_rows <= 0:
         ap.error("--chunk-rows must be positive")
+    if not 0 <= a.flip < 0.5:
+        ap.error("--flip must be in [0, 0.5)")
+    if a.flip and a.kind == "friedman1":
+        ap.error("--flip needs two-class labels; friedman1 is a regression")
     is_text, text_fmt, comp = text_target(a.output, a.text, a.compress)
     if is_text and (a.store_format or a.chunk_rows):
         ap.error("--format / --chunk-rows apply to stores, not to text output")
@@ -114,14 +124,15 @@ def main(argv=None):
     if is_text:
         what = f"{text_fmt}{' + ' + comp if comp else ''}"
         synthetic.write_text(a.output, a.kind, a.rows, text_format=text_fmt, d=a.d,
-                             seed=a.seed, compress=comp, progress=progress)
+                             seed=a.seed, compress=comp, progress=progress,
+                             flip=a.flip, first_block=a.first_block)
     else:
         fmt = a.store_format or ("hdf5" if a.output.lower().endswith((".h5", ".hdf5"))
                                  else "zarr")
         what = f"{fmt} store"
         synthetic.write_store(a.output, a.kind, a.rows, d=a.d, seed=a.seed,
                               chunk_rows=a.chunk_rows, fmt=fmt, overwrite=a.overwrite,
-                              progress=progress)
+                              progress=progress, flip=a.flip, first_block=a.first_block)
     dt = time.perf_counter() - t0
     nbytes = path_bytes(a.output)
     rss = peak_rss_bytes()
