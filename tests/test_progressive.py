@@ -49,6 +49,30 @@ def test_plan_and_stages():
     assert pg.keep_going(60, 20) and not pg.keep_going(50, 42)
 
 
+def test_keep_going_under_label_noise():
+    """Flipping each validation label with probability rho shrinks the
+    expected fixed - broken by (1 - 2 rho) and leaves fixed + broken: the
+    threshold shrinks with it. Simulated: a true gain of 40 rows of 400
+    disagreements is seen (mostly) with clean labels; with 20% flips today's
+    threshold would miss it most times, the scaled one keeps its power."""
+    assert not pg.keep_going(110, 100) and pg.keep_going(110, 100, noise=0.2)
+    assert pg.keep_going(60, 20, noise=0.0) == pg.keep_going(60, 20)
+    assert pg.label_noise(np.r_[np.ones(20), np.zeros(80)]) == pytest.approx(0.2)
+    assert pg.label_noise(np.ones(10)) == 0.45
+    rng = np.random.default_rng(0)
+    fixed_c, broken_c, rho, trials = 220, 180, 0.2, 4000
+    flips_f = rng.random((trials, fixed_c)) < rho         # a fixed row seen as broken
+    flips_b = rng.random((trials, broken_c)) < rho        # a broken row seen as fixed
+    f = fixed_c - flips_f.sum(1) + flips_b.sum(1)
+    b = broken_c - flips_b.sum(1) + flips_f.sum(1)
+    assert np.all(f + b == fixed_c + broken_c)
+    assert np.mean(f - b) == pytest.approx((1 - 2 * rho) * (fixed_c - broken_c), rel=0.05)
+    plain = np.mean([pg.keep_going(x, y) for x, y in zip(f, b)])
+    scaled = np.mean([pg.keep_going(x, y, noise=rho) for x, y in zip(f, b)])
+    assert plain < 0.65 < scaled          # clean labels: keep_going(220, 180) is True
+    assert pg.keep_going(fixed_c, broken_c)
+
+
 def test_progressive_fit_holds_out_its_validation_rows_and_records_the_stages():
     store = _noisy()
     clf = CVMClassifier(train_size=16000).fit(store)
@@ -59,7 +83,8 @@ def test_progressive_fit_holds_out_its_validation_rows_and_records_the_stages():
         assert h["fixed"] + h["broken"] > 0
     last = stages[-1]
     # it stopped at the last stage, or because the last doubling did not help
-    assert len(stages) == 3 or not pg.keep_going(last["fixed"], last["broken"])
+    assert len(stages) == 3 or not pg.keep_going(last["fixed"], last["broken"],
+                                                  noise=last["noise_bound"])
     (vid, Xv, yv, _), (tid, _, _, _) = pg.draw_sample(store, (-1.0, 1.0), 2400, 16000, 0)
     assert not set(m.sv_ids.tolist()) & set(vid.tolist())   # never trained on
     assert set(m.sv_ids.tolist()) <= set(tid[:last["stage_rows"]].tolist())
