@@ -1,0 +1,115 @@
+"""Label noise: streamcvm's defaults trained on a clean set and on the same
+rows with a share of their labels flipped, both scored on clean test labels.
+
+The data are ``streamcvm.data.synthetic``'s "boundary" set (x ~ U(-1, 1)^4,
+labelled by the sign of a smooth function: no Bayes error), so the clean test
+error measures how close a model trained on noisy labels comes to the true
+boundary. The flips come from a random stream of their own: the noisy stores
+hold the clean store's rows. Each training run is ``streamcvm train`` in its
+own process (its wall time and peak RSS), then ``streamcvm evaluate`` on the
+clean test store.
+
+    python tools/bench_label_noise.py --rows 1M --flips 0 0.2 --json out.json
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as B  # noqa: E402
+
+KIND = "boundary"
+TEST_ROWS = 200_000
+
+
+def child_store(spec):
+    """Generate one store (child side): {"path", "n", "first_block", "flip"}."""
+    from streamcvm.data import synthetic
+    import time
+    if os.path.exists(spec["path"]):
+        return {"path": spec["path"]}
+    t = time.perf_counter()
+    synthetic.write_store(spec["path"], KIND, spec["n"], first_block=spec["first_block"],
+                          flip=spec["flip"])
+    return {"path": spec["path"], "generate_s": time.perf_counter() - t}
+
+
+def train_eval(train, test, model, extra, timeout):
+    exe = [sys.executable, "-m", "streamcvm"]
+    out = {"command": " ".join(["streamcvm", "train", train, "-o", model] + extra)}
+    r = B.run_timed(exe + ["train", train, "-o", model, "-q", "--overwrite"] + extra, timeout)
+    if r["rc"] != 0:
+        out["error"] = "timeout" if r["timed_out"] else B.stderr_tail(r["stderr"])
+        return out
+    out.update(train_s=r["wall"], peak_rss=r["rss"])
+    ev = B.run_timed(exe + ["evaluate", test, model], timeout)
+    if ev["rc"] != 0:
+        out["error"] = "evaluate: " + B.stderr_tail(ev["stderr"])
+        return out
+    out["predict_s"] = ev["wall"]
+    acc = next(float(ln.split()[1]) for ln in ev["stdout"].splitlines()
+               if ln.startswith("accuracy"))
+    out["clean_test_error"] = 100.0 * (1.0 - acc)
+    with open(os.path.join(model, "model.json")) as f:
+        mj = json.load(f)
+    m = mj["machines"][0]
+    out.update(n_sv=int(m["shape"][0]), stage_rows=m.get("stage_rows"))
+    return out
+
+
+def main(argv=None):
+    ap = B.parser(__doc__)
+    ap.add_argument("--rows", type=B.parse_rows, default=[1_000_000], nargs="+",
+                    help="training rows (default 1M)")
+    ap.add_argument("--flips", type=float, nargs="+", default=[0.0, 0.2],
+                    help="shares of training labels flipped (default 0 0.2; 0 is the "
+                         "clean reference the others are compared with)")
+    ap.add_argument("--workdir", default=os.path.join(B.cache_dir(), "label_noise"))
+    ap.add_argument("--streamcvm-args", default="", help='appended to "streamcvm train"')
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    if a.child:
+        return B.child_main(a.child, {"store": child_store})
+    if any(not 0 <= f < 0.5 for f in a.flips):
+        ap.error("--flips must be in [0, 0.5)")
+    flips = sorted(set([0.0] + list(a.flips)))
+    os.makedirs(a.workdir, exist_ok=True)
+    session = B.Session(packages=("numba",))
+    test = os.path.join(a.workdir, f"{KIND}-test-{TEST_ROWS}.zarr")
+    B.run_child({"kind": "store", "path": test, "n": TEST_ROWS, "first_block": 10 ** 6,
+                 "flip": 0.0})
+    runs = []
+    for n in a.rows:
+        clean = None
+        for f in flips:
+            train = os.path.join(a.workdir, f"{KIND}-train-{n}-flip{f:g}.zarr")
+            B.run_child({"kind": "store", "path": train, "n": n, "first_block": 0, "flip": f})
+            model = os.path.join(a.workdir, f"model-{n}-flip{f:g}")
+            B.log(f"{n:,} rows, {100 * f:g}% flipped: streamcvm train ...")
+            r = dict(rows=n, flip=f, **train_eval(train, test, model, a.streamcvm_args.split(),
+                                                  a.timeout))
+            if f == 0:
+                clean = r
+            elif clean is not None and "error" not in r and "error" not in clean:
+                r["error_minus_clean_pp"] = r["clean_test_error"] - clean["clean_test_error"]
+                r["time_vs_clean"] = r["train_s"] / clean["train_s"]
+            runs.append(r)
+            B.log(f"  {r}")
+            if a.json:
+                session.write(a.json, runs=runs)
+    head = ["rows", "flipped %", "train s", "peak RSS MB", "predict s", "clean test error %",
+            "#SV", "last stage rows", "error - clean pp", "time / clean"]
+    rows = [[f"{r['rows']:,}", f"{100 * r['flip']:g}", B.fmt(r.get("train_s"), ".1f"),
+             B.fmt(r.get("peak_rss") and r["peak_rss"] / 2 ** 20, ".0f"),
+             B.fmt(r.get("predict_s"), ".1f"), B.fmt(r.get("clean_test_error"), ".3f"),
+             B.fmt(r.get("n_sv"), ",d"), B.fmt(r.get("stage_rows"), ""),
+             B.fmt(r.get("error_minus_clean_pp"), "+.3f"), B.fmt(r.get("time_vs_clean"), ".2f")]
+            for r in runs]
+    print("\n".join(session.header))
+    print(B.table(head, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
