@@ -13,7 +13,8 @@ from ..data.store import BaseStore, is_store_like
 from ..problems import one_blas_thread
 from ..problems.driver import Solve
 from ..problems.progressive import plan
-from ..problems.regression import STAGE_CORE, fit_warnings, prepare_fit, train_regressor
+from ..problems.regression import (EXACT_C_PER_ROW, STAGE_CORE, exact_fit, fit_warnings,
+                                   prepare_fit, train_regressor)
 from ..solvers.kernels import Kernel
 from ..solvers.methods import method_class
 from .base import (EVERY, KEEP, METHODS, SAMPLE_SIZE, Checkpoints, _OneMachine, keep_params,
@@ -119,7 +120,12 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         cl = store.classes      # None: more than MAX_CLASSES distinct values
         self.target_type_ = "continuous" if cl is None or not np.all(cl == np.round(cl)) \
             else "integer"
-        self.C_ = AUTO_C_PER_ROW * store.n if isinstance(self.C, str) else float(self.C)
+        progressive = not self.full_pass and plan(store, None, self.train_size) is not None
+        # solved exactly over every row (problems.regression.exact_fit), or by CVM
+        exact = self.max_core is None and exact_fit(store, self.method, self.full_pass,
+                                                    checkpoint_dir is not None, progressive)
+        c_row = EXACT_C_PER_ROW if exact else AUTO_C_PER_ROW
+        self.C_ = c_row * store.n if isinstance(self.C, str) else float(self.C)
         seed = 0 if self.random_state is None else int(self.random_state)
         eps = resolve_eps(self.eps)
         auto_gamma = isinstance(self.gamma, str) and self.gamma == "auto"
@@ -133,8 +139,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
                               # a progressive fit: every (mu, gamma) pair, since the SV
                               # share sets how many rows its core budget reaches; no
                               # row-statistics pass (the stages use their samples')
-                              progressive=not self.full_pass and
-                              plan(store, None, self.train_size) is not None)
+                              progressive=progressive)
         self.mu_, gamma, self.selection_, stats = pre["mu"], pre["gamma"], pre["trials"], \
             pre["stats"]
         self.gamma_ = float(gamma)
@@ -147,7 +152,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             store, kern, run, C=self.C_, mu=self.mu_,
             stage_core=STAGE_CORE if self.max_core is None else self.max_core,
             full_pass=self.full_pass, stats=stats, train_size=self.train_size,
-            c_per_row=AUTO_C_PER_ROW if auto_c else None),
+            c_per_row=AUTO_C_PER_ROW if auto_c else None, exact=exact),
             Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
                         checkpoint_replace), client, t0=t0)
         stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]
