@@ -98,8 +98,8 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
                                     verdict=SquaredVerdict(),
                                     admit=admit, compact=compactor(kernel, solve, True))
         solver = None
-    if warn and max_core is not None and solver is not None and \
-            machine.core_size >= max_core:
+    solved_exactly = sizes is None and solver is None    # max_core does not apply
+    if warn and max_core is not None and not solved_exactly and machine.core_size >= max_core:
         import warnings
         cert = None if solver is None else solver.cert_eps
         got = "" if cert is None else \
@@ -120,7 +120,7 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
 # rows are support vectors, CVM's core set grows to most of the rows and its
 # QP costs O(|S|^2) per added vector (issue 31).
 EXACT_ROWS = 32768
-EXACT_TOL = 0.2
+EXACT_TOL = 0.3
 EXACT_C_PER_ROW = 2.0     # C="auto" on the exact path: C = this x rows
 
 
@@ -149,8 +149,9 @@ def _all_rows(store):
     return X, np.concatenate([np.asarray(p.y, np.float64) for p in parts])
 
 
-def _fit_exact(store, kernel, solve, points, C, mu):
-    """:func:`_fit` by the exact SMO over every row (:func:`exact_applies`)."""
+def _fit_exact(store, kernel, solve, points, C, mu, K=None):
+    """:func:`_fit` by the exact SMO over every row (:func:`exact_applies`);
+    ``K``: the rows' kernel matrix, if already computed."""
     import time
     from ..solvers.exact_svr import svr_exact
     from ..solvers.meb import MARGIN_TOL
@@ -165,7 +166,7 @@ def _fit_exact(store, kernel, solve, points, C, mu):
     else:       # as CVM's eps: no point further than (1 + eps) R from the center
         e = float(solve.eps)
         tol, rel_tol = 0.0, e * (2.0 + e)
-    res = svr_exact(X, t, kernel, C, mu, points.eta, tol, rel_tol)
+    res = svr_exact(X, t, kernel, C, mu, points.eta, tol, rel_tol, K=K)
     ap, am = res["ap"], res["am"]
     keep = np.flatnonzero((ap > 0) | (am > 0))
     coef = C * (ap[keep] - am[keep])
@@ -278,13 +279,28 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
         return (0.1 * sd if mu == "auto" else mus[0]), gammas[0], []
     sub = ArrayStore(Xf, yf)
     trials = []
+    solve = Solve(method=method, eps=eps, seed=seed, runner=runner)
+    # the exact path: each gamma's kernel matrices (fit x fit, validation x
+    # fit) once for all its trials
+    exact = exact_applies(sub, solve)
+    kcache = {}
 
     def trial(m, g):
         kern = make_kernel(g)
-        mach = train_regressor(sub, kern, Solve(method=method, eps=eps, seed=seed,
-                                                runner=runner),
-                               C=c * len(yf), mu=m, warn=False, train_size="all", exact=True)
-        trials.append({"mu": m, "gamma": g, "val_rmse": rmse(mach.decision(kern, Xv), yv),
+        if exact:
+            from ..solvers.exact_svr import kernel_matrix
+            if g not in kcache:
+                kcache[g] = (kernel_matrix(kern, Xf), kern.block(Xv, Xf))
+            Kff, Kvf = kcache[g]
+            mach = _fit_exact(sub, kern, solve, regression_points(sub, kern, c * len(yf), m),
+                              c * len(yf), m, K=Kff)
+            # f(x) = sum coef (k + 1) + offset = K_vf coef + intercept
+            f = np.asarray(Kvf[:, mach.sv_ids], np.float64) @ mach.coef + mach.intercept
+        else:
+            mach = train_regressor(sub, kern, solve, C=c * len(yf), mu=m, warn=False,
+                                   train_size="all")
+            f = mach.decision(kern, Xv)
+        trials.append({"mu": m, "gamma": g, "val_rmse": rmse(f, yv),
                        "n_support": int(len(mach.coef))})
     # gamma at the middle mu first, then the other mus at the best gamma
     mid = mus[min(MU_FIRST, len(mus) - 1)]

@@ -45,6 +45,7 @@ def _rebuild(K, ap, am, u):
 
 
 BLOCK = 256     # rows per block of the argmin / argmax passes
+LANES = 16      # running minima / maxima per block
 F0 = np.float32(0.0)
 F1 = np.float32(1.0)
 TINY = np.float32(1e-12)
@@ -62,10 +63,17 @@ def _scores(k, Ki, si2, hi, qii, qd, hp, hm, w):
     wk = w[k]
     wp = np.float32(wk & 1)
     wm = np.float32(wk >> 1)
-    dp = max(hp[k] - hi, F0) * wp
-    dm = max(hm[k] - hi, F0) * wm
-    sp = dp * dp / max(base - kik, TINY)
-    sm = dm * dm / max(base + kik, TINY)
+    # (selects, not max(): numba's max() has NaN branches that stop vectorising)
+    dp = hp[k] - hi
+    dp = dp * wp if dp > F0 else F0
+    dm = hm[k] - hi
+    dm = dm * wm if dm > F0 else F0
+    ep = base - kik
+    ep = ep if ep > TINY else TINY
+    em = base + kik
+    em = em if em > TINY else TINY
+    sp = dp * dp / ep
+    sm = dm * dm / em
     gp = hp[k] if wp > F0 else NEG
     gm = hm[k] if wm > F0 else NEG
     return sp, sm, gp, gm
@@ -78,19 +86,35 @@ def _pick_j(Ki, si2, hi, qii, qd, hp, hm, w):
     = qii``, its row's kernel values ``Ki``): returns (j, its sign, the
     largest gradient of a weighted point). The same row's other point has
     ``Q_ii + Q_jj - 2 Q_ij = 4 (k_ii + 1) + 2 r``, which the general formula
-    gives too; the point i itself scores 0. Blocks of ``BLOCK`` rows: the
-    best block by a vectorised maximum, then the row within it."""
+    gives too; the point i itself scores 0. Blocks of ``BLOCK`` rows, each
+    reduced in ``LANES`` running maxima (a loop numba vectorises; one running
+    maximum would not be): the best block, then the row within it."""
     m = len(hp)
     best = F0
     gmax = NEG
     bb = -1
+    accs = np.empty(LANES, np.float32)
+    accg = np.empty(LANES, np.float32)
     for b0 in range(0, m, BLOCK):
         b1 = min(b0 + BLOCK, m)
+        n = b0 + (b1 - b0) // LANES * LANES
+        accs[:] = F0
+        accg[:] = NEG
+        for k0 in range(b0, n, LANES):
+            for l in range(LANES):
+                sp, sm, gp, gm = _scores(k0 + l, Ki, si2, hi, qii, qd, hp, hm, w)
+                v = sp if sp > sm else sm
+                accs[l] = v if v > accs[l] else accs[l]
+                v = gp if gp > gm else gm
+                accg[l] = v if v > accg[l] else accg[l]
         bs = F0
-        for k in range(b0, b1):
+        for k in range(n, b1):
             sp, sm, gp, gm = _scores(k, Ki, si2, hi, qii, qd, hp, hm, w)
             bs = max(bs, max(sp, sm))
             gmax = max(gmax, max(gp, gm))
+        for l in range(LANES):
+            bs = max(bs, accs[l])
+            gmax = max(gmax, accg[l])
         if bs > best:
             best = bs
             bb = b0
@@ -107,21 +131,36 @@ def _pick_j(Ki, si2, hi, qii, qd, hp, hm, w):
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _update(Ki, Kj, a1, a2, hp, hm):
     """h += +-(a1 (K_i + 1) - a2 (K_j + 1)) for both signs (float32);
-    returns the smallest h's row and sign (blocks of ``BLOCK`` rows, as
-    :func:`_pick_j`)."""
+    returns the smallest h's row and sign (:func:`_lowest`)."""
+    for k in range(len(hp)):
+        d = a1 * (Ki[k] + F1) - a2 * (Kj[k] + F1)
+        hp[k] += d
+        hm[k] -= d
+    return _lowest(hp, hm)
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _lowest(hp, hm):
+    """The smallest h: (row, sign). Blocks and lanes as :func:`_pick_j`."""
     m = len(hp)
     lo = np.float32(np.inf)
     bb = 0
+    acc = np.empty(LANES, np.float32)
     for b0 in range(0, m, BLOCK):
         b1 = min(b0 + BLOCK, m)
+        n = b0 + (b1 - b0) // LANES * LANES
+        acc[:] = np.float32(np.inf)
+        for k0 in range(b0, n, LANES):
+            for l in range(LANES):
+                p = hp[k0 + l]
+                q = hm[k0 + l]
+                v = p if p < q else q
+                acc[l] = v if v < acc[l] else acc[l]
         bl = np.float32(np.inf)
-        for k in range(b0, b1):
-            d = a1 * (Ki[k] + F1) - a2 * (Kj[k] + F1)
-            p = hp[k] + d
-            q = hm[k] - d
-            hp[k] = p
-            hm[k] = q
-            bl = min(bl, min(p, q))
+        for k in range(n, b1):
+            bl = min(bl, min(hp[k], hm[k]))
+        for l in range(LANES):
+            bl = min(bl, acc[l])
         if bl < lo:
             lo = bl
             bb = b0
@@ -163,10 +202,7 @@ def svr_smo(K, kd, ct, eta, r, ap, am, u, tol, rel_tol, max_iter):
     it = 0
     gap = np.inf
     thr = tol
-    lo = np.float32(np.inf)
-    for k in range(m):
-        lo = min(lo, min(hp[k], hm[k]))
-    i, si = _argmin_in(hp, hm, 0, lo)
+    i, si = _lowest(hp, hm)
     while True:
         if rel_tol > 0.0 and it % CHECK_EVERY == 0:
             ag = 0.0
@@ -271,7 +307,7 @@ def kernel_matrix(kernel, X, sq=None, block=2048):
     return K
 
 
-def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None):
+def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None):
     """Solve the L2-SVR dual over every row of ``X`` (targets ``t``, already
     centred as the points see them), ``C``, ``mu`` and ``eta`` as
     :class:`~streamcvm.solvers.points.SignedPoints` has them, to the
@@ -282,12 +318,13 @@ def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None):
     fit on a quarter of the rows took 1.3-3x). Returns a dict: ``ap``,
     ``am`` (the weights of the + and - points), ``c2`` (``a'Qa``),
     ``radius2``, ``n_iter``, ``gap`` (``max_{a_j > 0} g_j - min g`` at the
-    end)."""
+    end). ``K``: the rows' kernel matrix (:func:`kernel_matrix`), if already
+    computed."""
     from .kernels import sq_norms
     m = X.shape[0]
     t = np.asarray(t, np.float64)
     sq = sq_norms(X)
-    K = kernel_matrix(kernel, X, sq)
+    K = kernel_matrix(kernel, X, sq) if K is None else K
     kd = np.asarray(kernel.diag(X, sq), np.float64)
     r = float(mu) * m / float(C)
     ct = (2.0 / float(C)) * t
