@@ -412,13 +412,21 @@ def test_exact_svr_model_matches_the_exact_solution_and_cvm(svr_problem):
     assert np.all(np.diff(tight.sv_ids) > 0) and len(tight.coef) == len(tight.sv_ids)
 
 
-def test_exact_kernel_matrix_is_the_kernel_blocks():
-    from streamcvm.solvers.exact_svr import kernel_matrix
+def test_exact_kernel_rows_are_the_kernel_blocks():
+    """The exact path's kernel matrix, whole or row by row on first use (RBF),
+    is the kernel blocks' (float32), exactly symmetric."""
+    from streamcvm.solvers.exact_svr import _ensure, kernel_rows
     X, _ = _friedman(300)
     for k in (Kernel("rbf", gamma=0.7), Kernel("laplacian", gamma=0.3)):
-        K = kernel_matrix(k, X)
+        K = kernel_rows(k, X, lazy=False)[0]
         assert K.dtype == np.float32 and np.array_equal(K, K.T)
         assert np.abs(K - k.block(X, X)).max() < 1e-6
+    rows = kernel_rows(Kernel("rbf", gamma=0.7), X)
+    assert not rows[1].any()
+    r5 = _ensure(5, *rows).copy()
+    assert rows[1].sum() == 1 and np.array_equal(r5, K_rbf := kernel_rows(
+        Kernel("rbf", gamma=0.7), X, lazy=False)[0][5])
+    assert np.abs(K_rbf - Kernel("rbf", gamma=0.7).block(X, X)[5]).max() < 1e-6
 
 
 def test_regressor_defaults_solve_small_data_exactly_and_max_core_keeps_cvm():

@@ -40,7 +40,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     ----------
     method : "cvm" or "fvm" (BVM solves only the plain MEB)
     C : regularisation, or "auto": ``AUTO_C_PER_ROW`` (5) times the number
-        of training rows. In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
+        of training rows, or ``EXACT_C_PER_ROW`` (2) times on the exact path
+        (below). In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
         2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
         grow with m to keep a fit as tight (``C_`` holds the value used).
     mu : positive, or "auto" (default): chosen by the RMSE on 2,000 held-out
@@ -51,7 +52,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         "Regression defaults"). ``mu_`` holds the value used.
     gamma : "auto" (default: 1 / or 2 / the mean squared distance between
         rows, whichever validates better; with a given mu too) or a number
-    max_core : cap on core points. Default (None): 20,000 (a 1.6 GB kernel
+    max_core : cap on core points. Default (None): the exact path (below)
+        when it applies, else 20,000 (a 1.6 GB kernel
         cache) on a fit on every row, and progressive stages (below) that
         stop before a stage whose core set would pass 11,000 (0.5 GB). A
         number caps both. ``eps="auto"`` asks for a tolerance that shrinks
@@ -73,6 +75,13 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         the full model's.
     kernel, coef0, degree, eps, sample_size, full_pass, scale,
     random_state, verbose : as :class:`CVMClassifier`
+
+    The exact path: a fit on at most 32,768 rows with method "cvm", no
+    ``max_core``, no ``full_pass``, no checkpoints and not progressive is
+    solved by SMO over every signed point with the kernel matrix held whole
+    (``streamcvm.solvers.exact_svr``; the same dual), as are the mu / gamma
+    trials; ``eps="auto"`` then stops when every point's KKT violation is
+    within 0.3 standard deviations of the target (docs/solvers.md).
 
     After ``fit``, a warning says when the tube holds more than 95% of the
     rows (a few extreme rows set the fit), the residuals' mean is far from 0,

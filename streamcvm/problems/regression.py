@@ -151,7 +151,8 @@ def _all_rows(store):
 
 def _fit_exact(store, kernel, solve, points, C, mu, K=None):
     """:func:`_fit` by the exact SMO over every row (:func:`exact_applies`);
-    ``K``: the rows' kernel matrix, if already computed."""
+    ``K``: the rows' kernel rows (:func:`~streamcvm.solvers.exact_svr.kernel_rows`),
+    if already made."""
     import time
     from ..solvers.exact_svr import svr_exact
     from ..solvers.meb import MARGIN_TOL
@@ -288,9 +289,9 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
     def trial(m, g):
         kern = make_kernel(g)
         if exact:
-            from ..solvers.exact_svr import kernel_matrix
+            from ..solvers.exact_svr import kernel_rows
             if g not in kcache:
-                kcache[g] = (kernel_matrix(kern, Xf), kern.block(Xv, Xf))
+                kcache[g] = (kernel_rows(kern, Xf), kern.block(Xv, Xf))
             Kff, Kvf = kcache[g]
             mach = _fit_exact(sub, kern, solve, regression_points(sub, kern, c * len(yf), m),
                               c * len(yf), m, K=Kff)

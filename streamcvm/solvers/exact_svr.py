@@ -1,7 +1,7 @@
 """Exact SMO for the L2-SVR dual (cvr paper eqs. 7-8) over every row of a
 problem held in memory: the 2m signed points ``(x_i, s)`` of
 :class:`~streamcvm.solvers.points.SignedPoints`, with the rows' kernel
-matrix held whole (float32).
+matrix held whole (float32; RBF rows computed when first needed).
 
 The dual is ``min f(a) = a'Q a - a'q`` on the simplex over the 2m points,
 ``Q = s s' (K + 1) + r I`` (``r = mu m / C``) and ``q = eta + (2/C) s t``.
@@ -27,19 +27,53 @@ from numba import njit, prange
 
 from .kernels import exp_nonpos
 
+INIT_SHARE = 0.5       # rows weighted at the start (svr_exact)
 CHECK_EVERY = 1000     # SMO steps between two scans of ||c||^2 (the relative stopping rule)
 FAST = {"nnan", "ninf", "nsz"}      # max / min reductions vectorise; arithmetic as written
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rbf_row(i, X, XT, sq, gamma, row, kbuf):
+    """row = exp(-gamma max(sq_i + sq - 2 X X_i, 0)) (float32, as the kernel
+    blocks; ``XT``: X transposed, C-contiguous; ``kbuf``: int32 scratch of
+    len(row)). The dot products run along contiguous feature rows of ``XT``
+    in a fixed order, so the matrix of all rows is exactly symmetric."""
+    m, d = X.shape
+    zero = np.float32(0.0)
+    two = np.float32(2.0)
+    xi = X[i, 0]
+    xr = XT[0]
+    for j in range(m):
+        row[j] = xi * xr[j]
+    for k in range(1, d):
+        xi = X[i, k]
+        xr = XT[k]
+        for j in range(m):
+            row[j] += xi * xr[j]
+    si = sq[i]
+    for j in range(m):
+        row[j] = -gamma * max(si + sq[j] - two * row[j], zero)
+    exp_nonpos(row, row, kbuf)
+
+
 @njit(cache=True, nogil=True)
-def _rebuild(K, ap, am, u):
+def _ensure(i, K, have, X, XT, sq, gamma, kbuf):
+    """Row i of the kernel matrix, computed on first use (:func:`kernel_rows`)."""
+    if not have[i]:
+        _rbf_row(i, X, XT, sq, gamma, K[i], kbuf)
+        have[i] = True
+    return K[i]
+
+
+@njit(cache=True, nogil=True)
+def _rebuild(K, have, X, XT, sq, gamma, kbuf, ap, am, u):
     """u = (K + 1)(ap - am), from the rows with weight (K symmetric)."""
     m = len(u)
     u[:] = 0.0
     for j in range(m):
         b = ap[j] - am[j]
         if b != 0.0:
-            Kj = K[j]
+            Kj = _ensure(j, K, have, X, XT, sq, gamma, kbuf)
             for k in range(m):
                 u[k] += b * (np.float64(Kj[k]) + 1.0)
 
@@ -179,10 +213,13 @@ def _argmin_in(hp, hm, b0, lo):
 
 
 @njit(cache=True, nogil=True)
-def svr_smo(K, kd, ct, eta, r, ap, am, u, tol, rel_tol, max_iter):
+def svr_smo(K, have, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u, tol, rel_tol,
+            max_iter):
     """Minimise ``a'Qa - a'q`` over the simplex of the 2m points, in place.
 
-    ``K``: m x m kernel matrix (float32), ``kd`` its diagonal (float64),
+    ``K, have, X, XT, sq, gamma, kbuf``: the kernel rows
+    (:func:`kernel_rows`: float32, computed on first use where ``have`` is
+    False), ``kd`` the kernel's diagonal (float64),
     ``ct = (2/C) t`` (float64), ``eta`` and ``r`` as the module says;
     ``ap``, ``am``: the weights of the points ``(i, +1)`` and ``(i, -1)``
     (on the simplex on entry); ``u = (K + 1)(ap - am)`` on entry (not kept).
@@ -213,13 +250,14 @@ def svr_smo(K, kd, ct, eta, r, ap, am, u, tol, rel_tol, max_iter):
             c2 = 0.5 * (ag + aq)
             thr = max(tol, rel_tol * (aq - c2))
         hi = hp[i] if si > 0 else hm[i]
-        Ki = K[i]
+        Ki = _ensure(i, K, have, X, XT, sq, gamma, kbuf)
         qii = qd[i]
         j, sj, gmax = _pick_j(Ki, np.float32(2.0 * si), hi, qii, qd, hp, hm, w)
         gap = np.float64(gmax) - np.float64(hi)
         if gap <= thr or j < 0 or it >= max_iter:
             break
         hj = hp[j] if sj > 0 else hm[j]
+        Kj = _ensure(j, K, have, X, XT, sq, gamma, kbuf)
         e = max(np.float64(qii) + np.float64(qd[j])
                 - 2.0 * si * sj * (np.float64(Ki[j]) + 1.0), 1e-12)
         step = (np.float64(hj) - np.float64(hi)) / (2.0 * e)
@@ -246,65 +284,48 @@ def svr_smo(K, kd, ct, eta, r, ap, am, u, tol, rel_tol, max_iter):
             hm[j] -= rs
             if am[j] == 0.0:
                 w[j] &= 1
-        i, si = _update(Ki, K[j], np.float32(2.0 * step * si), np.float32(2.0 * step * sj),
+        i, si = _update(Ki, Kj, np.float32(2.0 * step * si), np.float32(2.0 * step * sj),
                         hp, hm)
         it += 1
     return it, gap
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _rbf_matrix(X, XT, sq, gamma, K, kbuf):
-    """K[i] = exp(-gamma max(sq_i + sq - 2 X X_i, 0)) for dense float32 rows
-    (``XT``: X transposed, C-contiguous), in float32 as the kernel blocks,
-    row by row on numba's threads (``kbuf``: int32 scratch, threads x m).
-    The dot products run along contiguous feature rows of ``XT`` in a fixed
-    order, so K is exactly symmetric."""
-    m, d = X.shape
-    T = kbuf.shape[0]
-    zero = np.float32(0.0)
-    two = np.float32(2.0)
-    for t in prange(T):
-        for i in range(t * m // T, (t + 1) * m // T):
-            row = K[i]
-            xi = X[i, 0]
-            xr = XT[0]
-            for j in range(m):
-                row[j] = xi * xr[j]
-            for k in range(1, d):
-                xi = X[i, k]
-                xr = XT[k]
-                for j in range(m):
-                    row[j] += xi * xr[j]
-            si = sq[i]
-            for j in range(m):
-                row[j] = -gamma * max(si + sq[j] - two * row[j], zero)
-            exp_nonpos(row, row, kbuf[t])
-
-
-def kernel_matrix(kernel, X, sq=None, block=2048):
-    """The m x m float32 kernel matrix of the rows ``X`` (dense or CSR):
-    dense rows with the RBF kernel in one compiled loop (:func:`_rbf_matrix`;
-    a BLAS product of so few features costs ~20 ns an entry), others in row
-    blocks of :meth:`Kernel.block` written in place."""
-    import numba
+def kernel_rows(kernel, X, sq=None, lazy=True, block=2048):
+    """The rows' m x m float32 kernel matrix for :func:`svr_smo`, as a tuple
+    ``(K, have, X, XT, sq, gamma, kbuf)``. Dense rows with the RBF kernel
+    and ``lazy``: each row computed when SMO first needs it
+    (:func:`_rbf_row`; the matrix is allocated, its untouched rows never
+    paged in: SMO needs the rows of the support vectors and of its
+    candidates, 41-62% of them on four of the six protocol sets). Others:
+    computed whole (row blocks of :meth:`Kernel.block` written in place,
+    RBF rows by :func:`_rbf_row`), ``have`` all True."""
     import scipy.sparse as sp
     from .kernels import RBF, sq_norms
     m = X.shape[0]
     sq = sq_norms(X) if sq is None else sq
     K = np.empty((m, m), np.float32)
-    if kernel.code == RBF and not sp.issparse(X) and m > 0:
+    kbuf = np.empty(max(m, 1), np.int32)
+    if kernel.code == RBF and not sp.issparse(X):
         X32 = np.ascontiguousarray(X, np.float32)
-        T = max(1, min(numba.get_num_threads(), m))
-        _rbf_matrix(X32, np.ascontiguousarray(X32.T), np.asarray(sq, np.float32),
-                    np.float32(kernel.gamma), K, np.empty((T, m), np.int32))
-        return K
+        rows = (K, np.zeros(m, np.bool_), X32, np.ascontiguousarray(X32.T),
+                np.asarray(sq, np.float32), np.float32(kernel.gamma), kbuf)
+        if not lazy:
+            _all_rows(*rows)
+        return rows
     flat = K.reshape(-1)
     for a in range(0, m, block):
         b = min(a + block, m)
         blk = kernel.block(X[a:b], X, sq[a:b], sq, out=flat[a * m:b * m])
         if blk.dtype != np.float32 or not np.shares_memory(blk, K):
             K[a:b] = blk
-    return K
+    return (K, np.ones(m, np.bool_), np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32),
+            np.zeros(1, np.float32), np.float32(0.0), kbuf)
+
+
+@njit(cache=True, nogil=True)
+def _all_rows(K, have, X, XT, sq, gamma, kbuf):
+    for i in range(K.shape[0]):
+        _ensure(i, K, have, X, XT, sq, gamma, kbuf)
 
 
 def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None):
@@ -313,34 +334,44 @@ def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None)
     :class:`~streamcvm.solvers.points.SignedPoints` has them, to the
     stopping rule of :func:`svr_smo` (``tol``: on the gradients, whose
     differences times C / 2 are in the target's units). Starts from equal
-    weights on the point of each row with its target's sign (measured: 0.6x
-    the steps of starting from one point; a start from the residuals of a
-    fit on a quarter of the rows took 1.3-3x). Returns a dict: ``ap``,
+    weights on the point of each of the ``INIT_SHARE`` rows of largest
+    |t|, with its target's sign (measured on cpu_act: every row, 1.15x the
+    steps and every kernel row computed, 2x the time; one point, 1.7x the
+    steps; a start from the residuals of a fit on a quarter of the rows
+    took 1.3-3x the steps). Returns a dict: ``ap``,
     ``am`` (the weights of the + and - points), ``c2`` (``a'Qa``),
     ``radius2``, ``n_iter``, ``gap`` (``max_{a_j > 0} g_j - min g`` at the
-    end). ``K``: the rows' kernel matrix (:func:`kernel_matrix`), if already
-    computed."""
+    end). ``K``: the rows' kernel matrix (:func:`kernel_rows`), if already
+    made (its rows computed so far are kept for the next fit)."""
     from .kernels import sq_norms
     m = X.shape[0]
     t = np.asarray(t, np.float64)
     sq = sq_norms(X)
-    K = kernel_matrix(kernel, X, sq) if K is None else K
+    rows = kernel_rows(kernel, X, sq) if K is None else K
     kd = np.asarray(kernel.diag(X, sq), np.float64)
     r = float(mu) * m / float(C)
     ct = (2.0 / float(C)) * t
-    ap = np.where(t >= 0, 1.0 / m, 0.0)
-    am = np.where(t >= 0, 0.0, 1.0 / m)
+    # start: equal weights on the rows of the largest |t| (INIT_SHARE of them),
+    # each on its target's sign: the rows furthest out, most of them support
+    # vectors at the end (the others' kernel rows may never be needed)
+    on = np.abs(t) >= np.quantile(np.abs(t), 1.0 - INIT_SHARE) if INIT_SHARE < 1 else \
+        np.ones(m, bool)
+    ap = np.where(on & (t >= 0), 1.0, 0.0)
+    am = np.where(on & (t < 0), 1.0, 0.0)
+    z = ap.sum() + am.sum()
+    ap /= z
+    am /= z
     u = np.empty(m)
-    _rebuild(K, ap, am, u)
+    _rebuild(*rows, ap, am, u)
     cap = int(100 * m + 100000 if max_iter is None else max_iter)
     it = 0
     for _ in range(3):
         # SMO on float32 gradients, then the gap again from u in float64: more
         # steps in the rare case rounding left it above the stopping rule
-        steps, _ = svr_smo(K, kd, ct, float(eta), r, ap, am, u, float(tol), float(rel_tol),
-                           cap - it)
+        steps, _ = svr_smo(*rows, kd, ct, float(eta), r, ap, am, u, float(tol),
+                           float(rel_tol), cap - it)
         it += steps
-        _rebuild(K, ap, am, u)
+        _rebuild(*rows, ap, am, u)
         gap, thr = _exact_gap(u, ap, am, ct, r, float(eta), float(tol), float(rel_tol))
         if gap <= thr or it >= cap:
             break
