@@ -116,9 +116,10 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
 # matrix held whole) rather than by CVM's core set, when its caller allows
 # it (CVMRegressor without max_core, and its mu / gamma trials) and nothing
 # asks for the core-set machinery: method "cvm", no full pass, no
-# checkpoints or resume, not a progressive stage. At the accurate settings the defaults choose, most
-# rows are support vectors, CVM's core set grows to most of the rows and its
-# QP costs O(|S|^2) per added vector (issue 31).
+# checkpoints or resume, not a progressive stage. At the accurate settings
+# the defaults choose, most rows are support vectors, CVM's core set grows
+# to most of the rows and its QP costs O(|S|^2) per added vector (issue 31).
+# eps="auto" there: every point's KKT violation within EXACT_TOL x sd(y).
 EXACT_ROWS = 32768
 EXACT_TOL = 0.3
 EXACT_C_PER_ROW = 2.0     # C="auto" on the exact path: C = this x rows
@@ -155,7 +156,6 @@ def _fit_exact(store, kernel, solve, points, C, mu, K=None):
     if already made."""
     import time
     from ..solvers.exact_svr import svr_exact
-    from ..solvers.meb import MARGIN_TOL
     t0 = time.perf_counter()
     X, y = _all_rows(store)
     t = np.asarray(y, np.float64) - points.offset
