@@ -13,8 +13,9 @@ second-order rule (as :func:`~.smo.smo_simplex`): ``i = argmin g`` (the
 point to grow), then the ``j`` with weight that maximises
 ``(g_j - g_i)^2 / (Q_ii + Q_jj - 2 Q_ij)``; the step is exact, clipped at
 ``a_j``. Each step reads two kernel rows (contiguous) and makes two
-passes over the m rows, written so that they vectorise (the argmin / argmax
-as a reduction, then a search for the value). No shrinking: at the
+passes over the m rows on float32 gradients, written so that they vectorise
+(the argmin / argmax as block-and-lane reductions, then a search for the
+value in the winning block); one thread. No shrinking: at the
 settings that matter most rows carry weight (measured: LIBSVM's rule set
 aside 7% of cpu_act's rows).
 
@@ -23,7 +24,7 @@ the squared radius ``||c||^2 - a'g``, so ``max_{a_j > 0} g_j - min g`` bounds
 how far the furthest point lies outside the ball: the stopping rule.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .kernels import exp_nonpos
 
