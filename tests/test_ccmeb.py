@@ -375,10 +375,10 @@ def _interleave(ap, am):
 
 @pytest.mark.parametrize("eps", [1e-2, 1e-4])
 def test_exact_svr_smo_against_exact_qp(svr_problem, eps):
-    """The exact SMO over all 2m points (solvers.exact_svr), stopped by CVM's
+    """The exact SMO over all 2m points (solvers.smo), stopped by CVM's
     eps rule, is a (1 + eps)^2 approximation of the reference optimum, and
     its c2 / radius are those of its weights."""
-    from streamcvm.solvers.exact_svr import svr_exact
+    from streamcvm.solvers.smo import svr_exact
     X, t, k, store, C, mu, pts, Q, q, R2_opt, _ = svr_problem
     res = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, eps * (2 + eps))
     a = _interleave(res["ap"], res["am"])
@@ -415,7 +415,7 @@ def test_exact_svr_model_matches_the_exact_solution_and_cvm(svr_problem):
 def test_exact_kernel_rows_are_the_kernel_blocks():
     """The exact path's kernel matrix, whole or row by row on first use (RBF),
     is the kernel blocks' (float32), exactly symmetric."""
-    from streamcvm.solvers.exact_svr import _ensure, kernel_rows
+    from streamcvm.solvers.smo import _ensure, kernel_rows
     X, _ = _friedman(300)
     for k in (Kernel("rbf", gamma=0.7), Kernel("laplacian", gamma=0.3)):
         K = kernel_rows(k, X, lazy=False)[0]

@@ -112,7 +112,7 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
 
 
 # An L2-SVR on at most EXACT_ROWS rows (a 4 GiB float32 kernel matrix) is
-# solved exactly over all 2m points (solvers.exact_svr: SMO with the kernel
+# solved exactly over all 2m points (solvers.smo: SMO with the kernel
 # matrix held whole) rather than by CVM's core set, when its caller allows
 # it (CVMRegressor without max_core, and its mu / gamma trials) and nothing
 # asks for the core-set machinery: method "cvm", no full pass, no
@@ -152,10 +152,10 @@ def _all_rows(store):
 
 def _fit_exact(store, kernel, solve, points, C, mu, K=None):
     """:func:`_fit` by the exact SMO over every row (:func:`exact_applies`);
-    ``K``: the rows' kernel rows (:func:`~streamcvm.solvers.exact_svr.kernel_rows`),
+    ``K``: the rows' kernel rows (:func:`~streamcvm.solvers.smo.kernel_rows`),
     if already made."""
     import time
-    from ..solvers.exact_svr import svr_exact
+    from ..solvers.smo import svr_exact
     t0 = time.perf_counter()
     X, y = _all_rows(store)
     t = np.asarray(y, np.float64) - points.offset
@@ -289,7 +289,7 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
     def trial(m, g):
         kern = make_kernel(g)
         if exact:
-            from ..solvers.exact_svr import kernel_rows
+            from ..solvers.smo import kernel_rows
             if g not in kcache:
                 kcache[g] = (kernel_rows(kern, Xf), kern.block(Xv, Xf))
             Kff, Kvf = kcache[g]
