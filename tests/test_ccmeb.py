@@ -364,3 +364,79 @@ def test_capped_fit_reports_the_eps_its_center_certifies(svr_problem):
     d2 = a @ Q @ a - 2 * Q @ a + q
     assert np.sqrt(d2.max() / R2) - 1.0 == pytest.approx(rec["certified_eps"], rel=1e-5)
     assert R2_opt <= (1.0 + rec["dual_gap"]) * R2 * (1 + 1e-9)
+
+
+def _interleave(ap, am):
+    """Point weights in id order 2i (s = +1), 2i + 1 (s = -1)."""
+    a = np.empty(2 * len(ap))
+    a[0::2], a[1::2] = ap, am
+    return a
+
+
+@pytest.mark.parametrize("eps", [1e-2, 1e-4])
+def test_exact_svr_smo_against_exact_qp(svr_problem, eps):
+    """The exact SMO over all 2m points (solvers.smo), stopped by CVM's
+    eps rule, is a (1 + eps)^2 approximation of the reference optimum, and
+    its c2 / radius are those of its weights."""
+    from streamcvm.solvers.smo import svr_exact
+    X, t, k, store, C, mu, pts, Q, q, R2_opt, _ = svr_problem
+    res = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, eps * (2 + eps))
+    a = _interleave(res["ap"], res["am"])
+    _check_ratio(a, Q, q, R2_opt, eps)
+    assert res["c2"] == pytest.approx(a @ Q @ a, rel=1e-6)
+    assert res["radius2"] == pytest.approx(a @ q - a @ Q @ a, rel=1e-6)
+
+
+def test_exact_svr_model_matches_the_exact_solution_and_cvm(svr_problem):
+    """CVMRegressor's exact path (train_regressor(exact=True)) gives the model
+    of the reference optimum, f and epsbar, as CVM does at a tight eps; the
+    default stopping rule (eps="auto": every point's KKT violation within
+    EXACT_TOL sd) stays close to it."""
+    X, t, k, store, C, mu, pts, Q, q, _, a_opt = svr_problem
+    s = np.tile([1.0, -1.0], len(t))
+    f_opt = (k.block(X, X) + 1) @ (C * (a_opt[0::2] - a_opt[1::2])) + pts.offset
+    eb_opt = a_opt @ (s * np.repeat(t - pts.offset, 2)) - C * a_opt @ Q @ a_opt
+    tight = train_regressor(store, k, Solve(method="cvm", eps=1e-6), C=C, mu=mu,
+                            train_size="all", exact=True)
+    assert tight.history[-1]["exact"]
+    assert np.abs(tight.decision(k, X) - f_opt).max() < 1e-3 * t.std()
+    assert tight.epsilon_bar == pytest.approx(eb_opt, abs=1e-3)
+    cvm = train_regressor(store, k, Solve(method="cvm", eps=1e-4), C=C, mu=mu,
+                          full_pass=True, train_size="all", exact=True)    # full pass: CVM
+    assert "exact" not in cvm.history[-1]
+    assert np.abs(tight.decision(k, X) - cvm.decision(k, X)).max() < 0.02 * t.std()
+    auto = train_regressor(store, k, Solve(method="cvm", eps="auto"), C=C, mu=mu,
+                           train_size="all", exact=True)
+    assert np.abs(auto.decision(k, X) - f_opt).max() < 0.1 * t.std()
+    # the machine keeps the rows with weight, in id order
+    assert np.all(np.diff(tight.sv_ids) > 0) and len(tight.coef) == len(tight.sv_ids)
+
+
+def test_exact_kernel_rows_are_the_kernel_blocks():
+    """The exact path's kernel matrix, whole or row by row on first use (RBF),
+    is the kernel blocks' (float32), exactly symmetric."""
+    from streamcvm.solvers.smo import _ensure, kernel_rows
+    X, _ = _friedman(300)
+    for k in (Kernel("rbf", gamma=0.7), Kernel("laplacian", gamma=0.3)):
+        K = kernel_rows(k, X, lazy=False)[0]
+        assert K.dtype == np.float32 and np.array_equal(K, K.T)
+        assert np.abs(K - k.block(X, X)).max() < 1e-6
+    rows = kernel_rows(Kernel("rbf", gamma=0.7), X)
+    assert not rows[1].any()
+    r5 = _ensure(5, *rows).copy()
+    assert rows[1].sum() == 1 and np.array_equal(r5, K_rbf := kernel_rows(
+        Kernel("rbf", gamma=0.7), X, lazy=False)[0][5])
+    assert np.abs(K_rbf - Kernel("rbf", gamma=0.7).block(X, X)[5]).max() < 1e-6
+
+
+def test_regressor_defaults_solve_small_data_exactly_and_max_core_keeps_cvm():
+    """CVMRegressor() on in-memory rows takes the exact path (C = 2 x rows);
+    a given max_core, or method="fvm", keeps the core-set solvers."""
+    from streamcvm import CVMRegressor
+    X, t = _friedman(1500)
+    r = CVMRegressor(mu=0.1, gamma=1.0).fit(X, t)
+    assert r.history_[-1]["exact"] and r.C_ == 2.0 * len(t)
+    c = CVMRegressor(mu=0.1, gamma=1.0, max_core=5000).fit(X, t)
+    assert "exact" not in c.history_[-1] and c.C_ == 5.0 * len(t)
+    f = CVMRegressor(mu=0.1, gamma=1.0, method="fvm").fit(X, t)
+    assert "exact" not in f.history_[-1]

@@ -421,14 +421,16 @@ def test_resume_refuses_the_same_rows_chunked_differently(tmp_path):
 @pytest.mark.parametrize("method,auto", [("cvm", False), ("fvm", False), ("cvm", True)])
 def test_regression_resume_is_exact(tmp_path, searches, kill_after, method, auto):
     """auto: mu and gamma chosen on held-out rows first (their small fits
-    are not checkpointed, and run again on resume: the same choice)."""
+    are not checkpointed, and run again on resume: the same choice). The
+    reference is checkpointed too: a fit with checkpoints runs CVM, one
+    without them on so few rows the exact SMO (problems.regression.exact_fit)."""
     from streamcvm import CVMRegressor
     from streamcvm.data.synthetic import friedman1_block
     X, y = friedman1_block(0, 6000)
     store = streamcvm.as_store(X, y, chunk_rows=300)
     kw = dict(method=method, eps=1e-3) if auto else dict(method=method, eps=1e-3, mu=0.05,
                                                           gamma=0.5)
-    ref = CVMRegressor(**kw).fit(store)
+    ref = CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path / "ref")
     n_ref = len(searches)
     assert (len(ref.selection_) == 5) == auto
     kill_after(n_ref - 50)              # in the last fit, after the selection's

@@ -716,10 +716,12 @@ def defaults_row(ds, spec, info, ref, methods, a, cache, now, commit, threads=No
                         "params": svr_label(ref["tune"]["best"])}
     for m in methods:
         log(f"  CVMRegressor(method={m!r}) with the defaults ...")
-        r = run_child(dict(spec, kind="run", model="cvr", method=m, params="defaults"),
-                      a.timeout)
+        # timed again at one thread (numba and BLAS), SVR()'s, for the time ratio
+        r = run_child(dict(spec, kind="run", model="cvr", method=m, params="defaults",
+                           time_1t=True), a.timeout)
         if "error" not in r:
-            log(f"    train {r['train_s']:.2f} s, RMSE {r['rmse']:.4f}, mu {r['mu_used']:.3g}, "
+            log(f"    train {r['train_s']:.2f} s ({r.get('train_1t_s', float('nan')):.2f} s at "
+                f"1 thread), RMSE {r['rmse']:.4f}, mu {r['mu_used']:.3g}, "
                 f"gamma {r['gamma_used']:.3g}, #SV {r['n_sv']:,}")
             compare_sklearnex(r, {"run": skx} if skx else None)
         row["cvr"][m] = r
@@ -729,8 +731,9 @@ def defaults_row(ds, spec, info, ref, methods, a, cache, now, commit, threads=No
 def defaults_table(infos, rows, threads):
     head = ["dataset", "n_train", "SVR() RMSE", "SVR() s (1 thread)", "sklearnex SVR() RMSE",
             f"sklearnex SVR() s ({threads} threads)", "tuned SVR RMSE", "method",
-            "CVR() RMSE", "CVR() s", "CVR threads", "CVR #SV", "mu_ / gamma_", "vs SVR()",
-            "vs tuned", "train vs sklearnex", "predict vs sklearnex", "accept"]
+            "CVR() RMSE", "CVR() s", "CVR threads", "CVR() s 1t", "CVR #SV", "mu_ / gamma_",
+            "vs SVR()", "vs tuned", "time vs SVR()", "time 1t vs SVR()", "train vs sklearnex",
+            "predict vs sklearnex", "accept"]
     lines = []
     for row in rows:
         ds = row["dataset"]
@@ -745,15 +748,20 @@ def defaults_table(infos, rows, threads):
                      fmt(sk.get("train_s"), ".2f") if sk_ok else "-",
                      fmt(tu and tu["rmse"], ".4f") + (f" ({tu['params']})" if tu else ""), m]
             if "error" in r:
-                lines.append(cells + [""] * 9 + [r["error"]])
+                lines.append(cells + [""] * 12 + [r["error"]])
                 continue
             v1 = r["rmse"] / sd["rmse"] if sd and "rmse" in sd else None
             v2 = r["rmse"] / tu["rmse"] if tu else None
             ok = [v <= lim for v, lim in ((v1, DEFAULTS_MAX_RATIO),
                                           (v2, DEFAULTS_MAX_TUNED_RATIO)) if v is not None]
+            st = sd.get("train_s") if sd and "rmse" in sd else None
+            t1 = r.get("train_1t_s")
             cells += [f"{r['rmse']:.4f}", f"{r['train_s']:.2f}", fmt(r.get("threads"), ""),
-                      f"{r['n_sv']:,}", f"{r['mu_used']:.3g} / {r['gamma_used']:.3g}",
-                      fmt(v1, ".3f"), fmt(v2, ".3f"), fmt(r.get("train_vs_sklearnex"), ".3g"),
+                      fmt(t1, ".2f"), f"{r['n_sv']:,}",
+                      f"{r['mu_used']:.3g} / {r['gamma_used']:.3g}",
+                      fmt(v1, ".3f"), fmt(v2, ".3f"), fmt(st and r["train_s"] / st, ".2f"),
+                      fmt(st and t1 and t1 / st, ".2f"),
+                      fmt(r.get("train_vs_sklearnex"), ".3g"),
                       fmt(r.get("predict_vs_sklearnex"), ".3g"),
                       ("pass" if all(ok) else "FAIL") if ok else "-"]
             lines.append(cells)
@@ -783,6 +791,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help=f"{QUICK_TRAIN:,} training / {QUICK_TEST:,} test rows (seed 0), "
                          f"tuning on {QUICK_TUNE_FIT:,} + {QUICK_TUNE_VAL:,} rows")
+    ap.add_argument("--no-tuned", action="store_true",
+                    help="with --defaults: no tuned SVR reference (its tuning and C=100 fits "
+                         "take most of the run when not cached)")
     ap.add_argument("--defaults", action="store_true",
                     help="no tuning: SVR() and CVMRegressor() with their defaults (gamma "
                          "included), next to the tuned SVR (from the cache, else tuned)")
@@ -821,7 +832,7 @@ def main(argv=None):
             f"{info['n_tune_val']:,} rows")
         spec = dict(base, dataset=ds, gamma=info["gamma"])
         tunes[ds] = {}
-        if not a.no_svr:
+        if not a.no_svr and not (a.defaults and a.no_tuned):
             ref = svr_reference(ds, info, spec, a, cache, now, commit)
             refs[ds] = ref
             tunes[ds]["svr"] = dict(ref["tune"], note=ref.get("note", ""))

@@ -24,7 +24,7 @@ def add(sub):
            help="bvm, cvm or fvm (default %(lib)s); weights, regression, ranking and "
                 "linear/poly kernels need cvm or fvm")
     option(p, "-c", "--C", lib=estimator_default("C"),
-           help="regularisation (default %(lib)s; regression's 'auto' = 5 x rows)")
+           help="regularisation (default %(lib)s; regression's 'auto' = 2 x rows solved exactly, 5 x rows by CVM)")
     option(p, "--mu", lib=estimator_default("mu", ("regression",)),
            help="regression: the mean slack outside the tube, in the target's units; "
                 "'auto' (default %(lib)s): chosen with gamma on held-out rows")

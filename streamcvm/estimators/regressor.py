@@ -13,7 +13,8 @@ from ..data.store import BaseStore, is_store_like
 from ..problems import one_blas_thread
 from ..problems.driver import Solve
 from ..problems.progressive import plan
-from ..problems.regression import STAGE_CORE, fit_warnings, prepare_fit, train_regressor
+from ..problems.regression import (EXACT_C_PER_ROW, STAGE_CORE, exact_fit, fit_warnings,
+                                   prepare_fit, train_regressor)
 from ..solvers.kernels import Kernel
 from ..solvers.methods import method_class
 from .base import (EVERY, KEEP, METHODS, SAMPLE_SIZE, Checkpoints, _OneMachine, keep_params,
@@ -39,7 +40,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     ----------
     method : "cvm" or "fvm" (BVM solves only the plain MEB)
     C : regularisation, or "auto": ``AUTO_C_PER_ROW`` (5) times the number
-        of training rows. In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
+        of training rows, or ``EXACT_C_PER_ROW`` (2) times on the exact path
+        (below). In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
         2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
         grow with m to keep a fit as tight (``C_`` holds the value used).
     mu : positive, or "auto" (default): chosen by the RMSE on 2,000 held-out
@@ -50,7 +52,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         "Regression defaults"). ``mu_`` holds the value used.
     gamma : "auto" (default: 1 / or 2 / the mean squared distance between
         rows, whichever validates better; with a given mu too) or a number
-    max_core : cap on core points. Default (None): 20,000 (a 1.6 GB kernel
+    max_core : cap on core points. Default (None): the exact path (below)
+        when it applies, else 20,000 (a 1.6 GB kernel
         cache) on a fit on every row, and progressive stages (below) that
         stop before a stage whose core set would pass 11,000 (0.5 GB). A
         number caps both. ``eps="auto"`` asks for a tolerance that shrinks
@@ -72,6 +75,13 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         the full model's.
     kernel, coef0, degree, eps, sample_size, full_pass, scale,
     random_state, verbose : as :class:`CVMClassifier`
+
+    The exact path: a fit on at most 32,768 rows with method "cvm", no
+    ``max_core``, no ``full_pass``, no checkpoints and not progressive is
+    solved by SMO over every signed point with the kernel matrix held whole
+    (``streamcvm.solvers.smo``; the same dual), as are the mu / gamma
+    trials; ``eps="auto"`` then stops when every point's KKT violation is
+    within 0.3 standard deviations of the target (docs/solvers.md).
 
     After ``fit``, a warning says when the tube holds more than 95% of the
     rows (a few extreme rows set the fit), the residuals' mean is far from 0,
@@ -119,7 +129,12 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         cl = store.classes      # None: more than MAX_CLASSES distinct values
         self.target_type_ = "continuous" if cl is None or not np.all(cl == np.round(cl)) \
             else "integer"
-        self.C_ = AUTO_C_PER_ROW * store.n if isinstance(self.C, str) else float(self.C)
+        progressive = not self.full_pass and plan(store, None, self.train_size) is not None
+        # solved exactly over every row (problems.regression.exact_fit), or by CVM
+        exact = self.max_core is None and exact_fit(store, self.method, self.full_pass,
+                                                    checkpoint_dir is not None, progressive)
+        c_row = EXACT_C_PER_ROW if exact else AUTO_C_PER_ROW
+        self.C_ = c_row * store.n if isinstance(self.C, str) else float(self.C)
         seed = 0 if self.random_state is None else int(self.random_state)
         eps = resolve_eps(self.eps)
         auto_gamma = isinstance(self.gamma, str) and self.gamma == "auto"
@@ -133,8 +148,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
                               # a progressive fit: every (mu, gamma) pair, since the SV
                               # share sets how many rows its core budget reaches; no
                               # row-statistics pass (the stages use their samples')
-                              progressive=not self.full_pass and
-                              plan(store, None, self.train_size) is not None)
+                              progressive=progressive)
         self.mu_, gamma, self.selection_, stats = pre["mu"], pre["gamma"], pre["trials"], \
             pre["stats"]
         self.gamma_ = float(gamma)
@@ -147,7 +161,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             store, kern, run, C=self.C_, mu=self.mu_,
             stage_core=STAGE_CORE if self.max_core is None else self.max_core,
             full_pass=self.full_pass, stats=stats, train_size=self.train_size,
-            c_per_row=AUTO_C_PER_ROW if auto_c else None),
+            c_per_row=AUTO_C_PER_ROW if auto_c else None, exact=exact),
             Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
                         checkpoint_replace), client, t0=t0)
         stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]

@@ -47,7 +47,7 @@ STAGE_CORE = 11000
 
 def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
                     warn=True, train_size, c_per_row=None, stage_core=STAGE_CORE,
-                    centred=True):
+                    centred=True, exact=False):
     """Train an L2-SVR on ``store`` (targets in its ``y``); returns a
     :class:`Machine` with ``regression=True`` whose support rows are the
     distinct rows with weight (a row's two signs merged into one
@@ -63,7 +63,9 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
     vectors grow like the rows), would pass ``stage_core`` (and
     ``max_core``); ``stats`` is then unused (each stage's are its sample's).
     ``centred=False`` (every row, no stages): the raw targets are fitted
-    rather than their deviations from the mean (:func:`regression_points`)."""
+    rather than their deviations from the mean (:func:`regression_points`).
+    ``exact``: a fit on every row of a small store may be solved exactly
+    (:func:`exact_applies`; ``max_core`` then does not apply)."""
     from .progressive import SquaredVerdict, plan, train_progressive
     callback, max_core = solve.callback, solve.max_core
     method_class(solve.method, plain=False, problem="regression (a linear term)")
@@ -74,7 +76,7 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
         raise ValueError("centred=False fits every row: use train_size='all'")
     if sizes is None:
         machine, solver = _fit(store, kernel, solve, C=C, mu=mu, full_pass=full_pass,
-                               stats=stats, centred=centred)
+                               stats=stats, centred=centred, exact=exact)
     else:
         budget = stage_core if max_core is None else min(stage_core, max_core)
 
@@ -96,7 +98,8 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
                                     verdict=SquaredVerdict(),
                                     admit=admit, compact=compactor(kernel, solve, True))
         solver = None
-    if warn and max_core is not None and machine.core_size >= max_core:
+    solved_exactly = sizes is None and solver is None    # max_core does not apply
+    if warn and max_core is not None and not solved_exactly and machine.core_size >= max_core:
         import warnings
         cert = None if solver is None else solver.cert_eps
         got = "" if cert is None else \
@@ -108,10 +111,90 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
     return machine
 
 
+# An L2-SVR on at most EXACT_ROWS rows (a 4 GiB float32 kernel matrix) is
+# solved exactly over all 2m points (solvers.smo: SMO with the kernel
+# matrix held whole) rather than by CVM's core set, when its caller allows
+# it (CVMRegressor without max_core, and its mu / gamma trials) and nothing
+# asks for the core-set machinery: method "cvm", no full pass, no
+# checkpoints or resume, not a progressive stage. At the accurate settings
+# the defaults choose, most rows are support vectors, CVM's core set grows
+# to most of the rows and its QP costs O(|S|^2) per added vector (issue 31).
+# eps="auto" there: every point's KKT violation within EXACT_TOL x sd(y).
+EXACT_ROWS = 32768
+EXACT_TOL = 0.3
+EXACT_C_PER_ROW = 2.0     # C="auto" on the exact path: C = this x rows
+
+
+def exact_applies(store, solve, full_pass=False, make_pool=None):
+    """Whether :func:`_fit` solves ``store`` with :func:`_fit_exact`."""
+    return (store.n <= EXACT_ROWS and solve.method == "cvm" and not full_pass
+            and make_pool is None and solve.checkpointer is None and solve.resume is None)
+
+
+def exact_fit(store, method, full_pass, checkpointed, progressive):
+    """Whether CVMRegressor's fit on every row of ``store`` (``max_core``
+    not given) is solved exactly (:func:`exact_applies`)."""
+    return (store.n <= EXACT_ROWS and method == "cvm" and not full_pass and not checkpointed
+            and not progressive)
+
+
+def _all_rows(store):
+    """(X, y) of every row of a small store, in memory."""
+    from ..data.store import ArrayStore
+    if isinstance(store, ArrayStore):
+        return store.X, store.y
+    import scipy.sparse as sp
+    parts = [store.chunk(i) for i in range(store.n_chunks)]
+    X = sp.vstack([p.X for p in parts], format="csr") if store.sparse else \
+        np.concatenate([np.asarray(p.X) for p in parts])
+    return X, np.concatenate([np.asarray(p.y, np.float64) for p in parts])
+
+
+def _fit_exact(store, kernel, solve, points, C, mu, K=None):
+    """:func:`_fit` by the exact SMO over every row (:func:`exact_applies`);
+    ``K``: the rows' kernel rows (:func:`~streamcvm.solvers.smo.kernel_rows`),
+    if already made."""
+    import time
+    from ..solvers.smo import svr_exact
+    t0 = time.perf_counter()
+    X, y = _all_rows(store)
+    t = np.asarray(y, np.float64) - points.offset
+    if solve.eps == "auto":
+        # every point's KKT violation (C / 2 x its gradient's distance from
+        # the weighted points') within EXACT_TOL x the targets' sd
+        sd = float(np.std(t)) if len(t) else 1.0
+        tol, rel_tol = 2.0 * EXACT_TOL * (sd if sd > 0 else 1.0) / C, 0.0
+    else:       # as CVM's eps: no point further than (1 + eps) R from the center
+        e = float(solve.eps)
+        tol, rel_tol = 0.0, e * (2.0 + e)
+    res = svr_exact(X, t, kernel, C, mu, points.eta, tol, rel_tol, K=K)
+    ap, am = res["ap"], res["am"]
+    keep = np.flatnonzero((ap > 0) | (am > 0))
+    coef = C * (ap[keep] - am[keep])
+    rows = X[keep]
+    # eq. 10: epsbar = sum_p a_p s_p t_p - C a'K~a
+    epsbar = float((ap - am) @ t - C * res["c2"])
+    R2 = res["radius2"]
+    cert = float(np.sqrt(max(R2 + res["gap"], 0.0) / R2) - 1.0) if R2 > 0 else None
+    hist = [{"iteration": res["n_iter"], "core_size": int(np.sum(ap > 0) + np.sum(am > 0)),
+             "radius": float(np.sqrt(max(R2, 0.0))), "c2": res["c2"],
+             "eps": solve.eps if solve.eps != "auto" else cert, "certified_eps": cert,
+             "exact": True, "gap": res["gap"], "elapsed": time.perf_counter() - t0}]
+    machine = Machine(sv=rows.copy() if not hasattr(rows, "tocsr") else rows.tocsr(copy=True),
+                      coef=coef, intercept=float(coef.sum() + points.offset),
+                      sv_ids=keep.astype(np.int64), classes=None, regression=True,
+                      epsilon_bar=epsbar, n_iter=res["n_iter"],
+                      core_size=hist[0]["core_size"], full_pass_violators=None, history=hist)
+    return machine
+
+
 def _fit(store, kernel, solve, *, C, mu, full_pass=False, stats=None, make_pool=None,
-         centred=True):
-    """One L2-SVR on every row of ``store``: (Machine, the solver)."""
+         centred=True, exact=False):
+    """One L2-SVR on every row of ``store``: (Machine, the solver; None when
+    solved exactly: ``exact`` and :func:`exact_applies`)."""
     points = regression_points(store, kernel, C, mu, stats, solve.runner, centred)
+    if exact and exact_applies(store, solve, full_pass, make_pool):
+        return _fit_exact(store, kernel, solve, points, C, mu), None
     solver = run_solver(store, kernel, points, solve, classes=None, target="raw", b=1.0, C=C,
                         full_pass=full_pass, make_pool=make_pool)
     slots, alpha = solver.support()
@@ -197,13 +280,28 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
         return (0.1 * sd if mu == "auto" else mus[0]), gammas[0], []
     sub = ArrayStore(Xf, yf)
     trials = []
+    solve = Solve(method=method, eps=eps, seed=seed, runner=runner)
+    # the exact path: each gamma's kernel matrices (fit x fit, validation x
+    # fit) once for all its trials
+    exact = exact_applies(sub, solve)
+    kcache = {}
 
     def trial(m, g):
         kern = make_kernel(g)
-        mach = train_regressor(sub, kern, Solve(method=method, eps=eps, seed=seed,
-                                                runner=runner),
-                               C=c * len(yf), mu=m, warn=False, train_size="all")
-        trials.append({"mu": m, "gamma": g, "val_rmse": rmse(mach.decision(kern, Xv), yv),
+        if exact:
+            from ..solvers.smo import kernel_rows
+            if g not in kcache:
+                kcache[g] = (kernel_rows(kern, Xf), kern.block(Xv, Xf))
+            Kff, Kvf = kcache[g]
+            mach = _fit_exact(sub, kern, solve, regression_points(sub, kern, c * len(yf), m),
+                              c * len(yf), m, K=Kff)
+            # f(x) = sum coef (k + 1) + offset = K_vf coef + intercept
+            f = np.asarray(Kvf[:, mach.sv_ids], np.float64) @ mach.coef + mach.intercept
+        else:
+            mach = train_regressor(sub, kern, solve, C=c * len(yf), mu=m, warn=False,
+                                   train_size="all")
+            f = mach.decision(kern, Xv)
+        trials.append({"mu": m, "gamma": g, "val_rmse": rmse(f, yv),
                        "n_support": int(len(mach.coef))})
     # gamma at the middle mu first, then the other mus at the best gamma
     mid = mus[min(MU_FIRST, len(mus) - 1)]
