@@ -440,3 +440,19 @@ def test_regressor_defaults_solve_small_data_exactly_and_max_core_keeps_cvm():
     assert "exact" not in c.history_[-1] and c.C_ == 5.0 * len(t)
     f = CVMRegressor(mu=0.1, gamma=1.0, method="fvm").fit(X, t)
     assert "exact" not in f.history_[-1]
+
+
+def test_regressor_exact_path_needs_room_for_its_matrix(monkeypatch):
+    """The exact path holds an m x m float32 matrix: with less than twice
+    that available the fit keeps CVM (C = 5 x rows)."""
+    import collections
+    import psutil
+    from streamcvm import CVMRegressor
+    X, t = _friedman(1500)
+    mem = collections.namedtuple("mem", "available")
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: mem(8 * 1500 ** 2 - 1))
+    r = CVMRegressor(mu=0.1, gamma=1.0).fit(X, t)
+    assert "exact" not in r.history_[-1] and r.C_ == 5.0 * len(t)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: mem(8 * 1500 ** 2))
+    r = CVMRegressor(mu=0.1, gamma=1.0).fit(X, t)
+    assert r.history_[-1]["exact"] and r.C_ == 2.0 * len(t)

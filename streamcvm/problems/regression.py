@@ -111,7 +111,8 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
     return machine
 
 
-# An L2-SVR on at most EXACT_ROWS rows (a 4 GiB float32 kernel matrix) is
+# An L2-SVR on at most EXACT_ROWS rows (a 4 GiB float32 kernel matrix, and
+# at most half the memory available: exact_room) is
 # solved exactly over all 2m points (solvers.smo: SMO with the kernel
 # matrix held whole) rather than by CVM's core set, when its caller allows
 # it (CVMRegressor without max_core, and its mu / gamma trials) and nothing
@@ -125,16 +126,23 @@ EXACT_TOL = 0.3
 EXACT_C_PER_ROW = 2.0     # C="auto" on the exact path: C = this x rows
 
 
+def exact_room(n):
+    """Whether the exact path's n x n float32 kernel matrix fits: at most
+    ``EXACT_ROWS`` rows and half the memory available now (psutil)."""
+    import psutil
+    return n <= EXACT_ROWS and 4.0 * n * n <= 0.5 * psutil.virtual_memory().available
+
+
 def exact_applies(store, solve, full_pass=False, make_pool=None):
     """Whether :func:`_fit` solves ``store`` with :func:`_fit_exact`."""
-    return (store.n <= EXACT_ROWS and solve.method == "cvm" and not full_pass
+    return (exact_room(store.n) and solve.method == "cvm" and not full_pass
             and make_pool is None and solve.checkpointer is None and solve.resume is None)
 
 
 def exact_fit(store, method, full_pass, checkpointed, progressive):
     """Whether CVMRegressor's fit on every row of ``store`` (``max_core``
     not given) is solved exactly (:func:`exact_applies`)."""
-    return (store.n <= EXACT_ROWS and method == "cvm" and not full_pass and not checkpointed
+    return (exact_room(store.n) and method == "cvm" and not full_pass and not checkpointed
             and not progressive)
 
 
