@@ -169,8 +169,8 @@ def _fit_memory(X, ys, neg, pos, P, C, levels, patience, m, init_size, max_core,
     and SOR warm started from the previous solution. A row's kernel column
     (``_column``) serves its distances to the center and its row of G.
     Returns (core rows, x = [g; a], G, K among the core rows (float32 columns
-    [rows, t]), steps, solves, history [levels, 4] (core size, c2, R2, SOR
-    steps))."""
+    [rows, t]), steps, solves, history [levels, 5] (core size, c2, R2, SOR
+    steps, samples drawn))."""
     np.random.seed(seed)
     n = X.shape[0]
     s = P.shape[1]
@@ -188,7 +188,8 @@ def _fit_memory(X, ys, neg, pos, P, C, levels, patience, m, init_size, max_core,
     incore = np.zeros(n, np.bool_)
     sample = np.empty(max(m, init_size), np.int64)
     ay = np.zeros(cap)
-    hist = np.zeros((len(levels), 4))
+    hist = np.zeros((len(levels), 5))
+    draws = 0
     t = 0
     steps = 0
     solves = 0
@@ -209,6 +210,7 @@ def _fit_memory(X, ys, neg, pos, P, C, levels, patience, m, init_size, max_core,
                 new = first
                 calm = patience
             else:
+                draws += 1
                 cnt = _draw(neg, m - m // 2, incore, sample, 0)
                 cnt = _draw(pos, m // 2, incore, sample, cnt)
                 if cnt == 0:
@@ -296,6 +298,7 @@ def _fit_memory(X, ys, neg, pos, P, C, levels, patience, m, init_size, max_core,
             hist[e - 1, 1] = c2
             hist[e - 1, 2] = R2
             hist[e - 1, 3] = steps
+            hist[e - 1, 4] = draws
     if loose > 0.0:             # the last core set's QP to the tolerance asked
         sa = x[s:s + t].sum()
         steps += _sor(G, x, grad, invd, s, s + t, 1.0, tol * max(sa, 1.0), 10_000_000)
@@ -450,14 +453,19 @@ class MMDASolver:
     + 1/C`` for the RBF kernel, so Delta = 0) with its center orthogonal to
     the directions of ``basis`` (a :class:`Basis`), grown from the furthest
     violator of random samples while eps is annealed (as
-    :class:`~.meb.MEBSolver`), its core QP solved by :func:`sor`, warm started
+    :class:`~.meb.MEBSolver`), its core QP solved by SOR, warm started
     (to steps below ``tol`` times ``1'a``).
 
     ``fit(pool, classes)`` draws from a :class:`streamcvm.data.sampling.ChunkPool`
     (``classes = (neg, pos)``: the sides; target +-1). Afterwards
-    :meth:`unit_direction` is the new unit direction."""
+    :meth:`unit_direction` is the new unit direction. ``cache``: a
+    :class:`RowKernels` shared by the directions of a fit (the in-memory
+    route's kernel columns and projections); ``memory=False``: always the
+    sample-by-sample route."""
 
     PATIENCE = 7
+    MEMORY_BYTES = 1 << 30  # the in-memory route for pooled stores of at most this many dense bytes
+    LOOSE = 0.1             # in-memory route: solves while growing stop at steps <= LOOSE eps 1'a
 
     def __init__(self, kernel, *, C, eps, basis=None, sample_size=SAMPLE_SIZE, init_size=20,
                  max_core=None, tol=1e-8, cache=None, memory=True):
@@ -526,15 +534,13 @@ class MMDASolver:
     # -- the loop -------------------------------------------------------------
     def fit(self, pool, classes):
         """Algorithm 1 on ``pool``'s rows: in one compiled loop
-        (:func:`_fit_memory`) when the pool holds the whole store and its rows
-        fit in memory densely (``MEMORY_BYTES``), else sample by sample."""
+        (:func:`_fit_memory`, its own draws seeded from ``pool.rng``) when the
+        pool holds the whole store and its rows fit in memory densely
+        (``MEMORY_BYTES``), else sample by sample through the pool."""
         got = pool.all_rows() if self.memory else None
         if got is not None and got[1].shape[0] * got[1].shape[1] * 4 <= self.MEMORY_BYTES:
             return self._fit_memory(pool, classes, *got)
         return self._fit_samples(pool, classes)
-
-    MEMORY_BYTES = 1 << 30
-    LOOSE = 0.1     # in-memory route: solves while growing stop at LOOSE * eps (see fit)
 
     def _fit_memory(self, pool, classes, ids, X, y):
         from .meb import eps_levels
@@ -562,7 +568,7 @@ class MMDASolver:
         self.c2 = float((x @ G @ x) / sa ** 2)
         self.R2 = self.kt - self.c2
         self.history = [{"eps": float(e), "core_size": int(h[0]), "c2": float(h[1]),
-                         "radius2": float(h[2]), "sor_steps": int(h[3])}
+                         "radius2": float(h[2]), "sor_steps": int(h[3]), "samples": int(h[4])}
                         for e, h in zip(levels, hist)]
         return self
 
