@@ -143,3 +143,28 @@ def test_transformer_contract_and_pipeline():
     assert pipe.score(X, y) > 0.8
     with pytest.raises(ValueError, match="two classes"):
         MMDATransformer().fit(X, np.zeros(len(y)))
+
+
+@pytest.mark.parametrize("name", ["laplacian", "exponential"])
+def test_in_memory_route_other_kernels(name):
+    """The compiled in-memory loop's own kernel columns (laplacian,
+    exponential): the direction is the exact QP's on all rows (cosine in
+    feature space near 1), as the sample-by-sample route's is."""
+    import streamcvm
+    from streamcvm.data.sampling import ChunkPool
+    from streamcvm.solvers.mmda import MMDASolver
+    X, y = _data(n=160, seed=2)
+    kern = Kernel(name, gamma=0.5)
+    K = kern.block(X.astype(np.float64), X.astype(np.float64))
+    n = len(y)
+    a, _, _ = sor(core_matrix(K, y, 1.0, np.zeros((n, 0))), np.zeros(n), np.zeros(0), tol=1e-12)
+    exact = a * y / np.sqrt((a * y) @ K @ (a * y))
+    store = streamcvm.as_store(X, y, chunk_rows=40)
+    for memory in (True, False):
+        pool = ChunkPool(store, np.random.default_rng(0), classes=(-1.0, 1.0))
+        solver = MMDASolver(kern, C=1.0, eps=1e-4, memory=memory).fit(pool, (-1.0, 1.0))
+        pool.close()
+        assert ("samples" in solver.history[-1]) == memory      # the route taken
+        d = solver.unit_direction()
+        cos = d.coef @ kern.block(d.rows.astype(np.float64), X.astype(np.float64)) @ exact
+        assert cos > 0.999, (memory, cos)
