@@ -81,11 +81,13 @@ def test_the_normalised_solution_is_the_constrained_meb():
     np.testing.assert_allclose(d2[at > 1e-8], R2, rtol=1e-7)
 
 
-def test_sampled_directions_match_the_exact_ones():
+@pytest.mark.parametrize("memory", [True, False])
+def test_sampled_directions_match_the_exact_ones(memory):
     """Algorithm 1 on samples (a store of 240 rows): each of two directions is
     the exact QP's (cosine in feature space near 1) and the two are
     orthonormal. (On these noisy rows nearly every row is a support row of
-    the exact second direction, so the core set is not much smaller.)"""
+    the exact second direction, so the core set is not much smaller.) Both
+    routes: the compiled in-memory loop and the sample-by-sample one."""
     import streamcvm
     from streamcvm.data.sampling import ChunkPool
     from streamcvm.solvers.mmda import Basis, Direction, MMDASolver
@@ -101,7 +103,8 @@ def test_sampled_directions_match_the_exact_ones():
         exact.append(c / np.sqrt(c @ K @ c))
         store = streamcvm.as_store(X, y, chunk_rows=60)
         pool = ChunkPool(store, np.random.default_rng(s), classes=(-1.0, 1.0))
-        solver = MMDASolver(kern, C=C, eps=1e-4, basis=Basis(got)).fit(pool, (-1.0, 1.0))
+        solver = MMDASolver(kern, C=C, eps=1e-4, basis=Basis(got),
+                            memory=memory).fit(pool, (-1.0, 1.0))
         pool.close()
         d = solver.unit_direction()
         got.append(d)
@@ -110,9 +113,11 @@ def test_sampled_directions_match_the_exact_ones():
         # the feature-space cosine between the sampled and the exact direction
         cos = (d.coef @ kern.block(d.rows, X).astype(np.float64) @ exact[s])
         assert cos > 0.999, (s, cos)
-    G = np.array([[a.coef @ kern.block(a.rows, b.rows).astype(np.float64) @ b.coef
-                   for b in got] for a in got])
-    np.testing.assert_allclose(G, np.eye(2), atol=1e-6)
+    # orthonormal in feature space (the exact kernel, float64 rows) to the
+    # precision of the solver's float32 kernel values (its core set's columns)
+    G = np.array([[a.coef @ kern.block(a.rows.astype(np.float64), b.rows.astype(np.float64))
+                   @ b.coef for b in got] for a in got])
+    np.testing.assert_allclose(G, np.eye(2), atol=1e-5)
     assert isinstance(got[0], Direction)
 
 
@@ -138,3 +143,28 @@ def test_transformer_contract_and_pipeline():
     assert pipe.score(X, y) > 0.8
     with pytest.raises(ValueError, match="two classes"):
         MMDATransformer().fit(X, np.zeros(len(y)))
+
+
+@pytest.mark.parametrize("name", ["laplacian", "exponential"])
+def test_in_memory_route_other_kernels(name):
+    """The compiled in-memory loop's own kernel columns (laplacian,
+    exponential): the direction is the exact QP's on all rows (cosine in
+    feature space near 1), as the sample-by-sample route's is."""
+    import streamcvm
+    from streamcvm.data.sampling import ChunkPool
+    from streamcvm.solvers.mmda import MMDASolver
+    X, y = _data(n=160, seed=2)
+    kern = Kernel(name, gamma=0.5)
+    K = kern.block(X.astype(np.float64), X.astype(np.float64))
+    n = len(y)
+    a, _, _ = sor(core_matrix(K, y, 1.0, np.zeros((n, 0))), np.zeros(n), np.zeros(0), tol=1e-12)
+    exact = a * y / np.sqrt((a * y) @ K @ (a * y))
+    store = streamcvm.as_store(X, y, chunk_rows=40)
+    for memory in (True, False):
+        pool = ChunkPool(store, np.random.default_rng(0), classes=(-1.0, 1.0))
+        solver = MMDASolver(kern, C=1.0, eps=1e-4, memory=memory).fit(pool, (-1.0, 1.0))
+        pool.close()
+        assert ("samples" in solver.history[-1]) == memory      # the route taken
+        d = solver.unit_direction()
+        cos = d.coef @ kern.block(d.rows.astype(np.float64), X.astype(np.float64)) @ exact
+        assert cos > 0.999, (memory, cos)

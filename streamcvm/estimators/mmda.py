@@ -21,7 +21,7 @@ from ..data.sampling import ChunkPool
 from ..data.store import as_store, is_store_like
 from ..problems.machine import Machine
 from ..solvers.kernels import Kernel
-from ..solvers.mmda import Basis, Direction, MMDASolver
+from ..solvers.mmda import Basis, Direction, MMDASolver, RowKernels
 from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, keep_params, positive_number,
                    resolve_gamma, store_classes, training_record)
 
@@ -126,6 +126,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             if fit.ck is not None:
                 fit.ck.event_gap = checkpoint_every if checkpoint_every is not None else 1.0
             machines = fit.machines
+            cache = RowKernels(kern)        # kernel columns and projections, feature to feature
             for f in fit.todo():
                 j, s = divmod(f, self.n_components)
                 t = time.perf_counter()
@@ -134,7 +135,8 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                     solver = MMDASolver(kern, C=self.C, eps=self.eps,
                                         basis=Basis(_directions(machines[f - s:f])),
                                         sample_size=self.sample_size,
-                                        max_core=self.max_core).fit(pool, sides[j])
+                                        max_core=self.max_core,
+                                        cache=cache).fit(pool, sides[j])
                 finally:
                     pool.close()
                     pool = None         # its chunks freed before the next feature's pool

@@ -18,45 +18,246 @@ import numpy as np
 from numba import njit
 
 from ..data.sampling import SAMPLE_SIZE
+from .kernels import RowKernels, column_cached
 
 SOR_OMEGA = 1.0         # the extrapolation factor omega of Algorithm 3 (Gauss-Seidel: 1)
 
 
 @njit(cache=True, nogil=True)
-def _sor(G, x, grad, t, omega, tol, max_iter):
-    """Algorithm 3's loop on ``x`` and its gradient, in place; returns the steps."""
-    n = len(x)
+def _sor(G, x, grad, invd, s, n, omega, tol, max_iter):
+    """Algorithm 3's loop on the leading ``n`` coordinates of ``x`` and their
+    gradient, in place; the first ``s`` are free, the others ``>= 0``;
+    ``invd`` = 1 / diag(G) (a vector: the diagonal is one page apart per
+    entry in G). Returns the steps."""
     for step in range(1, max_iter + 1):
-        best, bi = 0.0, -1
-        for j in range(n):
-            mv = -omega * grad[j] / G[j, j]
-            if j < t:
-                mv = max(x[j] + mv, 0.0) - x[j]       # a >= 0: clip
+        best, bi, bmv = 0.0, -1, 0.0
+        for j in range(s):
+            mv = -omega * grad[j] * invd[j]
             if abs(mv) > best:
-                best, bi = abs(mv), j
+                best, bi, bmv = abs(mv), j, mv
+        for j in range(s, n):
+            xj = x[j]
+            v = xj - omega * grad[j] * invd[j]
+            mv = (v if v > 0.0 else 0.0) - xj        # a >= 0: clip
+            if abs(mv) > best:
+                best, bi, bmv = abs(mv), j, mv
         if bi < 0 or best <= tol:
             return step
-        mv = -omega * grad[bi] / G[bi, bi]
-        if bi < t:
-            mv = max(x[bi] + mv, 0.0) - x[bi]
-        x[bi] += mv
-        for j in range(n):
-            grad[j] += G[bi, j] * mv       # G is symmetric: its row, contiguous
+        x[bi] += bmv
+        _axpy(G[bi], grad, bmv, n)      # G is symmetric: its row, contiguous
     return max_iter
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _axpy(row, y, a, n):
+    for j in range(n):
+        y[j] += row[j] * a
 
 
 def sor(G, a0, g0, omega=SOR_OMEGA, tol=1e-8, max_iter=10_000_000):
     """Algorithm 3: coordinate steps on ``min 1/2 x'Gx - [1; 0]'x``, ``x = [a;
     g]``, ``a >= 0`` (the first ``len(a0)`` coordinates), each time on the
     coordinate whose projected step is largest, until no step exceeds
-    ``tol``. Warm start from ``(a0, g0)``. Returns ``(a, g, steps)``."""
+    ``tol``. Warm start from ``(a0, g0)``. Returns ``(a, g, steps)``.
+    (:class:`MMDASolver` keeps ``[g; a]`` and its gradient in place instead.)"""
     t = len(a0)
-    G = np.ascontiguousarray(G, np.float64)
-    x = np.concatenate([np.asarray(a0, np.float64), np.asarray(g0, np.float64)])
-    lin = np.concatenate([np.ones(t), np.zeros(len(x) - t)])
-    grad = G @ x - lin
-    steps = _sor(G, x, grad, t, float(omega), float(tol), int(max_iter))
-    return x[:t], x[t:], steps
+    G = np.asarray(G, np.float64)
+    perm = np.r_[np.arange(t, len(G)), np.arange(t)]        # [g; a]: the free ones first
+    Gp = np.ascontiguousarray(G[np.ix_(perm, perm)])
+    x = np.concatenate([np.asarray(g0, np.float64), np.asarray(a0, np.float64)])
+    lin = np.concatenate([np.zeros(len(x) - t), np.ones(t)])
+    grad = Gp @ x - lin
+    s = len(x) - t
+    invd = 1.0 / np.diagonal(Gp)
+    steps = _sor(Gp, x, grad, invd, s, len(x), float(omega), float(tol), int(max_iter))
+    return x[s:], x[:s], steps
+
+
+# -- the in-memory route: one compiled loop per direction ---------------------
+@njit(cache=True, nogil=True)
+def _draw(cands, need, incore, out, m):
+    """``need`` uniform random rows of ``cands`` not in the core set (with
+    replacement, as ChunkPool.draw) appended to ``out[m:]``; returns the count."""
+    if len(cands) == 0:
+        return m
+    for _ in range(need):
+        for _try in range(64):
+            r = cands[np.random.randint(0, len(cands))]
+            if not incore[r]:
+                out[m] = r
+                m += 1
+                break
+    return m
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _dot(k, w, t):
+    """``sum_j k_j w_j`` over the first ``t`` entries (float32 ``k``)."""
+    acc = 0.0
+    for j in range(t):
+        acc += np.float64(k[j]) * w[j]
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def _grow(a, n):
+    """``a`` (a vector) in a longer buffer of ``n`` entries."""
+    b = np.zeros(n, a.dtype)
+    b[:len(a)] = a
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _fit_memory(X, ys, neg, pos, P, C, levels, patience, m, init_size, max_core, tol, loose,
+                seed, code, gamma, GC, slot_of, id_of, ring, Kf, G):
+    """Algorithm 1 on rows ``X`` in memory (labels ``ys`` +-1, 0: neither
+    side; sides ``neg`` / ``pos``; ``P`` [rows, s] the projections onto the
+    directions before): the core set grows one furthest violator at a time,
+    the core matrix in place (``[g; a]``: the free coordinates first, so a
+    row entering appends a row and a column), its gradient kept up to date
+    and SOR warm started from the previous solution. A row's kernel column
+    (``column_cached``) serves its distances to the center and its row of G.
+    Returns (core rows, x = [g; a], G, K among the core rows (float32 columns
+    [rows, t]), steps, solves, history [levels, 5] (core size, c2, R2, SOR
+    steps, samples drawn))."""
+    np.random.seed(seed)
+    n = X.shape[0]
+    s = P.shape[1]
+    kt = 2.0 + 1.0 / C
+    cap = Kf.shape[1] - 16      # Kf [rows, cap + 16], G: buffers kept from direction to direction
+    if G.shape[0] < s + cap:
+        G = np.empty((s + cap, s + cap))
+    core = np.empty(cap, np.int64)
+    G[:s, :s] = 0.0
+    x = np.zeros(s + cap)
+    grad = np.zeros(s + cap)
+    invd = np.ones(s + cap)
+    for q in range(s):
+        G[q, q] = 1.0
+    incore = np.zeros(n, np.bool_)
+    sample = np.empty(max(m, init_size), np.int64)
+    ay = np.zeros(cap)
+    hist = np.zeros((len(levels), 5))
+    draws = 0
+    t = 0
+    steps = 0
+    solves = 0
+    # the first rows: init_size random rows, half of each side
+    k = _draw(neg, init_size - init_size // 2, incore, sample, 0)
+    for i in range(k):
+        incore[sample[i]] = True
+    k2 = _draw(pos, init_size // 2, incore, sample, k)
+    for i in range(k, k2):
+        incore[sample[i]] = True
+    first = sample[:k2].copy()
+    c2 = 0.0
+    R2 = 0.0
+    for e in range(len(levels) + 1):
+        calm = 0
+        while calm < patience:
+            if e == 0:              # the first rows enter, then one solve
+                new = first
+                calm = patience
+            else:
+                draws += 1
+                cnt = _draw(neg, m - m // 2, incore, sample, 0)
+                cnt = _draw(pos, m // 2, incore, sample, cnt)
+                if cnt == 0:
+                    break
+                # the furthest sampled row: d2 = c2 - 2 y (K~a)_l + kt
+                inv = 1.0 / x[s:s + t].sum()
+                ay1 = 0.0
+                for j in range(t):
+                    ay[j] = x[s + j] * ys[core[j]]
+                    ay1 += ay[j]
+                best, bk = -np.inf, -1
+                for i in range(cnt):
+                    r = sample[i]
+                    ka = ay1 + _dot(Kf[r], ay, t)
+                    for q in range(s):
+                        ka += x[q] * P[r, q]
+                    d2 = c2 - 2.0 * ys[r] * ka * inv + kt
+                    if d2 > best:
+                        best, bk = d2, i
+                full = max_core >= 0 and t >= max_core
+                eps = levels[e - 1]
+                if best <= (1.0 + eps) ** 2 * R2 or full:
+                    calm += 1
+                    continue
+                calm = 0
+                new = sample[bk:bk + 1].copy()
+            for r in new:
+                if t == cap:
+                    cap *= 2
+                    core = _grow(core, cap)
+                    ay = _grow(ay, cap)
+                    Kf2 = np.empty((n, cap + 16), np.float32)
+                    Kf2[:, :t] = Kf[:, :t]
+                    Kf = Kf2
+                    G2 = np.empty((s + cap, s + cap))
+                    G2[:s + t, :s + t] = G[:s + t, :s + t]
+                    G = G2
+                    x = _grow(x, s + cap)
+                    grad = _grow(grad, s + cap)
+                    invd = _grow(invd, s + cap)
+                col = column_cached(X, r, code, gamma, GC, slot_of, id_of, ring)
+                for i in range(n):
+                    Kf[i, t] = col[i]
+                incore[r] = True
+                core[t] = r
+                kk = s + t
+                yr = ys[r]
+                g = -1.0
+                for j in range(t):
+                    v = yr * ys[core[j]] * (np.float64(Kf[r, j]) + 1.0)
+                    G[kk, s + j] = v
+                    G[s + j, kk] = v
+                    g += v * x[s + j]
+                for q in range(s):
+                    v = yr * P[r, q]
+                    G[kk, q] = v
+                    G[q, kk] = v
+                    g += v * x[q]
+                G[kk, kk] = np.float64(Kf[r, t]) + 1.0 + 1.0 / C
+                invd[kk] = 1.0 / G[kk, kk]
+                x[kk] = 0.0
+                grad[kk] = g + G[kk, kk] * x[kk]
+                t += 1
+            if e == 0:               # alpha = 1/t, then the full gradient once
+                for j in range(t):
+                    x[s + j] = 1.0 / t
+                for j in range(s + t):
+                    acc = -1.0 if j >= s else 0.0
+                    for i in range(s + t):
+                        acc += G[j, i] * x[i]
+                    grad[j] = acc
+            sa = x[s:s + t].sum()
+            rel = max(tol, loose * levels[max(e - 1, 0)])
+            steps += _sor(G, x, grad, invd, s, s + t, 1.0, rel * max(sa, 1.0), 10_000_000)
+            solves += 1
+            # ||c||^2 = x'Gx / (1'a)^2 = (x'grad + 1'a) / (1'a)^2 (eqs. 23, 35)
+            sa = x[s:s + t].sum()
+            xg = 0.0
+            for j in range(s + t):
+                xg += x[j] * grad[j]
+            c2 = (xg + sa) / (sa * sa)
+            R2 = kt - c2
+        if e > 0:
+            hist[e - 1, 0] = t
+            hist[e - 1, 1] = c2
+            hist[e - 1, 2] = R2
+            hist[e - 1, 3] = steps
+            hist[e - 1, 4] = draws
+    if loose > 0.0:             # the last core set's QP to the tolerance asked
+        sa = x[s:s + t].sum()
+        steps += _sor(G, x, grad, invd, s, s + t, 1.0, tol * max(sa, 1.0), 10_000_000)
+        hist[len(levels) - 1, 3] = steps
+    K = np.empty((t, t), np.float32)
+    for i in range(t):
+        for j in range(t):
+            K[i, j] = Kf[core[i], j]
+    return (core[:t].copy(), x[:s + t].copy(), G[:s + t, :s + t].copy(), K, steps, solves, hist,
+            Kf, G)
 
 
 def core_matrix(K, y, C, B):
@@ -139,23 +340,29 @@ class MMDASolver:
     + 1/C`` for the RBF kernel, so Delta = 0) with its center orthogonal to
     the directions of ``basis`` (a :class:`Basis`), grown from the furthest
     violator of random samples while eps is annealed (as
-    :class:`~.meb.MEBSolver`), its core QP solved by :func:`sor`, warm started
+    :class:`~.meb.MEBSolver`), its core QP solved by SOR, warm started
     (to steps below ``tol`` times ``1'a``).
 
     ``fit(pool, classes)`` draws from a :class:`streamcvm.data.sampling.ChunkPool`
     (``classes = (neg, pos)``: the sides; target +-1). Afterwards
-    :meth:`unit_direction` is the new unit direction."""
+    :meth:`unit_direction` is the new unit direction. ``cache``: a
+    :class:`RowKernels` shared by the directions of a fit (the in-memory
+    route's kernel columns and projections); ``memory=False``: always the
+    sample-by-sample route."""
 
     PATIENCE = 7
+    MEMORY_BYTES = 1 << 30  # the in-memory route for pooled stores of at most this many dense bytes
+    LOOSE = 0.1             # in-memory route: solves while growing stop at steps <= LOOSE eps 1'a
 
     def __init__(self, kernel, *, C, eps, basis=None, sample_size=SAMPLE_SIZE, init_size=20,
-                 max_core=None, tol=1e-8):
+                 max_core=None, tol=1e-8, cache=None, memory=True):
         if not kernel.constant_diagonal:
             raise ValueError(f"MMDA needs a kernel with constant k(x, x), not {kernel.name!r}")
         self.kernel, self.C, self.eps = kernel, float(C), float(eps)
         self.basis = Basis() if basis is None else basis
         self.sample_size, self.init_size, self.max_core = sample_size, init_size, max_core
         self.tol = tol
+        self.cache, self.memory = cache, memory
         self.kt = 1.0 + 1.0 + 1.0 / self.C          # kappa = 1 (rbf, laplacian, exponential)
         self.ids = np.empty(0, np.int64)
         self.rows = None
@@ -213,6 +420,48 @@ class MMDASolver:
 
     # -- the loop -------------------------------------------------------------
     def fit(self, pool, classes):
+        """Algorithm 1 on ``pool``'s rows: in one compiled loop
+        (:func:`_fit_memory`, its own draws seeded from ``pool.rng``) when the
+        pool holds the whole store, its rows fit in memory densely
+        (``MEMORY_BYTES``) and the kernel is exp(-gamma d) (rbf, laplacian,
+        exponential), else sample by sample through the pool."""
+        exp_kernel = self.kernel.name in ("rbf", "laplacian", "exponential")   # _kcol's kernels
+        got = pool.all_rows() if self.memory and exp_kernel else None
+        if got is not None and got[1].shape[0] * got[1].shape[1] * 4 <= self.MEMORY_BYTES:
+            return self._fit_memory(pool, classes, *got)
+        return self._fit_samples(pool, classes)
+
+    def _fit_memory(self, pool, classes, ids, X, y):
+        from .meb import eps_levels
+        cache = self.cache if self.cache is not None else RowKernels(self.kernel)
+        cache.bind(ids, X)
+        y = np.asarray(y)[np.argsort(np.asarray(ids, np.int64), kind="stable")]
+        ys = np.where(np.isin(y, classes[1]), 1.0, np.where(np.isin(y, classes[0]), -1.0, 0.0))
+        P = cache.projections(self.basis)
+        levels = np.asarray(eps_levels(self.eps), np.float64)
+        seed = int(pool.rng.integers(2 ** 31 - 1))
+        core, x, G, K, steps, solves, hist, cache.Kf, cache.G = _fit_memory(
+            cache.X, ys, np.flatnonzero(ys < 0), np.flatnonzero(ys > 0), P, self.C, levels,
+            self.PATIENCE, int(self.sample_size), int(self.init_size),
+            -1 if self.max_core is None else int(self.max_core), float(self.tol),
+            float(self.LOOSE), seed,
+            cache.code, float(self.kernel.gamma), cache.GC, cache.slot_of, cache.id_of,
+            cache.ring, cache.Kf, cache.G)
+        s = self.basis.s
+        self.ids, self.rows, self.y = cache.ids[core], cache.X[core], ys[core]
+        self.K = K.astype(np.float64)
+        self.B = G[s:, :s].copy() if s else np.empty((len(core), 0))
+        self.gamma, self.alpha = x[:s].copy(), x[s:].copy()
+        self.n_iter, self.sor_steps = int(solves), int(steps)
+        sa = self.alpha.sum()
+        self.c2 = float((x @ G @ x) / sa ** 2)
+        self.R2 = self.kt - self.c2
+        self.history = [{"eps": float(e), "core_size": int(h[0]), "c2": float(h[1]),
+                         "radius2": float(h[2]), "sor_steps": int(h[3]), "samples": int(h[4])}
+                        for e, h in zip(levels, hist)]
+        return self
+
+    def _fit_samples(self, pool, classes):
         from .meb import eps_levels
         ids, X, y = pool.draw(self.init_size, classes=classes, target="binary")[:3]
         self._add(ids, X, y)
