@@ -429,6 +429,34 @@ def test_exact_kernel_rows_are_the_kernel_blocks():
     assert np.abs(K_rbf - Kernel("rbf", gamma=0.7).block(X, X)[5]).max() < 1e-6
 
 
+def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr_problem):
+    """Kernel rows computed a batch at a time (_rbf_rows: the initial weights'
+    rows, SMO's misses with the next rows it may grow) are bit for bit the
+    rows _rbf_row makes one at a time, in any order and batch size; a solve
+    on rows computed on demand in batches gives the very solution of one on
+    the whole matrix, with the rows of its weighted points computed."""
+    from streamcvm.solvers.smo import _ensure, _rbf_rows, kernel_rows, svr_exact
+    X, _ = _friedman(300)
+    k = Kernel("rbf", gamma=0.7)
+    one = kernel_rows(k, X)
+    for i in range(300):
+        _ensure(i, *one)
+    batched = kernel_rows(k, X)
+    idx = np.random.default_rng(3).permutation(300)
+    for a, b in ((0, 1), (1, 70), (70, 133), (133, 300)):
+        _rbf_rows(idx[a:b], *batched)
+    assert batched[1].all() and np.array_equal(batched[0], one[0])
+    X, t, k, store, C, mu, pts, *_ = svr_problem
+    lazy = kernel_rows(k, X)
+    got = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, 1e-4, K=lazy)
+    ref = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, 1e-4,
+                    K=kernel_rows(k, X, lazy=False))
+    assert np.array_equal(got["ap"], ref["ap"]) and np.array_equal(got["am"], ref["am"])
+    assert got["n_iter"] == ref["n_iter"] and got["c2"] == ref["c2"]
+    w = (got["ap"] > 0) | (got["am"] > 0)
+    assert lazy[1][w].all()
+
+
 def test_regressor_defaults_solve_small_data_exactly_and_max_core_keeps_cvm():
     """CVMRegressor() on in-memory rows takes the exact path (C = 2 x rows);
     a given max_core, or method="fvm", keeps the core-set solvers."""
