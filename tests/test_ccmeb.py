@@ -432,7 +432,7 @@ def test_exact_kernel_rows_are_the_kernel_blocks():
 def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr_problem):
     """Kernel rows computed a batch at a time (_rbf_rows: the initial weights'
     rows, SMO's misses with the next rows it may grow) are bit for bit the
-    rows _rbf_row makes one at a time, in any order and batch size; a solve
+    rows _ensure makes one at a time, in any order and batch size; a solve
     on rows computed on demand in batches gives the very solution of one on
     the whole matrix, with the rows of its weighted points computed."""
     from streamcvm.solvers.smo import _ensure, _rbf_rows, kernel_rows, svr_exact

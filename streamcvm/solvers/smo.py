@@ -159,41 +159,19 @@ CHECK_EVERY = 1000     # SMO steps between two scans of ||c||^2 (the relative st
 FAST = {"nnan", "ninf", "nsz"}      # max / min reductions vectorise; arithmetic as written
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _rbf_row(i, X, XT, sq, gamma, row, kbuf):
-    """row = exp(-gamma max(sq_i + sq - 2 X X_i, 0)) (float32, as the kernel
-    blocks; ``XT``: X transposed, C-contiguous; ``kbuf``: int32 scratch of
-    len(row)). The dot products run along contiguous feature rows of ``XT``
-    in a fixed order, so the matrix of all rows is exactly symmetric."""
-    m, d = X.shape
-    zero = np.float32(0.0)
-    two = np.float32(2.0)
-    xi = X[i, 0]
-    xr = XT[0]
-    for j in range(m):
-        row[j] = xi * xr[j]
-    for k in range(1, d):
-        xi = X[i, k]
-        xr = XT[k]
-        for j in range(m):
-            row[j] += xi * xr[j]
-    si = sq[i]
-    for j in range(m):
-        row[j] = -gamma * max(si + sq[j] - two * row[j], zero)
-    exp_nonpos(row, row, kbuf)
-
-
 RBF_BATCH = 64     # kernel rows computed together (_rbf_rows): X read once per batch
 RBF_TILE = 256     # columns per tile of a batch's dot products
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rbf_rows(idx, K, have, X, XT, sq, gamma, kbuf):
-    """Rows ``idx`` of the kernel matrix, as :func:`_rbf_row` makes them
-    (the same dot products in the same order, so bit for bit the same
-    values), a batch at a time: each tile of ``RBF_TILE`` columns of ``XT``
-    is read once for every row of the batch (one row at a time reads all of
-    X for each row: memory-bound)."""
+    """Rows ``idx`` of the kernel matrix: exp(-gamma max(sq_i + sq - 2 X
+    X_i, 0)) (float32, as the kernel blocks; ``XT``: X transposed,
+    C-contiguous; ``kbuf``: int32 scratch of m). Each tile of ``RBF_TILE``
+    columns of ``XT`` is read once for every row of the batch (one row at a
+    time reads all of X for each row: memory-bound). Every dot product runs
+    over the features in order, whatever the batch, so each value is bit for
+    bit the same in any batch and the matrix of all rows exactly symmetric."""
     m, d = X.shape
     nb = len(idx)
     zero = np.float32(0.0)
@@ -246,8 +224,7 @@ def _fill(idx, K, have, X, XT, sq, gamma, kbuf):
 def _ensure(i, K, have, X, XT, sq, gamma, kbuf):
     """Row i of the kernel matrix, computed on first use (:func:`kernel_rows`)."""
     if not have[i]:
-        _rbf_row(i, X, XT, sq, gamma, K[i], kbuf)
-        have[i] = True
+        _rbf_rows(np.array([i], np.int64), K, have, X, XT, sq, gamma, kbuf)
     return K[i]
 
 
@@ -527,12 +504,9 @@ def svr_smo(K, have, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u, tol, rel
 def kernel_rows(kernel, X, sq=None, lazy=True, block=2048):
     """The rows' m x m float32 kernel matrix for :func:`svr_smo`, as a tuple
     ``(K, have, X, XT, sq, gamma, kbuf)``. Dense rows with the RBF kernel
-    and ``lazy``: each row computed when SMO first needs it
-    (:func:`_rbf_row`; the matrix is allocated, its untouched rows never
-    paged in: SMO needs the rows of the support vectors and of its
-    candidates, 41-62% of them on four of the six protocol sets). Others:
-    computed whole (row blocks of :meth:`Kernel.block` written in place,
-    RBF rows by :func:`_rbf_row`), ``have`` all True."""
+    and ``lazy``: rows computed when SMO first needs them (:func:`_rbf_rows`;
+    untouched rows never paged in). Others: computed whole (blocks of
+    :meth:`Kernel.block` in place, RBF by :func:`_rbf_rows`), ``have`` True."""
     import scipy.sparse as sp
     from .kernels import RBF, sq_norms
     m = X.shape[0]
