@@ -429,6 +429,34 @@ def test_exact_kernel_rows_are_the_kernel_blocks():
     assert np.abs(K_rbf - Kernel("rbf", gamma=0.7).block(X, X)[5]).max() < 1e-6
 
 
+def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr_problem):
+    """Kernel rows computed a batch at a time (_rbf_rows: the initial weights'
+    rows, SMO's misses with the next rows it may grow) are bit for bit the
+    rows _ensure makes one at a time, in any order and batch size; a solve
+    on rows computed on demand in batches gives the very solution of one on
+    the whole matrix, with the rows of its weighted points computed."""
+    from streamcvm.solvers.smo import _ensure, _rbf_rows, kernel_rows, svr_exact
+    X, _ = _friedman(300)
+    k = Kernel("rbf", gamma=0.7)
+    one = kernel_rows(k, X)
+    for i in range(300):
+        _ensure(i, *one)
+    batched = kernel_rows(k, X)
+    idx = np.random.default_rng(3).permutation(300)
+    for a, b in ((0, 1), (1, 70), (70, 133), (133, 300)):
+        _rbf_rows(idx[a:b], *batched)
+    assert batched[1].all() and np.array_equal(batched[0], one[0])
+    X, t, k, store, C, mu, pts, *_ = svr_problem
+    lazy = kernel_rows(k, X)
+    got = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, 1e-4, K=lazy)
+    ref = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, 1e-4,
+                    K=kernel_rows(k, X, lazy=False))
+    assert np.array_equal(got["ap"], ref["ap"]) and np.array_equal(got["am"], ref["am"])
+    assert got["n_iter"] == ref["n_iter"] and got["c2"] == ref["c2"]
+    w = (got["ap"] > 0) | (got["am"] > 0)
+    assert lazy[1][w].all()
+
+
 def test_regressor_defaults_solve_small_data_exactly_and_max_core_keeps_cvm():
     """CVMRegressor() on in-memory rows takes the exact path (C = 2 x rows);
     a given max_core, or method="fvm", keeps the core-set solvers."""
@@ -440,6 +468,32 @@ def test_regressor_defaults_solve_small_data_exactly_and_max_core_keeps_cvm():
     assert "exact" not in c.history_[-1] and c.C_ == 5.0 * len(t)
     f = CVMRegressor(mu=0.1, gamma=1.0, method="fvm").fit(X, t)
     assert "exact" not in f.history_[-1]
+
+
+def test_regressor_trials_before_an_exact_fit_take_fewer_rows(monkeypatch):
+    """mu / gamma trials before an exact final fit (on at least
+    SELECT_EXACT_MIN_ROWS rows: 2,000 here) are fitted on SELECT_FIT_EXACT
+    held-out rows (600 here), before a CVM fit or a smaller exact one on
+    SELECT_FIT (here all the rows the validation ones leave)."""
+    from streamcvm import CVMRegressor
+    from streamcvm.problems import regression as R
+    drawn = []
+    real = R.held_out
+
+    def spy(store, n_fit, n_val, seed, runner=None):
+        fit, val = real(store, n_fit, n_val, seed, runner)
+        drawn.append(len(fit[1]))
+        return fit, val
+    monkeypatch.setattr(R, "held_out", spy)
+    monkeypatch.setattr(R, "SELECT_EXACT_MIN_ROWS", 2000)
+    monkeypatch.setattr(R, "SELECT_FIT_EXACT", 600)
+    X, t = _friedman(2400)      # 1,200 validation rows; up to 1,200 left to fit
+    CVMRegressor(mu=0.1, gamma=1.0).fit(X, t)
+    CVMRegressor(mu=0.1, gamma=1.0, max_core=300).fit(X, t)
+    CVMRegressor(mu=0.1, gamma=1.0).fit(X[:1900], t[:1900])
+    # (the hash-keyed draw takes about the share asked)
+    assert 540 <= drawn[0] <= 600 and drawn[1] > 1100 and drawn[2] > 850
+    assert R.SELECT_FIT >= 2000
 
 
 def test_regressor_exact_path_needs_room_for_its_matrix(monkeypatch):

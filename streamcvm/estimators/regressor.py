@@ -148,7 +148,9 @@ class CVMRegressor(RegressorMixin, _OneMachine):
                               # a progressive fit: every (mu, gamma) pair, since the SV
                               # share sets how many rows its core budget reaches; no
                               # row-statistics pass (the stages use their samples')
-                              progressive=progressive)
+                              progressive=progressive,
+                              # an exact final fit: trials on SELECT_FIT_EXACT rows
+                              exact=exact)
         self.mu_, gamma, self.selection_, stats = pre["mu"], pre["gamma"], pre["trials"], \
             pre["stats"]
         self.gamma_ = float(gamma)

@@ -240,6 +240,15 @@ MU_GRID = (0.03, 0.1, 0.3, 1.0)
 MU_FIRST = 2                # gamma is chosen at MU_GRID[MU_FIRST], then mu at that gamma
 GAMMA_GRID = (1.0, 2.0)
 SELECT_FIT, SELECT_VAL = 2000, 2000
+# trial fits' rows before an exact final fit (exact_fit: at most EXACT_ROWS rows)
+# on at least SELECT_EXACT_MIN_ROWS rows: each trial is an O(rows^2) exact SMO
+# (0.3-0.4 s for the five at 2,000 rows, a third of cpu_act's fit), and on the six
+# protocol sets 1,000 rows chose a (mu, gamma) about as good as 2,000 did (docs/
+# solvers.md). Fewer rows choose less surely (tests' 3,000-row long-tailed set:
+# 1,000 chose worse than its 1,500), and below a few thousand rows the trials cost
+# little in seconds, so smaller stores keep SELECT_FIT.
+SELECT_FIT_EXACT = 1000
+SELECT_EXACT_MIN_ROWS = 5000
 SELECT_MIN_ROWS = 200       # fewer rows: no selection (mu = 0.1 sd, gamma x 1)
 SELECT_SLACK = 0.01         # ... the fewest support vectors within 1% of the best RMSE
 TUBE_WARN, BIAS_WARN = 0.95, 0.25   # fit_warnings: tube share of rows, |mean residual| / sd
@@ -353,17 +362,21 @@ def fit_warnings(f, y, epsilon_bar, sd):
 
 
 def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method, eps,
-                seed=0, runner=None, log=None, progressive=False):
+                seed=0, runner=None, log=None, progressive=False, exact=False):
     """What :class:`~streamcvm.estimators.CVMRegressor` needs before its fit:
     one pass for the targets' statistics (``stats``, for
     :func:`train_regressor`; None for a ``progressive`` fit, whose stages
-    take their samples' own), one for a held-out sample, and mu and gamma
+    take their samples' own), one for a held-out sample (``SELECT_FIT``
+    rows to fit, ``SELECT_FIT_EXACT`` when the final fit is ``exact`` on at
+    least ``SELECT_EXACT_MIN_ROWS`` rows, and
+    ``SELECT_VAL`` to score), and mu and gamma
     (:func:`select_params`, over the full grid when ``progressive``;
     ``log(message)`` first says what is chosen).
     Returns a dict: mu, gamma, trials, stats, sd, check (the validation rows
     (X, y), for :func:`fit_warnings`)."""
     stats = None if progressive else row_stats(store, runner=runner)
-    sample = held_out(store, SELECT_FIT, SELECT_VAL, seed, runner)
+    few = exact and store.n >= SELECT_EXACT_MIN_ROWS
+    sample = held_out(store, SELECT_FIT_EXACT if few else SELECT_FIT, SELECT_VAL, seed, runner)
     # the spread from the sample (centred in float64: no cancellation on a target
     # far from 0), the store's moments when it is too small (never progressive:
     # those stores have more than MIN_ROWS rows)

@@ -159,48 +159,112 @@ CHECK_EVERY = 1000     # SMO steps between two scans of ||c||^2 (the relative st
 FAST = {"nnan", "ninf", "nsz"}      # max / min reductions vectorise; arithmetic as written
 
 
+RBF_BATCH = 64     # kernel rows computed together (_rbf_rows): X read once per batch
+RBF_TILE = 256     # columns per tile of a batch's dot products
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def _rbf_row(i, X, XT, sq, gamma, row, kbuf):
-    """row = exp(-gamma max(sq_i + sq - 2 X X_i, 0)) (float32, as the kernel
-    blocks; ``XT``: X transposed, C-contiguous; ``kbuf``: int32 scratch of
-    len(row)). The dot products run along contiguous feature rows of ``XT``
-    in a fixed order, so the matrix of all rows is exactly symmetric."""
+def _rbf_rows(idx, K, have, X, XT, sq, gamma, kbuf):
+    """Rows ``idx`` of the kernel matrix: exp(-gamma max(sq_i + sq - 2 X
+    X_i, 0)) (float32, as the kernel blocks; ``XT``: X transposed,
+    C-contiguous; ``kbuf``: int32 scratch of m). Each tile of ``RBF_TILE``
+    columns of ``XT`` is read once for every row of the batch (one row at a
+    time reads all of X for each row: memory-bound). Every dot product runs
+    over the features in order, whatever the batch, so each value is bit for
+    bit the same in any batch and the matrix of all rows exactly symmetric."""
     m, d = X.shape
+    nb = len(idx)
     zero = np.float32(0.0)
     two = np.float32(2.0)
-    xi = X[i, 0]
-    xr = XT[0]
-    for j in range(m):
-        row[j] = xi * xr[j]
-    for k in range(1, d):
-        xi = X[i, k]
-        xr = XT[k]
-        for j in range(m):
-            row[j] += xi * xr[j]
-    si = sq[i]
-    for j in range(m):
-        row[j] = -gamma * max(si + sq[j] - two * row[j], zero)
-    exp_nonpos(row, row, kbuf)
+    G = np.empty((nb, RBF_TILE), np.float32)
+    for j0 in range(0, m, RBF_TILE):
+        w = min(j0 + RBF_TILE, m) - j0
+        xr = XT[0, j0:j0 + w]
+        for b in range(nb):
+            xi = X[idx[b], 0]
+            g = G[b]
+            for j in range(w):
+                g[j] = xi * xr[j]
+        for k in range(1, d):
+            xr = XT[k, j0:j0 + w]
+            for b in range(nb):
+                xi = X[idx[b], k]
+                g = G[b]
+                for j in range(w):
+                    g[j] += xi * xr[j]
+        for b in range(nb):
+            i = idx[b]
+            si = sq[i]
+            row = K[i, j0:j0 + w]
+            g = G[b]
+            sr = sq[j0:j0 + w]
+            for j in range(w):
+                row[j] = -gamma * max(si + sr[j] - two * g[j], zero)
+    for b in range(nb):
+        i = idx[b]
+        exp_nonpos(K[i], K[i], kbuf)
+        have[i] = True
+
+
+@njit(cache=True, nogil=True)
+def _fill(idx, K, have, X, XT, sq, gamma, kbuf):
+    """The missing rows among ``idx`` (:func:`_rbf_rows`, ``RBF_BATCH`` at a
+    time; rows of a matrix made whole are never missing)."""
+    miss = np.empty(len(idx), np.int64)
+    n = 0
+    for i in idx:
+        if not have[i]:
+            miss[n] = i
+            n += 1
+    for a in range(0, n, RBF_BATCH):
+        _rbf_rows(miss[a:min(a + RBF_BATCH, n)], K, have, X, XT, sq, gamma, kbuf)
 
 
 @njit(cache=True, nogil=True)
 def _ensure(i, K, have, X, XT, sq, gamma, kbuf):
     """Row i of the kernel matrix, computed on first use (:func:`kernel_rows`)."""
     if not have[i]:
-        _rbf_row(i, X, XT, sq, gamma, K[i], kbuf)
-        have[i] = True
+        _rbf_rows(np.array([i], np.int64), K, have, X, XT, sq, gamma, kbuf)
+    return K[i]
+
+
+@njit(cache=True, nogil=True)
+def _ensure_ahead(i, K, have, X, XT, sq, gamma, kbuf, hp, hm):
+    """Row i as :func:`_ensure`; when missing, computed in one batch with the
+    ``RBF_BATCH - 1`` missing rows of the lowest gradients (the points SMO
+    grows next: :func:`_lowest`)."""
+    if not have[i]:
+        m = len(have)
+        key = np.empty(m, np.float32)
+        ids = np.empty(m, np.int64)
+        n = 0
+        for k in range(m):
+            if not have[k] and k != i:
+                key[n] = min(hp[k], hm[k])
+                ids[n] = k
+                n += 1
+        take = min(n, RBF_BATCH - 1)
+        idx = np.empty(take + 1, np.int64)
+        idx[0] = i
+        if take > 0:
+            order = np.argsort(key[:n])[:take] if n > take else np.arange(n)
+            for a in range(take):
+                idx[a + 1] = ids[order[a]]
+        _rbf_rows(idx, K, have, X, XT, sq, gamma, kbuf)
     return K[i]
 
 
 @njit(cache=True, nogil=True)
 def _rebuild(K, have, X, XT, sq, gamma, kbuf, ap, am, u):
-    """u = (K + 1)(ap - am), from the rows with weight (K symmetric)."""
+    """u = (K + 1)(ap - am), from the rows with weight (K symmetric; their
+    missing rows computed in batches first)."""
     m = len(u)
+    _fill(np.flatnonzero((ap != 0.0) | (am != 0.0)), K, have, X, XT, sq, gamma, kbuf)
     u[:] = 0.0
     for j in range(m):
         b = ap[j] - am[j]
         if b != 0.0:
-            Kj = _ensure(j, K, have, X, XT, sq, gamma, kbuf)
+            Kj = K[j]
             for k in range(m):
                 u[k] += b * (np.float64(Kj[k]) + 1.0)
 
@@ -241,17 +305,22 @@ def _scores(k, Ki, si2, hi, qii, qd, hp, hm, w):
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _pick_j(Ki, si2, hi, qii, qd, hp, hm, w):
-    """The weighted point ``j`` with the best second-order score against the
-    point ``i`` to grow (``si2`` twice its sign, ``hi`` its gradient, ``Q_ii
-    = qii``, its row's kernel values ``Ki``): returns (j, its sign, the
-    largest gradient of a weighted point). The same row's other point has
-    ``Q_ii + Q_jj - 2 Q_ij = 4 (k_ii + 1) + 2 r``, which the general formula
-    gives too; the point i itself scores 0. Blocks of ``BLOCK`` rows, each
-    reduced in ``LANES`` running maxima (a loop numba vectorises; one running
-    maximum would not be): the best block, then the row within it."""
-    m = len(hp)
-    best = F0
+def _score_all(Ki, si2, hi, qii, qd, hp, hm, w, s, g):
+    """s[k], g[k]: the larger of row k's two points' scores and gradients
+    (:func:`_scores`); a plain loop over the rows, which numba vectorises."""
+    for k in range(len(hp)):
+        sp, sm, gp, gm = _scores(k, Ki, si2, hi, qii, qd, hp, hm, w)
+        s[k] = sp if sp > sm else sm
+        g[k] = gp if gp > gm else gm
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _max_block(s, g):
+    """(max s, the first block of ``BLOCK`` rows holding it, max g): each
+    block reduced in ``LANES`` running maxima (a loop numba vectorises; one
+    running maximum would not be)."""
+    m = len(s)
+    best = NEG
     gmax = NEG
     bb = -1
     accs = np.empty(LANES, np.float32)
@@ -259,33 +328,46 @@ def _pick_j(Ki, si2, hi, qii, qd, hp, hm, w):
     for b0 in range(0, m, BLOCK):
         b1 = min(b0 + BLOCK, m)
         n = b0 + (b1 - b0) // LANES * LANES
-        accs[:] = F0
+        accs[:] = NEG
         accg[:] = NEG
         for k0 in range(b0, n, LANES):
             for l in range(LANES):
-                sp, sm, gp, gm = _scores(k0 + l, Ki, si2, hi, qii, qd, hp, hm, w)
-                v = sp if sp > sm else sm
+                v = s[k0 + l]
                 accs[l] = v if v > accs[l] else accs[l]
-                v = gp if gp > gm else gm
+                v = g[k0 + l]
                 accg[l] = v if v > accg[l] else accg[l]
-        bs = F0
+        bs = NEG
         for k in range(n, b1):
-            sp, sm, gp, gm = _scores(k, Ki, si2, hi, qii, qd, hp, hm, w)
-            bs = max(bs, max(sp, sm))
-            gmax = max(gmax, max(gp, gm))
+            bs = max(bs, s[k])
+            gmax = max(gmax, g[k])
         for l in range(LANES):
             bs = max(bs, accs[l])
             gmax = max(gmax, accg[l])
         if bs > best:
             best = bs
             bb = b0
-    if bb >= 0:
+    return best, bb, gmax
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _pick_j(Ki, si2, hi, qii, qd, hp, hm, w, s, g):
+    """The weighted point ``j`` with the best second-order score against the
+    point ``i`` to grow (``si2`` twice its sign, ``hi`` its gradient, ``Q_ii
+    = qii``, its row's kernel values ``Ki``): returns (j, its sign, the
+    largest gradient of a weighted point); ``s``, ``g``: float32 scratch of
+    the rows' length. The same row's other point has ``Q_ii + Q_jj - 2 Q_ij
+    = 4 (k_ii + 1) + 2 r``, which the general formula gives too; the point i
+    itself scores 0. Every row's scores in one vectorised pass
+    (:func:`_score_all`), then the best block (:func:`_max_block`), then the
+    first point within it with the best score."""
+    m = len(hp)
+    _score_all(Ki, si2, hi, qii, qd, hp, hm, w, s, g)
+    best, bb, gmax = _max_block(s, g)
+    if best > F0:
         for k in range(bb, min(bb + BLOCK, m)):
-            sp, sm, gp, gm = _scores(k, Ki, si2, hi, qii, qd, hp, hm, w)
-            if sp == best:
-                return k, 1.0, gmax
-            if sm == best:
-                return k, -1.0, gmax
+            if s[k] == best:
+                sp, sm, gp, gm = _scores(k, Ki, si2, hi, qii, qd, hp, hm, w)
+                return k, (1.0 if sp == best else -1.0), gmax
     return -1, 0.0, gmax
 
 
@@ -302,7 +384,7 @@ def _update(Ki, Kj, a1, a2, hp, hm):
 
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _lowest(hp, hm):
-    """The smallest h: (row, sign). Blocks and lanes as :func:`_pick_j`."""
+    """The smallest h: (row, sign). Blocks and lanes as :func:`_max_block`."""
     m = len(hp)
     lo = np.float32(np.inf)
     bb = 0
@@ -363,6 +445,8 @@ def svr_smo(K, have, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u, tol, rel
     w = np.zeros(m, np.uint8)
     for k in range(m):
         w[k] = (1 if ap[k] > 0.0 else 0) + (2 if am[k] > 0.0 else 0)
+    sc = np.empty(m, np.float32)
+    gc = np.empty(m, np.float32)
     it = 0
     gap = np.inf
     thr = tol
@@ -377,9 +461,9 @@ def svr_smo(K, have, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u, tol, rel
             c2 = 0.5 * (ag + aq)
             thr = max(tol, rel_tol * (aq - c2))
         hi = hp[i] if si > 0 else hm[i]
-        Ki = _ensure(i, K, have, X, XT, sq, gamma, kbuf)
+        Ki = _ensure_ahead(i, K, have, X, XT, sq, gamma, kbuf, hp, hm)
         qii = qd[i]
-        j, sj, gmax = _pick_j(Ki, np.float32(2.0 * si), hi, qii, qd, hp, hm, w)
+        j, sj, gmax = _pick_j(Ki, np.float32(2.0 * si), hi, qii, qd, hp, hm, w, sc, gc)
         gap = np.float64(gmax) - np.float64(hi)
         if gap <= thr or j < 0 or it >= max_iter:
             break
@@ -420,12 +504,9 @@ def svr_smo(K, have, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u, tol, rel
 def kernel_rows(kernel, X, sq=None, lazy=True, block=2048):
     """The rows' m x m float32 kernel matrix for :func:`svr_smo`, as a tuple
     ``(K, have, X, XT, sq, gamma, kbuf)``. Dense rows with the RBF kernel
-    and ``lazy``: each row computed when SMO first needs it
-    (:func:`_rbf_row`; the matrix is allocated, its untouched rows never
-    paged in: SMO needs the rows of the support vectors and of its
-    candidates, 41-62% of them on four of the six protocol sets). Others:
-    computed whole (row blocks of :meth:`Kernel.block` written in place,
-    RBF rows by :func:`_rbf_row`), ``have`` all True."""
+    and ``lazy``: rows computed when SMO first needs them (:func:`_rbf_rows`;
+    untouched rows never paged in). Others: computed whole (blocks of
+    :meth:`Kernel.block` in place, RBF by :func:`_rbf_rows`), ``have`` True."""
     import scipy.sparse as sp
     from .kernels import RBF, sq_norms
     m = X.shape[0]
@@ -451,8 +532,7 @@ def kernel_rows(kernel, X, sq=None, lazy=True, block=2048):
 
 @njit(cache=True, nogil=True)
 def _all_rows(K, have, X, XT, sq, gamma, kbuf):
-    for i in range(K.shape[0]):
-        _ensure(i, K, have, X, XT, sq, gamma, kbuf)
+    _fill(np.arange(K.shape[0]), K, have, X, XT, sq, gamma, kbuf)
 
 
 def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None):
