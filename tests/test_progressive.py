@@ -155,10 +155,21 @@ def test_auto_keeps_the_plain_fit_while_its_core_set_stays_small(monkeypatch):
     assert plain.core_set_size_ < PROBE_CORE
     assert not any("stage_rows" in h for h in plain.history_)
     assert np.mean(plain.predict(X) == clean.y) > 0.99
+    # the probe that reached the cap is thrown away: no pass over every row
+    # certifies its eps (one costs rows x PROBE_CORE kernel values)
+    from streamcvm.solvers.meb import MEBSolver
+    certified = []
+    real = MEBSolver.certify
+    monkeypatch.setattr(MEBSolver, "certify",
+                        lambda self, *a, **k: certified.append(1) or real(self, *a, **k))
     noisy = CVMClassifier().fit(_noisy())
     stages = [h["stage_rows"] for h in noisy.history_ if "stage_validation_error" in h]
     assert len(stages) >= 2 and stages[0] < 24000 / 2       # stages on subsamples
     assert noisy.core_set_size_ >= PROBE_CORE / 2
+    assert not certified
+    # a fit capped by max_core, kept, still certifies its eps
+    capped = CVMClassifier(train_size="all", max_core=64).fit(clean)
+    assert certified and capped.core_set_size_ == 64
 
 
 # -- regression: stages judged by held-out squared errors ---------------------

@@ -77,11 +77,12 @@ def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
         # every row, sampled, while that is cheap: a core set that stays below
         # PROBE_CORE vectors (clean data) costs at most ~59 PROBE_CORE^2 / 2 kernel
         # values; one that reaches it grows with the rows, so the fit goes
-        # progressive (not checkpointed: it is short and deterministic)
+        # progressive (not checkpointed: it is short and deterministic; a probe
+        # that reaches the cap is thrown away, so no pass certifies its eps)
         cap = PROBE_CORE if solve.max_core is None else min(solve.max_core, PROBE_CORE)
         m, solver = _fit(store, kernel, classes, solve.but(resume=None, max_core=cap,
                                                            checkpointer=None, pass_progress=None),
-                         make_pool=make_pool, stop="slack", **kw)
+                         make_pool=make_pool, stop="slack", certify=False, **kw)
         if solver.ball.core.n < cap:
             return m
     if sizes is not None:

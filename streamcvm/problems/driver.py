@@ -178,7 +178,7 @@ class Solve:
 
 def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.0,
                C, full_pass=False, make_pool=None, dim=None, sparse=None, validation=None,
-               stop="slack", warm=None, exact_start=True):
+               stop="slack", warm=None, exact_start=True, certify=True):
     """Train one machine's MEB on ``store`` and return the solver.
 
     ``points``: the problem's points (:mod:`streamcvm.solvers.points`);
@@ -205,7 +205,9 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
     (``sample_size`` x |S| kernel values) costs more than an exact one (a
     column over the m rows): |S| >= m / ``SWITCH_RATIO``. A ``warm`` start
     goes on the same way: exact if its core set is already that large,
-    else sampled from the level it ended on."""
+    else sampled from the level it ended on. ``certify=False``: a fit stopped
+    by ``max_core`` skips the pass that finds the eps its center satisfies
+    (a probe whose model is thrown away when it reaches the cap)."""
     sample_size, max_core, resume = solve.sample_size, solve.max_core, solve.resume
     callback, runner = solve.callback, solve.runner
     rng = np.random.default_rng(solve.seed)
@@ -256,7 +258,7 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
                        runner=runner, pass_progress=solve.pass_progress, switch=cheaper_exact)
             if solver.switched:
                 solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
-            elif passes is None and make_pool is None and dim is None and \
+            elif certify and passes is None and make_pool is None and dim is None and \
                     max_core is not None and solver.ball.core.n >= max_core:
                 # stopped by the cap before its eps (points are the store's
                 # rows): the eps its center satisfies, from one pass
