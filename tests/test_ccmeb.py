@@ -412,10 +412,16 @@ def test_exact_svr_model_matches_the_exact_solution_and_cvm(svr_problem):
     assert np.all(np.diff(tight.sv_ids) > 0) and len(tight.coef) == len(tight.sv_ids)
 
 
+def whole_matrix(rows):
+    """The m x m matrix of a kernel-row cache holding every row, in row order."""
+    assert (rows[1] >= 0).all()
+    return rows[0][rows[1]]
+
+
 def test_exact_kernel_rows_are_the_kernel_blocks():
     """The exact path's kernel matrix, whole or row by row on first use (RBF),
     is the kernel blocks' (float32), exactly symmetric."""
-    from streamcvm.solvers.smo import _ensure, kernel_rows, whole_matrix
+    from streamcvm.solvers.smo import _ensure, kernel_rows
     X, _ = _friedman(300)
     for k in (Kernel("rbf", gamma=0.7), Kernel("laplacian", gamma=0.3)):
         K = whole_matrix(kernel_rows(k, X, lazy=False))
@@ -435,7 +441,7 @@ def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr
     rows _ensure makes one at a time, in any order and batch size; a solve
     on rows computed on demand in batches gives the very solution of one on
     the whole matrix, with the rows of its weighted points computed."""
-    from streamcvm.solvers.smo import _ensure, _fill, kernel_rows, svr_exact, whole_matrix
+    from streamcvm.solvers.smo import _ensure, _fill, kernel_rows, svr_exact
     X, _ = _friedman(300)
     k = Kernel("rbf", gamma=0.7)
     one = kernel_rows(k, X)

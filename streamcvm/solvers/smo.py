@@ -23,11 +23,7 @@ The dual is ``min f(a) = a'Q a - a'q`` on the simplex over the 2m points,
 Both points of a row share its kernel row: with ``u = (K + 1) beta``,
 ``beta_i = a_i+ - a_i-``, the gradient of a point is ``g = 2 s u_i + 2 r a_p
 - q_p``, and a step changes both points' gradients of every row by the same
-amount, opposite signs. Pairs are chosen with LIBSVM's
-second-order rule (as :func:`smo_simplex`): ``i = argmin g`` (the
-point to grow), then the ``j`` with weight that maximises
-``(g_j - g_i)^2 / (Q_ii + Q_jj - 2 Q_ij)``; the step is exact, clipped at
-``a_j``. Each step reads two kernel rows (contiguous) and makes two
+amount, opposite signs. Pairs and steps as :func:`smo_simplex`'s. Each step reads two kernel rows (contiguous) and makes two
 passes over the m rows on float32 gradients, written so that they vectorise
 (the argmin / argmax as block-and-lane reductions, then a search for the
 value in the winning block); one thread. No shrinking: at the
@@ -42,7 +38,7 @@ how far the furthest point lies outside the ball: the stopping rule.
 import numpy as np
 from numba import njit
 
-from .kernels import exp_nonpos
+from .kernels import rbf_rows
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -129,82 +125,11 @@ def smo_simplex(K, y, b, ic, alpha, g, n, tol, max_iter):
     return it
 
 
-@njit(cache=True, nogil=True)
-def gradient(K, y, b, ic, q, alpha, n):
-    """2 Q a - q over the first n core vectors (O(n^2))."""
-    g = np.empty(n)
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            if alpha[j] != 0.0:
-                s += _q(K, y, b, ic, i, j) * alpha[j]
-        g[i] = 2.0 * s - q[i]
-    return g
-
-
-@njit(cache=True, nogil=True)
-def center_sq_norm(K, y, b, ic, alpha, n):
-    """||c||^2 = a' Q a over the first n core vectors."""
-    s = 0.0
-    for i in range(n):
-        if alpha[i] == 0.0:
-            continue
-        for j in range(n):
-            if alpha[j] != 0.0:
-                s += alpha[i] * alpha[j] * _q(K, y, b, ic, i, j)
-    return s
-
-
 # -- the exact L2-SVR over every row (svr_exact) ------------------------------
 INIT_SHARE = 0.5       # rows weighted at the start (svr_exact)
 CHECK_EVERY = 1000     # SMO steps between two scans of ||c||^2 (the relative stopping rule)
 FAST = {"nnan", "ninf", "nsz"}      # max / min reductions vectorise; arithmetic as written
-
-
-RBF_BATCH = 64     # kernel rows computed together (_rbf_rows): X read once per batch
-RBF_TILE = 256     # columns per tile of a batch's dot products
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _rbf_rows(idx, dst, K, X, XT, sq, gamma, kbuf):
-    """Rows ``idx`` of the kernel matrix into rows ``dst`` of ``K``:
-    exp(-gamma max(sq_i + sq - 2 X X_i, 0)) (float32, as the kernel blocks;
-    ``XT``: X transposed, C-contiguous; ``kbuf``: int32 scratch of m). Each
-    tile of ``RBF_TILE`` columns of ``XT`` is read once for every row of the
-    batch (one row at a time reads all of X for each row: memory-bound).
-    Every dot product runs over the features in order, whatever the batch,
-    so each value is bit for bit the same in any batch (and after any
-    eviction) and the matrix of all rows exactly symmetric."""
-    m, d = X.shape
-    nb = len(idx)
-    zero = np.float32(0.0)
-    two = np.float32(2.0)
-    G = np.empty((nb, RBF_TILE), np.float32)
-    for j0 in range(0, m, RBF_TILE):
-        w = min(j0 + RBF_TILE, m) - j0
-        xr = XT[0, j0:j0 + w]
-        for b in range(nb):
-            xi = X[idx[b], 0]
-            g = G[b]
-            for j in range(w):
-                g[j] = xi * xr[j]
-        for k in range(1, d):
-            xr = XT[k, j0:j0 + w]
-            for b in range(nb):
-                xi = X[idx[b], k]
-                g = G[b]
-                for j in range(w):
-                    g[j] += xi * xr[j]
-        for b in range(nb):
-            si = sq[idx[b]]
-            row = K[dst[b], j0:j0 + w]
-            g = G[b]
-            sr = sq[j0:j0 + w]
-            for j in range(w):
-                row[j] = -gamma * max(si + sr[j] - two * g[j], zero)
-    for b in range(nb):
-        exp_nonpos(K[dst[b]], K[dst[b]], kbuf)
-
+RBF_BATCH = 64     # kernel rows computed together (kernels.rbf_rows): X read once per batch
 
 # The kernel rows (kernel_rows): a cache of ``cap`` rows of the m x m matrix,
 # ``K`` (cap x m float32), LIBSVM's: ``slot[i]``: the row of K holding kernel row
@@ -241,7 +166,7 @@ def _claim(i, since, slot, owner, last, st):
 @njit(cache=True, nogil=True)
 def _compute(miss, n, since, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
     """Kernel rows ``miss[:n]`` (not held) into the cache, ``RBF_BATCH`` at a
-    time (:func:`_rbf_rows`); none evicts a row used since ``since`` (the
+    time (:func:`~.kernels.rbf_rows`); none evicts a row used since ``since`` (the
     caller keeps fewer such rows than the cache holds)."""
     dst = np.empty(n, np.int64)
     for a in range(n):
@@ -249,7 +174,7 @@ def _compute(miss, n, since, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
     st[2] += n
     for a in range(0, n, RBF_BATCH):
         b = min(a + RBF_BATCH, n)
-        _rbf_rows(miss[a:b], dst[a:b], K, X, XT, sq, gamma, kbuf)
+        rbf_rows(miss[a:b], dst[a:b], K, X, XT, sq, gamma, kbuf)
 
 
 @njit(cache=True, nogil=True)
@@ -284,38 +209,18 @@ def _ensure(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
 
 @njit(cache=True, nogil=True)
 def _ensure_ahead(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf, hp, hm):
-    """Row i as :func:`_ensure`; when not held, computed in one batch with up
-    to ``RBF_BATCH - 1`` rows not held of the lowest gradients (the points
-    SMO grows next; at most a quarter of the cache)."""
+    """Row i as :func:`_ensure`; when not held and the cache holds every row,
+    computed in one batch with the ``RBF_BATCH - 1`` rows not held of the
+    lowest gradients (the points SMO grows next; a smaller cache would evict
+    rows for rows perhaps never used: 2.5x the rows computed on house_16H)."""
     if slot[i] < 0:
-        m = len(slot)
-        key = np.empty(m, np.float32)
-        ids = np.empty(m, np.int64)
-        n = 0
-        for k in range(m):
-            if slot[k] < 0 and k != i:
-                key[n] = min(hp[k], hm[k])
-                ids[n] = k
-                n += 1
-        take = min(n, RBF_BATCH - 1) if len(owner) == m else 0
-        idx = np.empty(take + 1, np.int64)
-        idx[0] = i
-        if take > 0:
-            if n > take:        # the take lowest keys (ties: the first ones)
-                thr = np.partition(key[:n], take - 1)[take - 1]
-                a = 0
-                for k in range(n):
-                    if key[k] < thr:
-                        a += 1
-                        idx[a] = ids[k]
-                for k in range(n):
-                    if a < take and key[k] == thr:
-                        a += 1
-                        idx[a] = ids[k]
-            else:
-                idx[1:] = ids[:n]
-        _compute(idx, take + 1, st[0] + 1, K, slot, owner, last, st, X, XT, sq, gamma,
-                 kbuf)
+        idx = np.array([i], np.int64)
+        if len(owner) == len(slot):
+            miss = np.flatnonzero(slot < 0)
+            miss = miss[miss != i]
+            key = np.minimum(hp[miss], hm[miss])
+            idx = np.concatenate((idx, miss[np.argsort(key)[:RBF_BATCH - 1]]))
+        _compute(idx, len(idx), st[0] + 1, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
     return _ensure(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
 
 
@@ -587,9 +492,9 @@ def kernel_rows(kernel, X, sq=None, lazy=True, block=2048, cache_mb=CACHE_MB):
     owner, last, st, X, XT, sq, gamma, kbuf)`` (the cache above). Dense rows
     with the RBF kernel and ``lazy``: a cache of :func:`cache_rows` rows
     (``cache_mb``; None: every row), each computed when SMO needs it and does
-    not hold it (:func:`_rbf_rows`; memory never used is never paged in).
+    not hold it (:func:`~.kernels.rbf_rows`; memory never used is never paged in).
     Others: the whole m x m matrix, computed first (blocks of
-    :meth:`Kernel.block` in place; RBF by :func:`_rbf_rows`)."""
+    :meth:`Kernel.block` in place; RBF by :func:`~.kernels.rbf_rows`)."""
     import scipy.sparse as sp
     from .kernels import RBF, sq_norms
     m = X.shape[0]
@@ -619,15 +524,6 @@ def kernel_rows(kernel, X, sq=None, lazy=True, block=2048, cache_mb=CACHE_MB):
     st[:] = m
     return (K, slot, owner, last, st, np.zeros((1, 1), np.float32),
             np.zeros((1, 1), np.float32), np.zeros(1, np.float32), np.float32(0.0), kbuf)
-
-
-def whole_matrix(rows):
-    """The m x m kernel matrix of ``kernel_rows(..., lazy=False)`` (or of a
-    cache that holds every row), in row order."""
-    K, slot = rows[0], rows[1]
-    if np.any(slot < 0):
-        raise ValueError("the kernel-row cache does not hold every row")
-    return K[slot]
 
 
 def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None,
