@@ -412,20 +412,26 @@ def test_exact_svr_model_matches_the_exact_solution_and_cvm(svr_problem):
     assert np.all(np.diff(tight.sv_ids) > 0) and len(tight.coef) == len(tight.sv_ids)
 
 
+def whole_matrix(rows):
+    """The m x m matrix of a kernel-row cache holding every row, in row order."""
+    assert (rows[1] >= 0).all()
+    return rows[0][rows[1]]
+
+
 def test_exact_kernel_rows_are_the_kernel_blocks():
     """The exact path's kernel matrix, whole or row by row on first use (RBF),
     is the kernel blocks' (float32), exactly symmetric."""
     from streamcvm.solvers.smo import _ensure, kernel_rows
     X, _ = _friedman(300)
     for k in (Kernel("rbf", gamma=0.7), Kernel("laplacian", gamma=0.3)):
-        K = kernel_rows(k, X, lazy=False)[0]
+        K = whole_matrix(kernel_rows(k, X, lazy=False))
         assert K.dtype == np.float32 and np.array_equal(K, K.T)
         assert np.abs(K - k.block(X, X)).max() < 1e-6
     rows = kernel_rows(Kernel("rbf", gamma=0.7), X)
-    assert not rows[1].any()
+    assert (rows[1] < 0).all()
     r5 = _ensure(5, *rows).copy()
-    assert rows[1].sum() == 1 and np.array_equal(r5, K_rbf := kernel_rows(
-        Kernel("rbf", gamma=0.7), X, lazy=False)[0][5])
+    assert (rows[1] >= 0).sum() == 1 and np.array_equal(r5, K_rbf := whole_matrix(kernel_rows(
+        Kernel("rbf", gamma=0.7), X, lazy=False))[5])
     assert np.abs(K_rbf - Kernel("rbf", gamma=0.7).block(X, X)[5]).max() < 1e-6
 
 
@@ -435,7 +441,7 @@ def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr
     rows _ensure makes one at a time, in any order and batch size; a solve
     on rows computed on demand in batches gives the very solution of one on
     the whole matrix, with the rows of its weighted points computed."""
-    from streamcvm.solvers.smo import _ensure, _rbf_rows, kernel_rows, svr_exact
+    from streamcvm.solvers.smo import _ensure, _fill, kernel_rows, svr_exact
     X, _ = _friedman(300)
     k = Kernel("rbf", gamma=0.7)
     one = kernel_rows(k, X)
@@ -444,8 +450,8 @@ def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr
     batched = kernel_rows(k, X)
     idx = np.random.default_rng(3).permutation(300)
     for a, b in ((0, 1), (1, 70), (70, 133), (133, 300)):
-        _rbf_rows(idx[a:b], *batched)
-    assert batched[1].all() and np.array_equal(batched[0], one[0])
+        _fill(idx[a:b], *batched)
+    assert (batched[1] >= 0).all() and np.array_equal(whole_matrix(batched), whole_matrix(one))
     X, t, k, store, C, mu, pts, *_ = svr_problem
     lazy = kernel_rows(k, X)
     got = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, 1e-4, K=lazy)
@@ -454,7 +460,35 @@ def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr
     assert np.array_equal(got["ap"], ref["ap"]) and np.array_equal(got["am"], ref["am"])
     assert got["n_iter"] == ref["n_iter"] and got["c2"] == ref["c2"]
     w = (got["ap"] > 0) | (got["am"] > 0)
-    assert lazy[1][w].all()
+    assert (lazy[1][w] >= 0).all()
+
+
+@pytest.mark.parametrize("cap", [2, 5, 11])
+def test_exact_svr_with_a_small_row_cache_is_the_whole_matrix_solve(svr_problem, cap):
+    """A kernel-row cache far smaller than the rows (cap rows of m, least
+    recently used evicted; recomputed rows are bit for bit the same) gives the
+    whole-matrix solve's very weights, steps and model, after recomputing rows."""
+    from streamcvm.solvers.smo import kernel_rows, svr_exact
+    X, t, k, store, C, mu, pts, *_ = svr_problem
+    m = len(t)
+    mb = (cap + 0.5) * 4 * m / 2 ** 20
+    cached = kernel_rows(k, X, cache_mb=mb)
+    assert cached[0].shape == (cap, m) and cap < m // 10
+    got = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, 1e-4, K=cached)
+    ref = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, 1e-4, cache_mb=None)
+    assert got["rows_computed"] > m and ref["rows_computed"] <= m     # evictions happened
+    np.testing.assert_allclose(got["ap"], ref["ap"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got["am"], ref["am"], rtol=0, atol=1e-12)
+    assert got["n_iter"] == ref["n_iter"] and got["c2"] == pytest.approx(ref["c2"], rel=1e-12)
+    # the same predictions: f = (K + 1) C (ap - am) + offset
+    Kf = k.block(X, X) + 1.0
+    f_got = Kf @ (C * (got["ap"] - got["am"]))
+    f_ref = Kf @ (C * (ref["ap"] - ref["am"]))
+    assert np.abs(f_got - f_ref).max() <= 1e-9 * max(np.abs(f_ref).max(), 1.0)
+    # every slot in use and the slot map consistent with its owners
+    slot, owner = cached[1], cached[2]
+    assert (owner >= 0).all() and np.array_equal(slot[owner], np.arange(cap))
+    assert (slot >= 0).sum() == cap
 
 
 def test_regressor_defaults_solve_small_data_exactly_and_max_core_keeps_cvm():

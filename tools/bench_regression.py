@@ -733,7 +733,7 @@ def defaults_table(infos, rows, threads):
             f"sklearnex SVR() s ({threads} threads)", "tuned SVR RMSE", "method",
             "CVR() RMSE", "CVR() s", "CVR threads", "CVR() s 1t", "CVR #SV", "mu_ / gamma_",
             "vs SVR()", "vs tuned", "time vs SVR()", "time 1t vs SVR()", "train vs sklearnex",
-            "predict vs sklearnex", "accept"]
+            "predict vs sklearnex", "SVR() peak RSS MB", "CVR() peak RSS MB", "accept"]
     lines = []
     for row in rows:
         ds = row["dataset"]
@@ -748,7 +748,7 @@ def defaults_table(infos, rows, threads):
                      fmt(sk.get("train_s"), ".2f") if sk_ok else "-",
                      fmt(tu and tu["rmse"], ".4f") + (f" ({tu['params']})" if tu else ""), m]
             if "error" in r:
-                lines.append(cells + [""] * 12 + [r["error"]])
+                lines.append(cells + [""] * 14 + [r["error"]])
                 continue
             v1 = r["rmse"] / sd["rmse"] if sd and "rmse" in sd else None
             v2 = r["rmse"] / tu["rmse"] if tu else None
@@ -763,6 +763,8 @@ def defaults_table(infos, rows, threads):
                       fmt(st and t1 and t1 / st, ".2f"),
                       fmt(r.get("train_vs_sklearnex"), ".3g"),
                       fmt(r.get("predict_vs_sklearnex"), ".3g"),
+                      fmt(sd and sd.get("peak_rss") and sd["peak_rss"] / 1e6, ",.0f"),
+                      fmt(r.get("peak_rss") and r["peak_rss"] / 1e6, ",.0f"),
                       ("pass" if all(ok) else "FAIL") if ok else "-"]
             lines.append(cells)
     return B.table(head, lines, left=("dataset", "method", "accept"))

@@ -78,8 +78,8 @@ class CVMRegressor(RegressorMixin, _OneMachine):
 
     The exact path: a fit on at most 32,768 rows with method "cvm", no
     ``max_core``, no ``full_pass``, no checkpoints and not progressive is
-    solved by SMO over every signed point with the kernel matrix held whole
-    (``streamcvm.solvers.smo``; the same dual), as are the mu / gamma
+    solved by SMO over every signed point over a cache of kernel rows (at
+    most 2,000 MB; ``streamcvm.solvers.smo``; the same dual), as are the mu / gamma
     trials; ``eps="auto"`` then stops when every point's KKT violation is
     within 0.3 standard deviations of the target (docs/solvers.md).
 

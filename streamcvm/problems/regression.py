@@ -111,15 +111,17 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
     return machine
 
 
-# An L2-SVR on at most EXACT_ROWS rows (a 4 GiB float32 kernel matrix, and
-# at most half the memory available: exact_room) is
-# solved exactly over all 2m points (solvers.smo: SMO with the kernel
-# matrix held whole) rather than by CVM's core set, when its caller allows
+# An L2-SVR on at most EXACT_ROWS rows (its kernel-row cache, at most
+# solvers.smo.CACHE_MB, in at most half the memory available: exact_room) is
+# solved exactly over all 2m points (solvers.smo: SMO over a cache of kernel
+# rows) rather than by CVM's core set, when its caller allows
 # it (CVMRegressor without max_core, and its mu / gamma trials) and nothing
 # asks for the core-set machinery: method "cvm", no full pass, no
 # checkpoints or resume, not a progressive stage. At the accurate settings
 # the defaults choose, most rows are support vectors, CVM's core set grows
 # to most of the rows and its QP costs O(|S|^2) per added vector (issue 31).
+# The row limit is for time, not memory: SMO over every point costs O(m) per
+# step and ~1-3 m steps, and a cache below the rows SMO uses recomputes rows.
 # eps="auto" there: every point's KKT violation within EXACT_TOL x sd(y).
 EXACT_ROWS = 32768
 EXACT_TOL = 0.3
@@ -127,10 +129,12 @@ EXACT_C_PER_ROW = 2.0     # C="auto" on the exact path: C = this x rows
 
 
 def exact_room(n):
-    """Whether the exact path's n x n float32 kernel matrix fits: at most
-    ``EXACT_ROWS`` rows and half the memory available now (psutil)."""
+    """Whether the exact path fits: at most ``EXACT_ROWS`` rows and its
+    kernel-row cache (:func:`~streamcvm.solvers.smo.cache_rows` rows of n
+    float32 values) in half the memory available now (psutil)."""
     import psutil
-    return n <= EXACT_ROWS and 4.0 * n * n <= 0.5 * psutil.virtual_memory().available
+    from ..solvers.smo import cache_rows
+    return n <= EXACT_ROWS and 4.0 * cache_rows(n) * n <= 0.5 * psutil.virtual_memory().available
 
 
 def exact_applies(store, solve, full_pass=False, make_pool=None):

@@ -19,13 +19,27 @@ core vector. It knows nothing of how the center moves (:mod:`.methods`) or
 of the eps schedule (:mod:`.meb`).
 """
 import numpy as np
+from numba import njit
 import scipy.sparse as sp
 
 from .coreset import CoreSet
 from .kernels import sq_norms, weighted_sum
-from .smo import center_sq_norm
+from .smo import _q
 
 DENSE_MAX_D = 2048
+
+
+@njit(cache=True, nogil=True)
+def center_sq_norm(K, y, b, ic, alpha, n):
+    """||c||^2 = a' Q a over the first n core vectors."""
+    s = 0.0
+    for i in range(n):
+        if alpha[i] == 0.0:
+            continue
+        for j in range(n):
+            if alpha[j] != 0.0:
+                s += alpha[i] * alpha[j] * _q(K, y, b, ic, i, j)
+    return s
 
 
 def distance2(c2, Ka, q, ce2=0.0):

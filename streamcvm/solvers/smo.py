@@ -14,24 +14,22 @@ then the ``j`` with ``a_j > 0`` that maximises the guaranteed decrease
 
 ``svr_exact``: exact SMO for the L2-SVR dual (cvr paper eqs. 7-8) over
 every row of a problem held in memory: the 2m signed points ``(x_i, s)`` of
-:class:`~streamcvm.solvers.points.SignedPoints`, with the rows' kernel
-matrix held whole (float32; RBF rows computed when first needed).
+:class:`~streamcvm.solvers.points.SignedPoints`, over a cache of the rows'
+kernel rows (float32; RBF rows computed when needed and not held, at most
+``CACHE_MB`` of them, least recently used evicted: :func:`kernel_rows`).
 
 The dual is ``min f(a) = a'Q a - a'q`` on the simplex over the 2m points,
 ``Q = s s' (K + 1) + r I`` (``r = mu m / C``) and ``q = eta + (2/C) s t``.
 Both points of a row share its kernel row: with ``u = (K + 1) beta``,
 ``beta_i = a_i+ - a_i-``, the gradient of a point is ``g = 2 s u_i + 2 r a_p
 - q_p``, and a step changes both points' gradients of every row by the same
-amount, opposite signs. Pairs are chosen with LIBSVM's
-second-order rule (as :func:`smo_simplex`): ``i = argmin g`` (the
-point to grow), then the ``j`` with weight that maximises
-``(g_j - g_i)^2 / (Q_ii + Q_jj - 2 Q_ij)``; the step is exact, clipped at
-``a_j``. Each step reads two kernel rows (contiguous) and makes two
+amount, opposite signs. Pairs and steps as :func:`smo_simplex`'s. Each step reads two kernel rows (contiguous) and makes two
 passes over the m rows on float32 gradients, written so that they vectorise
 (the argmin / argmax as block-and-lane reductions, then a search for the
 value in the winning block); one thread. No shrinking: at the
 settings that matter most rows carry weight (measured: LIBSVM's rule set
-aside 7% of cpu_act's rows).
+aside 7% of cpu_act's rows), so SMO's rows are most rows, and a cache
+smaller than them recomputes rows.
 
 The squared distance of a point from the center is ``||c||^2 - g_p`` and
 the squared radius ``||c||^2 - a'g``, so ``max_{a_j > 0} g_j - min g`` bounds
@@ -40,7 +38,7 @@ how far the furthest point lies outside the ball: the stopping rule.
 import numpy as np
 from numba import njit
 
-from .kernels import exp_nonpos
+from .kernels import rbf_rows
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -127,144 +125,120 @@ def smo_simplex(K, y, b, ic, alpha, g, n, tol, max_iter):
     return it
 
 
-@njit(cache=True, nogil=True)
-def gradient(K, y, b, ic, q, alpha, n):
-    """2 Q a - q over the first n core vectors (O(n^2))."""
-    g = np.empty(n)
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            if alpha[j] != 0.0:
-                s += _q(K, y, b, ic, i, j) * alpha[j]
-        g[i] = 2.0 * s - q[i]
-    return g
-
-
-@njit(cache=True, nogil=True)
-def center_sq_norm(K, y, b, ic, alpha, n):
-    """||c||^2 = a' Q a over the first n core vectors."""
-    s = 0.0
-    for i in range(n):
-        if alpha[i] == 0.0:
-            continue
-        for j in range(n):
-            if alpha[j] != 0.0:
-                s += alpha[i] * alpha[j] * _q(K, y, b, ic, i, j)
-    return s
-
-
 # -- the exact L2-SVR over every row (svr_exact) ------------------------------
 INIT_SHARE = 0.5       # rows weighted at the start (svr_exact)
 CHECK_EVERY = 1000     # SMO steps between two scans of ||c||^2 (the relative stopping rule)
 FAST = {"nnan", "ninf", "nsz"}      # max / min reductions vectorise; arithmetic as written
+RBF_BATCH = 64     # kernel rows computed together (kernels.rbf_rows): X read once per batch
 
+# The kernel rows (kernel_rows): a cache of ``cap`` rows of the m x m matrix,
+# ``K`` (cap x m float32), LIBSVM's: ``slot[i]``: the row of K holding kernel row
+# i (-1: not held), ``owner[s]``: the kernel row in K's row s (-1: free),
+# ``last[s]``: when it was last used; ``st``: [clock, rows held, rows computed].
+# A miss takes a free row of K, else the least recently used one (never one used
+# since ``since``: the rows of the step or batch at hand). With cap = m (the whole
+# matrix) nothing is ever evicted. Smaller caches cost recomputed rows: SMO
+# without shrinking sweeps over most rows between two uses of one (house_16H,
+# 79% of the rows held: 1.6x the rows computed; 32%: 16x).
 
-RBF_BATCH = 64     # kernel rows computed together (_rbf_rows): X read once per batch
-RBF_TILE = 256     # columns per tile of a batch's dot products
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _rbf_rows(idx, K, have, X, XT, sq, gamma, kbuf):
-    """Rows ``idx`` of the kernel matrix: exp(-gamma max(sq_i + sq - 2 X
-    X_i, 0)) (float32, as the kernel blocks; ``XT``: X transposed,
-    C-contiguous; ``kbuf``: int32 scratch of m). Each tile of ``RBF_TILE``
-    columns of ``XT`` is read once for every row of the batch (one row at a
-    time reads all of X for each row: memory-bound). Every dot product runs
-    over the features in order, whatever the batch, so each value is bit for
-    bit the same in any batch and the matrix of all rows exactly symmetric."""
-    m, d = X.shape
-    nb = len(idx)
-    zero = np.float32(0.0)
-    two = np.float32(2.0)
-    G = np.empty((nb, RBF_TILE), np.float32)
-    for j0 in range(0, m, RBF_TILE):
-        w = min(j0 + RBF_TILE, m) - j0
-        xr = XT[0, j0:j0 + w]
-        for b in range(nb):
-            xi = X[idx[b], 0]
-            g = G[b]
-            for j in range(w):
-                g[j] = xi * xr[j]
-        for k in range(1, d):
-            xr = XT[k, j0:j0 + w]
-            for b in range(nb):
-                xi = X[idx[b], k]
-                g = G[b]
-                for j in range(w):
-                    g[j] += xi * xr[j]
-        for b in range(nb):
-            i = idx[b]
-            si = sq[i]
-            row = K[i, j0:j0 + w]
-            g = G[b]
-            sr = sq[j0:j0 + w]
-            for j in range(w):
-                row[j] = -gamma * max(si + sr[j] - two * g[j], zero)
-    for b in range(nb):
-        i = idx[b]
-        exp_nonpos(K[i], K[i], kbuf)
-        have[i] = True
+@njit(cache=True, nogil=True)
+def _claim(i, since, slot, owner, last, st):
+    """A row of K for kernel row i (free, else the least recently used one,
+    last used before ``since``, whose kernel row is then no longer held);
+    marks it used now."""
+    cap = len(owner)
+    if st[1] < cap:
+        s = st[1]
+        st[1] += 1
+    else:
+        s = -1
+        for k in range(cap):
+            if last[k] < since and (s < 0 or last[k] < last[s]):
+                s = k
+        slot[owner[s]] = -1
+    owner[s] = i
+    slot[i] = s
+    st[0] += 1
+    last[s] = st[0]
+    return s
 
 
 @njit(cache=True, nogil=True)
-def _fill(idx, K, have, X, XT, sq, gamma, kbuf):
-    """The missing rows among ``idx`` (:func:`_rbf_rows`, ``RBF_BATCH`` at a
-    time; rows of a matrix made whole are never missing)."""
+def _compute(miss, n, since, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
+    """Kernel rows ``miss[:n]`` (not held) into the cache, ``RBF_BATCH`` at a
+    time (:func:`~.kernels.rbf_rows`); none evicts a row used since ``since`` (the
+    caller keeps fewer such rows than the cache holds)."""
+    dst = np.empty(n, np.int64)
+    for a in range(n):
+        dst[a] = _claim(miss[a], since, slot, owner, last, st)
+    st[2] += n
+    for a in range(0, n, RBF_BATCH):
+        b = min(a + RBF_BATCH, n)
+        rbf_rows(miss[a:b], dst[a:b], K, X, XT, sq, gamma, kbuf)
+
+
+@njit(cache=True, nogil=True)
+def _fill(idx, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
+    """Kernel rows ``idx`` (fewer than the cache's rows) held: the held ones
+    marked used, the others computed (:func:`_compute`)."""
+    since = st[0] + 1
     miss = np.empty(len(idx), np.int64)
     n = 0
     for i in idx:
-        if not have[i]:
+        if slot[i] < 0:
             miss[n] = i
             n += 1
-    for a in range(0, n, RBF_BATCH):
-        _rbf_rows(miss[a:min(a + RBF_BATCH, n)], K, have, X, XT, sq, gamma, kbuf)
+        else:
+            st[0] += 1
+            last[slot[i]] = st[0]
+    _compute(miss, n, since, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
 
 
 @njit(cache=True, nogil=True)
-def _ensure(i, K, have, X, XT, sq, gamma, kbuf):
-    """Row i of the kernel matrix, computed on first use (:func:`kernel_rows`)."""
-    if not have[i]:
-        _rbf_rows(np.array([i], np.int64), K, have, X, XT, sq, gamma, kbuf)
-    return K[i]
+def _ensure(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
+    """Kernel row i (a view of K's row), computed if not held, evicting
+    neither the row used last (the step's other row) nor itself; marked used."""
+    if slot[i] < 0:
+        _compute(np.array([i], np.int64), 1, st[0], K, slot, owner, last, st, X, XT, sq,
+                 gamma, kbuf)
+    else:
+        st[0] += 1
+        last[slot[i]] = st[0]
+    return K[slot[i]]
 
 
 @njit(cache=True, nogil=True)
-def _ensure_ahead(i, K, have, X, XT, sq, gamma, kbuf, hp, hm):
-    """Row i as :func:`_ensure`; when missing, computed in one batch with the
-    ``RBF_BATCH - 1`` missing rows of the lowest gradients (the points SMO
-    grows next: :func:`_lowest`)."""
-    if not have[i]:
-        m = len(have)
-        key = np.empty(m, np.float32)
-        ids = np.empty(m, np.int64)
-        n = 0
-        for k in range(m):
-            if not have[k] and k != i:
-                key[n] = min(hp[k], hm[k])
-                ids[n] = k
-                n += 1
-        take = min(n, RBF_BATCH - 1)
-        idx = np.empty(take + 1, np.int64)
-        idx[0] = i
-        if take > 0:
-            order = np.argsort(key[:n])[:take] if n > take else np.arange(n)
-            for a in range(take):
-                idx[a + 1] = ids[order[a]]
-        _rbf_rows(idx, K, have, X, XT, sq, gamma, kbuf)
-    return K[i]
+def _ensure_ahead(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf, hp, hm):
+    """Row i as :func:`_ensure`; when not held and the cache holds every row,
+    computed in one batch with the ``RBF_BATCH - 1`` rows not held of the
+    lowest gradients (the points SMO grows next; a smaller cache would evict
+    rows for rows perhaps never used: 2.5x the rows computed on house_16H)."""
+    if slot[i] < 0:
+        idx = np.array([i], np.int64)
+        if len(owner) == len(slot):
+            miss = np.flatnonzero(slot < 0)
+            miss = miss[miss != i]
+            key = np.minimum(hp[miss], hm[miss])
+            idx = np.concatenate((idx, miss[np.argsort(key)[:RBF_BATCH - 1]]))
+        _compute(idx, len(idx), st[0] + 1, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
+    return _ensure(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
 
 
 @njit(cache=True, nogil=True)
-def _rebuild(K, have, X, XT, sq, gamma, kbuf, ap, am, u):
-    """u = (K + 1)(ap - am), from the rows with weight (K symmetric; their
-    missing rows computed in batches first)."""
+def _rebuild(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, ap, am, u):
+    """u = (K + 1)(ap - am), from the rows with weight (K symmetric), in
+    row order, as many at a time as the cache holds (their rows not held
+    computed in batches first)."""
     m = len(u)
-    _fill(np.flatnonzero((ap != 0.0) | (am != 0.0)), K, have, X, XT, sq, gamma, kbuf)
+    w = np.flatnonzero((ap != 0.0) | (am != 0.0))
+    step = max(len(owner) - 1, 1)
     u[:] = 0.0
-    for j in range(m):
-        b = ap[j] - am[j]
-        if b != 0.0:
-            Kj = K[j]
+    for a0 in range(0, len(w), step):
+        part = w[a0:a0 + step]
+        _fill(part, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
+        for j in part:
+            b = ap[j] - am[j]
+            Kj = K[slot[j]]
             for k in range(m):
                 u[k] += b * (np.float64(Kj[k]) + 1.0)
 
@@ -422,13 +396,13 @@ def _argmin_in(hp, hm, b0, lo):
 
 
 @njit(cache=True, nogil=True)
-def svr_smo(K, have, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u, tol, rel_tol,
-            max_iter):
+def svr_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u,
+            tol, rel_tol, max_iter):
     """Minimise ``a'Qa - a'q`` over the simplex of the 2m points, in place.
 
-    ``K, have, X, XT, sq, gamma, kbuf``: the kernel rows
-    (:func:`kernel_rows`: float32, computed on first use where ``have`` is
-    False), ``kd`` the kernel's diagonal (float64),
+    ``K, slot, owner, last, st, X, XT, sq, gamma, kbuf``: the kernel rows
+    (:func:`kernel_rows`: float32, a cache of rows computed when needed and
+    not held), ``kd`` the kernel's diagonal (float64),
     ``ct = (2/C) t`` (float64), ``eta`` and ``r`` as the module says;
     ``ap``, ``am``: the weights of the points ``(i, +1)`` and ``(i, -1)``
     (on the simplex on entry); ``u = (K + 1)(ap - am)`` on entry (not kept).
@@ -461,14 +435,14 @@ def svr_smo(K, have, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u, tol, rel
             c2 = 0.5 * (ag + aq)
             thr = max(tol, rel_tol * (aq - c2))
         hi = hp[i] if si > 0 else hm[i]
-        Ki = _ensure_ahead(i, K, have, X, XT, sq, gamma, kbuf, hp, hm)
+        Ki = _ensure_ahead(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf, hp, hm)
         qii = qd[i]
         j, sj, gmax = _pick_j(Ki, np.float32(2.0 * si), hi, qii, qd, hp, hm, w, sc, gc)
         gap = np.float64(gmax) - np.float64(hi)
         if gap <= thr or j < 0 or it >= max_iter:
             break
         hj = hp[j] if sj > 0 else hm[j]
-        Kj = _ensure(j, K, have, X, XT, sq, gamma, kbuf)
+        Kj = _ensure(j, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)  # Ki stays held
         e = max(np.float64(qii) + np.float64(qd[j])
                 - 2.0 * si * sj * (np.float64(Ki[j]) + 1.0), 1e-12)
         step = (np.float64(hj) - np.float64(hi)) / (2.0 * e)
@@ -501,24 +475,44 @@ def svr_smo(K, have, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u, tol, rel
     return it, gap
 
 
-def kernel_rows(kernel, X, sq=None, lazy=True, block=2048):
-    """The rows' m x m float32 kernel matrix for :func:`svr_smo`, as a tuple
-    ``(K, have, X, XT, sq, gamma, kbuf)``. Dense rows with the RBF kernel
-    and ``lazy``: rows computed when SMO first needs them (:func:`_rbf_rows`;
-    untouched rows never paged in). Others: computed whole (blocks of
-    :meth:`Kernel.block` in place, RBF by :func:`_rbf_rows`), ``have`` True."""
+CACHE_MB = 2000     # kernel_rows: the default cache of rows (MB): the bench's SVR(cache_size=2000)
+CACHE_MIN_ROWS = 2  # at least rows i and j of a step
+
+
+def cache_rows(m, cache_mb=CACHE_MB):
+    """Kernel rows of m values a cache of ``cache_mb`` MB holds (float32): at
+    most m, at least ``CACHE_MIN_ROWS``; None: every row (the whole matrix)."""
+    if cache_mb is None:
+        return m
+    return int(min(m, max(CACHE_MIN_ROWS, cache_mb * 2 ** 20 // (4 * max(m, 1)))))
+
+
+def kernel_rows(kernel, X, sq=None, lazy=True, block=2048, cache_mb=CACHE_MB):
+    """The rows' kernel rows for :func:`svr_smo`, as a tuple ``(K, slot,
+    owner, last, st, X, XT, sq, gamma, kbuf)`` (the cache above). Dense rows
+    with the RBF kernel and ``lazy``: a cache of :func:`cache_rows` rows
+    (``cache_mb``; None: every row), each computed when SMO needs it and does
+    not hold it (:func:`~.kernels.rbf_rows`; memory never used is never paged in).
+    Others: the whole m x m matrix, computed first (blocks of
+    :meth:`Kernel.block` in place; RBF by :func:`~.kernels.rbf_rows`)."""
     import scipy.sparse as sp
     from .kernels import RBF, sq_norms
     m = X.shape[0]
     sq = sq_norms(X) if sq is None else sq
-    K = np.empty((m, m), np.float32)
     kbuf = np.empty(max(m, 1), np.int32)
-    if kernel.code == RBF and not sp.issparse(X):
+    rbf = kernel.code == RBF and not sp.issparse(X)
+    cap = cache_rows(m, cache_mb) if rbf and lazy else m
+    K = np.empty((cap, m), np.float32)
+    st = np.zeros(3, np.int64)
+    slot = np.full(m, -1, np.int64)
+    owner = np.full(cap, -1, np.int64)
+    last = np.zeros(cap, np.int64)
+    if rbf:
         X32 = np.ascontiguousarray(X, np.float32)
-        rows = (K, np.zeros(m, np.bool_), X32, np.ascontiguousarray(X32.T),
+        rows = (K, slot, owner, last, st, X32, np.ascontiguousarray(X32.T),
                 np.asarray(sq, np.float32), np.float32(kernel.gamma), kbuf)
         if not lazy:
-            _all_rows(*rows)
+            _fill(np.arange(m), *rows)
         return rows
     flat = K.reshape(-1)
     for a in range(0, m, block):
@@ -526,16 +520,14 @@ def kernel_rows(kernel, X, sq=None, lazy=True, block=2048):
         blk = kernel.block(X[a:b], X, sq[a:b], sq, out=flat[a * m:b * m])
         if blk.dtype != np.float32 or not np.shares_memory(blk, K):
             K[a:b] = blk
-    return (K, np.ones(m, np.bool_), np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32),
-            np.zeros(1, np.float32), np.float32(0.0), kbuf)
+    slot[:] = owner[:] = np.arange(m)
+    st[:] = m
+    return (K, slot, owner, last, st, np.zeros((1, 1), np.float32),
+            np.zeros((1, 1), np.float32), np.zeros(1, np.float32), np.float32(0.0), kbuf)
 
 
-@njit(cache=True, nogil=True)
-def _all_rows(K, have, X, XT, sq, gamma, kbuf):
-    _fill(np.arange(K.shape[0]), K, have, X, XT, sq, gamma, kbuf)
-
-
-def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None):
+def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None,
+              cache_mb=CACHE_MB):
     """Solve the L2-SVR dual over every row of ``X`` (targets ``t``, already
     centred as the points see them), ``C``, ``mu`` and ``eta`` as
     :class:`~streamcvm.solvers.points.SignedPoints` has them, to the
@@ -548,13 +540,16 @@ def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None)
     took 1.3-3x the steps). Returns a dict: ``ap``,
     ``am`` (the weights of the + and - points), ``c2`` (``a'Qa``),
     ``radius2``, ``n_iter``, ``gap`` (``max_{a_j > 0} g_j - min g`` at the
-    end). ``K``: the rows' kernel matrix (:func:`kernel_rows`), if already
-    made (its rows computed so far are kept for the next fit)."""
+    end), ``rows_computed`` (kernel rows computed, evictions' recomputations
+    included). ``K``: the rows' kernel rows (:func:`kernel_rows`), if already
+    made (the rows it holds are kept for the next fit), else a cache of
+    ``cache_mb`` MB (None: the whole matrix)."""
     from .kernels import sq_norms
     m = X.shape[0]
     t = np.asarray(t, np.float64)
     sq = sq_norms(X)
-    rows = kernel_rows(kernel, X, sq) if K is None else K
+    rows = kernel_rows(kernel, X, sq, cache_mb=cache_mb) if K is None else K
+    done = int(rows[4][2])
     kd = np.asarray(kernel.diag(X, sq), np.float64)
     r = float(mu) * m / float(C)
     ct = (2.0 / float(C)) * t
@@ -586,7 +581,7 @@ def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None)
     c2 = float(beta @ u + r * (ap @ ap + am @ am))
     aq = float(eta + ct @ beta)
     return {"ap": ap, "am": am, "c2": c2, "radius2": aq - c2, "n_iter": int(it),
-            "gap": float(gap)}
+            "gap": float(gap), "rows_computed": int(rows[4][2]) - done}
 
 
 def _exact_gap(u, ap, am, ct, r, eta, tol, rel_tol):
