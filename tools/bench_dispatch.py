@@ -9,11 +9,16 @@ that the load of a shared machine falls on all of them alike):
 - ``fixed``: the rule it replaced (exact from the start on at most 16,384
   rows, or 65,536 rows of at most 2M values; else hand over at |S| >= m / 100);
 - ``sampled``: never the exact pass;
-- ``exact``: the exact pass at once wherever it applies.
+- ``exact``: the exact pass at once wherever it applies;
+- ``default``: whatever the library imported does, unpatched (to time
+  another revision: ``PYTHONPATH=<its tree> python tools/bench_dispatch.py
+  --ways default``).
 
 It prints each fit's time, its error on held-out rows (clean labels), its
-core-set size and, per solve, the path taken and the core-set size it was
-chosen at (``dispatch`` in ``history_``), then the median time per way.
+core-set size and, per solve, the path taken, the core-set size it was
+chosen at (``dispatch`` in ``history_``) and the solver's clock at the
+solve's end (a warm chain of stages shares one clock), then the median time
+per way.
 
     python tools/bench_dispatch.py                      # the sets below, 1M rows
     python tools/bench_dispatch.py --sets clean4 --rows 200K 2M --reps 3 --json out.json
@@ -36,7 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 SETS = {"clean4": ("gaussian", 4, {"noise": 0.8}),
         "boundary": ("boundary", 4, {}),
         "mixture": ("gaussian", 22, {})}
-WAYS = ("model", "fixed", "sampled", "exact")
+WAYS = ("model", "fixed", "sampled", "exact", "default")
 
 
 def rows_arg(text):
@@ -47,6 +52,8 @@ def rows_arg(text):
 
 def choose(way):
     """Set the dispatch rule of ``way``; returns the function restoring it."""
+    if way == "default":
+        return lambda: None
     from streamcvm.problems import dispatch
     model = dispatch.StepCosts.exact_cheaper
 
@@ -68,7 +75,7 @@ def main(argv=None):
     ap.add_argument("--sets", nargs="+", choices=sorted(SETS), default=list(SETS))
     ap.add_argument("--rows", type=rows_arg, nargs="+", default=[1_000_000])
     ap.add_argument("--test-rows", type=rows_arg, default=100_000)
-    ap.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS))
+    ap.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS[:4]))
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
@@ -81,7 +88,9 @@ def main(argv=None):
     except OSError:
         rev = "?"
     print(f"command: python tools/bench_dispatch.py {' '.join(sys.argv[1:] if argv is None else argv)}")
-    print(f"commit: {rev}, {time.strftime('%Y-%m-%dT%H:%M:%S')}, {os.cpu_count()} CPUs", flush=True)
+    import streamcvm
+    print(f"commit: {rev} (tools), library from {os.path.dirname(os.path.dirname(streamcvm.__file__))}, "
+          f"{time.strftime('%Y-%m-%dT%H:%M:%S')}, {os.cpu_count()} CPUs", flush=True)
     out = []
     for name in a.sets:
         kind, d, kw = SETS[name]
@@ -103,7 +112,8 @@ def main(argv=None):
                     err = float(np.mean(m.predict(Xt) != yt))
                     h = m.machines_[0].history
                     paths = [(r_.get("stage_rows", n), r_["dispatch"]["path"],
-                              r_["dispatch"]["core_size"]) for r_ in h if "dispatch" in r_]
+                              r_["dispatch"]["core_size"], round(r_.get("elapsed", 0.0), 1))
+                             for r_ in h if "dispatch" in r_]
                     rec = {"set": name, "rows": n, "way": way, "rep": r, "fit_s": sec,
                            "test_error": err, "core": int(m.machines_[0].core_size),
                            "paths": paths}
