@@ -7,6 +7,7 @@ import numpy as np
 
 from ..data.sampling import SAMPLE_SIZE, ChunkPool, relabel
 from ..solvers import MEBSolver
+from .dispatch import StepCosts
 
 
 class RowSource:
@@ -112,31 +113,6 @@ def kernel_bound(kernel, stats):
     return float(kernel.diag(np.zeros((2, 1), np.float32), sq).max()) * (1.0 + 1e-4)
 
 
-# Exact or sampled BVM (run_solver): wholly pooled problems of at most
-# EXACT_ALWAYS_ROWS rows, or of at most EXACT_START_ROWS rows holding at most
-# EXACT_START_CELLS values (rows x features, or nnz), run the exact pass from
-# the start: a sampled step has a fixed cost of ~0.4 ms (drawing, Python),
-# the price of an exact step over ~80,000 rows of 22 features (shuttle, w8a:
-# 1.6-1.8x faster than sampling first, ijcnn1 and a9a no slower;
-# tools/bench_classify.py). Larger ones switch to it once the core set holds
-# m / SWITCH_RATIO vectors (a sampled step then costs ~59 |S| kernel values at
-# ~3.4 ns, an exact one m rows at ~6 ns / threads: measured on the 22-feature
-# mixture, tools/bench_scale_accuracy.py)
-EXACT_ALWAYS_ROWS = 16384
-EXACT_START_ROWS = 65536
-EXACT_START_CELLS = 2_000_000
-SWITCH_RATIO = 100
-
-
-def exact_from_start(X):
-    """Whether the exact BVM pass should run from the start on the rows
-    ``X`` (dense or CSR) rather than after a sampled start (see
-    EXACT_START_ROWS)."""
-    m = X.shape[0]
-    cells = X.nnz if hasattr(X, "nnz") else m * X.shape[1]
-    return m <= EXACT_ALWAYS_ROWS or (m <= EXACT_START_ROWS and cells <= EXACT_START_CELLS)
-
-
 @dataclasses.dataclass
 class Solve:
     """How one machine's solver runs: what every problem hands on to
@@ -198,14 +174,16 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
     every eps level (:meth:`MEBSolver.set_validation`), rather than by the
     margin slack.
 
-    Exact or sampled, by cost: a small wholly pooled plain BVM problem
-    (:func:`exact_from_start`) runs :meth:`MEBSolver.fit_exact` from the
-    start, unless ``exact_start`` is False; a larger one starts sampled
-    and hands over to the exact pass, warm, once a sampled step
-    (``sample_size`` x |S| kernel values) costs more than an exact one (a
-    column over the m rows): |S| >= m / ``SWITCH_RATIO``. A ``warm`` start
-    goes on the same way: exact if its core set is already that large,
-    else sampled from the level it ended on. ``certify=False``: a fit stopped
+    Exact or sampled, by cost (:mod:`.dispatch`): a wholly pooled plain BVM
+    problem runs :meth:`MEBSolver.fit_exact` from the start when an exact
+    step costs at most a sampled step's fixed cost (unless ``exact_start``
+    is False); otherwise it starts sampled and hands over to the exact pass,
+    warm, once a sampled step (``sample_size`` x |S| kernel values) is
+    predicted to cost more than an exact one (a kernel value per held row). A
+    ``warm`` start goes on the same way: exact if its core set is already
+    that large, else sampled from the level it ended on. The choice, with
+    both predicted step costs, is recorded as ``dispatch`` in the history's
+    last level. ``certify=False``: a fit stopped
     by ``max_core`` skips the pass that finds the eps its center satisfies
     (a probe whose model is thrown away when it reaches the cap)."""
     sample_size, max_core, resume = solve.sample_size, solve.max_core, solve.resume
@@ -236,7 +214,6 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
             solve.checkpointer.solver_hook(pool, solve.n_machines)
         rows = pool.all_rows(classes, target)       # a small store, wholly pooled
         exact = rows is not None and solver.exact_ok(rows[1])
-        m = 0 if rows is None else len(rows[0])
         position = None if cur is None else tuple(cur["position"])
         if warm is not None and cur is None and rows is not None and warm.ball.core.n:
             solver = warm       # (a resumed run restores its own state instead)
@@ -244,11 +221,18 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
                 solver.set_validation(validation[0], validation[1], rule=True)
             # the sampled path continues at the level the last problem ended on
             position = (solver.levels().index(solver.level_eps), 0)
-        cheaper_exact = (lambda s: s.ball.core.n * SWITCH_RATIO >= m) if exact else None
+        costs = StepCosts.of(rows[1], sample_size) if exact else None
+        cheaper_exact = (lambda s: costs.exact_cheaper(s.ball.core.n)) if exact else None
+        chose = None
         if solver is warm and exact and cheaper_exact(solver):
+            chose = solver.dispatch = costs.record("exact", solver.ball.core.n)
             solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
         elif solver is not warm and exact and (solver.exact_pending
-                                                   or exact_start and exact_from_start(rows[1])):
+                                                   or exact_start and costs.exact_cheaper(0)):
+            # (a resumed exact pass keeps the choice its snapshot recorded)
+            chose = solver.dispatch if solver.exact_pending and solver.dispatch else \
+                costs.record("exact", 0)
+            solver.dispatch = chose
             solver.fit_exact(*rows, checkpoint=hook, callback=callback)  # fresh, or resumed
         else:
             passes = full_pass if callable(full_pass) or hasattr(full_pass, "points") else \
@@ -256,6 +240,9 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
             solver.fit(pool, classes=classes, target=target, callback=callback,
                        full_pass=passes, checkpoint=hook, resume=position,
                        runner=runner, pass_progress=solve.pass_progress, switch=cheaper_exact)
+            if exact:
+                chose = solver.dispatch = costs.record(
+                    "sampled, then exact" if solver.switched else "sampled", solver.ball.core.n)
             if solver.switched:
                 solver.fit_exact(*rows, checkpoint=hook, warm=True, callback=callback)
             elif certify and passes is None and make_pool is None and dim is None and \
@@ -264,6 +251,8 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
                 # rows): the eps its center satisfies, from one pass
                 solver.certify(RowSource(store, classes, target, points.weighted),
                                runner=runner, progress=solve.pass_progress)
+        if chose is not None and solver.history:
+            solver.history[-1]["dispatch"] = chose
         if callback is not None:
             callback(solver)
     finally:

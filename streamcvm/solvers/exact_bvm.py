@@ -111,7 +111,8 @@ class ExactBVM:
         return ({"exact": True, "elapsed": time.perf_counter() - s.t0,
                  "n_iter": int(st[1]), "core_size": int(st[2]),
                  "level_eps": levels[min(int(st[0]), len(levels) - 1)],
-                 "history": s.history, "warm": self.run.get("warm", False)},
+                 "history": s.history, "warm": self.run.get("warm", False),
+                 "dispatch": s.dispatch},
                 {"ex_" + k: v for k, v in self.run.items() if k != "warm"})
 
     def restore(self, meta, arrays):
@@ -119,6 +120,7 @@ class ExactBVM:
         self.run["elapsed"] = meta["elapsed"]
         self.run["warm"] = meta.get("warm", False)
         self.s.history = meta.get("history", [])
+        self.s.dispatch = meta.get("dispatch")
 
     def fit(self, ids, X, y, checkpoint=None, warm=False, callback=None):
         """BVM on every row of a small in-memory problem (:func:`bvm_exact`):

@@ -108,6 +108,7 @@ class MEBSolver:
         self.val_rule = False
         self._val_best, self._val_stale = 2.0, 0.0
         self.switched = False                       # fit() handed over to fit_exact
+        self.dispatch = None                        # the exact / sampled choice (run_solver's)
         self.note = None                            # what the progress display adds
 
     def levels(self):
@@ -277,7 +278,7 @@ class MEBSolver:
         meta.update({"n_iter": int(self.n_iter), "eps": float(self.eps),
                      "level_eps": self.level_eps, "cert_eps": self.cert_eps,
                      "history": self.history, "elapsed": time.perf_counter() - self.t0,
-                     "val": [self._val_best, self._val_stale]})
+                     "val": [self._val_best, self._val_stale], "dispatch": self.dispatch})
         return meta, arrays
 
     def restore(self, meta, arrays):
@@ -290,6 +291,7 @@ class MEBSolver:
         for k in ("n_iter", "eps", "level_eps", "cert_eps"):
             setattr(self, k, meta[k])
         self.history = meta["history"]
+        self.dispatch = meta.get("dispatch")
         self._val_best, self._val_stale = meta.get("val", [2.0, 0.0])
         self.t0 = time.perf_counter() - meta["elapsed"]
         return self
