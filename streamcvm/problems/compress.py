@@ -126,10 +126,17 @@ def weighted_kmeans(X, B, weights=None, seed=0, iters=KMEANS_ITERS):
     distance to the centres so far) then ``iters`` Lloyd iterations (every
     row to its nearest centre, every centre to its rows' weighted mean; an
     emptied centre goes to the row of largest ``w_i D_i^2``). Plain NumPy
-    on the BLAS threads: no scikit-learn import (0.3 s in a fresh process),
-    and on the bench sets' support rows the objective is lower than
-    MiniBatchKMeans's at a third of its time (docs/solvers.md, "Compact
-    expansions")."""
+    on one BLAS thread (its GEMMs are small: OpenBLAS's two threads made
+    usps's centres 3x slower on a busy machine), no scikit-learn import
+    (0.3 s in a fresh process); docs/solvers.md, "Compact expansions",
+    compares it with MiniBatchKMeans."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _weighted_kmeans(X, B, weights, seed, iters)
+
+
+def _weighted_kmeans(X, B, weights, seed, iters):
+    import scipy.sparse as sp
     X = _dense(X)
     n = len(X)
     B = int(min(B, n))
@@ -158,7 +165,6 @@ def weighted_kmeans(X, B, weights=None, seed=0, iters=KMEANS_ITERS):
     rows = np.arange(n)
     for _ in range(iters):
         lab, d = _nearest(X, xx, Z)
-        import scipy.sparse as sp
         M = sp.csr_matrix((w, (lab, rows)), shape=(B, n))
         mass = np.asarray(M.sum(axis=1)).ravel()
         new = Z.copy()
