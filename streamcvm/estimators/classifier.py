@@ -199,10 +199,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         (machine, support row)."""
         return self._ovo_rows(self._validate_X(X))
 
-    def _ovo_rows(self, X):
-        """:meth:`_ovo` of rows already validated (and scaled)."""
+    def _ovo_rows(self, X, n_jobs=1):
+        """:meth:`_ovo` of rows already validated (and scaled), on ``n_jobs`` threads."""
         union, intercepts = self._union()
-        return union_values(self.kernel_, union, intercepts, X)
+        return union_values(self.kernel_, union, intercepts, X, n_jobs=n_jobs)
 
     def _model_record(self):
         """(machines, this estimator's fields of the model manifest): what
@@ -238,7 +238,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         its labels equal the full model's on training rows the least-squares
         fit did not use (:func:`streamcvm.problems.compress.compact_shared`)."""
         from ..problems.compress import (agreeing_labels, attach_shared, compact_shared,
-                                         sample_rows)
+                                         sample_rows, threads)
         machines = self.machines_
         got, info = None, {"decision": "sparse support rows: not compressed"}
         if not (store.sparse or any(sp.issparse(m.sv) for m in machines)):
@@ -247,11 +247,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             for lo, hi, _, W in groups:
                 w[lo:hi] = np.abs(W).sum(axis=1)
 
-            def sample():
+            jobs = threads(solve.n_jobs)
+
+            def sample():       # the full model's values there: 16K x |S| kernel values
                 Xf, Xc = sample_rows(store, seed, solve.runner)
-                return Xf, self._ovo_rows(Xf), Xc, agreeing_labels(
-                    self._labels_of, self._labels_of(self._ovo_rows(Xc)))
-            got, info = compact_shared(U, w, key, self.kernel_, sample, seed=seed)
+                return Xf, self._ovo_rows(Xf, jobs), Xc, agreeing_labels(
+                    self._labels_of, self._labels_of(self._ovo_rows(Xc, jobs)))
+            got, info = compact_shared(U, w, key, self.kernel_, sample, seed=seed, n_jobs=jobs)
         attach_shared(machines, got, info)
         self._set_machines(machines)
 

@@ -77,28 +77,45 @@ def build_union(machines, keys=False):
     return U, sq_norms(U), UT, groups
 
 
-def union_values(kernel, union, intercepts, X):
+def union_values(kernel, union, intercepts, X, n_jobs=1):
     """Every machine's f(x) on rows ``X`` (validated and scaled), one column
     per machine: kernel blocks of ``X`` against the ``union`` of the support
     rows (:func:`build_union`), then per class group one GEMM with its
-    machines' coefficients, plus the ``intercepts``."""
+    machines' coefficients, plus the ``intercepts``. ``n_jobs`` threads
+    (one BLAS thread each) take whole blocks of rows, as
+    :func:`~streamcvm.solvers.kernels.kernel_sums` does: the exp of a block
+    (NumPy's, one thread) is most of its cost, and the blocks start at the
+    same rows whatever ``n_jobs``."""
     U, Usq, UT, groups = union
     sq = sq_norms(X)
     F = np.zeros((X.shape[0], len(intercepts)))
     rows = int(max(128, min(2048, 2 ** 21 // max(U.shape[0], 1))))  # blocks of ~8 MB, cache-friendly
-    kbuf = np.empty(rows * U.shape[0], np.float32)
     wide = max(hi - lo for lo, hi, _, _ in groups)
-    buf = np.empty((rows, wide))          # float64 copies, reused (no page faults)
-    for a in range(0, X.shape[0], rows):
-        b = min(a + rows, X.shape[0])
-        K = kernel.block(X[a:b], U, sq[a:b], Usq, BT=UT, out=kbuf)
-        for lo, hi, mach, W in groups:
-            Kd = buf[:b - a, :hi - lo]
-            np.copyto(Kd, K[:, lo:hi])
-            if len(mach) == F.shape[1]:     # every machine (a shared compact basis)
-                F[a:b] += Kd @ W
-            else:
-                F[a:b, mach] += Kd @ W
+    starts = list(range(0, X.shape[0], rows))
+
+    def part(mine):
+        kbuf = np.empty(rows * U.shape[0], np.float32)
+        buf = np.empty((rows, wide))          # float64 copies, reused (no page faults)
+        for a in mine:
+            b = min(a + rows, X.shape[0])
+            K = kernel.block(X[a:b], U, sq[a:b], Usq, BT=UT, out=kbuf)
+            for lo, hi, mach, W in groups:
+                Kd = buf[:b - a, :hi - lo]
+                np.copyto(Kd, K[:, lo:hi])
+                if len(mach) == F.shape[1]:     # every machine (a shared compact basis)
+                    F[a:b] += Kd @ W
+                else:
+                    F[a:b, mach] += Kd @ W
+
+    jobs = max(1, min(int(n_jobs), len(starts)))
+    if jobs == 1:
+        part(starts)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(jobs) as ex:
+            for _ in ex.map(part, [starts[j::jobs] for j in range(jobs)]):
+                pass
     F += intercepts
     return F
 

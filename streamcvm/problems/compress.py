@@ -8,7 +8,9 @@ dense float32 arrays:
 
 - basis points: :func:`pivoted_cholesky` (support rows chosen greedily by the
   largest residual diagonal of ``K_SS``, the incomplete Cholesky pivots),
-  :func:`kmeans_centres` (centres not restricted to support rows),
+  :func:`kmeans_centres` (centres not restricted to support rows:
+  scikit-learn's MiniBatchKMeans) and :func:`weighted_kmeans` (k-means++
+  seeding and a few Lloyd iterations in NumPy, what :func:`class_centres` uses),
   :func:`random_rows` (the baseline);
 - coefficients: :func:`project` (the RKHS projection of ``w = sum_i a_i
   phi(x_i)`` on the span of the basis: ``K_ZZ beta = K_ZS a``, which
@@ -93,6 +95,89 @@ def random_rows(n, B, seed=0):
     return np.sort(rng.choice(n, size=int(min(B, n)), replace=False))
 
 
+KMEANS_ITERS = 5     # Lloyd iterations after the k-means++ seeding (weighted_kmeans)
+
+
+def _nearest(X, xx, Z, block=None):
+    """(index of the nearest row of ``Z``, squared distance to it) for every
+    row of ``X`` (``xx``: its squared norms), from ``X Z'`` (BLAS) in blocks
+    of rows: memory O(block x |Z|), not O(|X| |Z|)."""
+    n, nz = len(X), len(Z)
+    block = block or max(64, (1 << 22) // max(nz, 1))     # 16 MB of float32 distances
+    zz = np.einsum("ij,ij->i", Z, Z, dtype=np.float64).astype(np.float32)
+    Zm2 = np.ascontiguousarray(-2.0 * Z, np.float32)
+    lab = np.empty(n, np.int64)
+    dist = np.empty(n)
+    for s in range(0, n, block):
+        D = X[s:s + block] @ Zm2.T
+        D += zz
+        j = np.argmin(D, axis=1)
+        lab[s:s + block] = j
+        dist[s:s + block] = D[np.arange(len(j)), j]
+    dist += xx
+    np.maximum(dist, 0.0, out=dist)
+    return lab, dist
+
+
+def weighted_kmeans(X, B, weights=None, seed=0, iters=KMEANS_ITERS):
+    """``B`` centres of the rows ``X`` minimising the weighted k-means
+    objective ``sum_i w_i min_j ||x_i - z_j||^2``: k-means++ seeding (each
+    new centre a row drawn with probability ``w_i D_i^2``, ``D_i`` its
+    distance to the centres so far) then ``iters`` Lloyd iterations (every
+    row to its nearest centre, every centre to its rows' weighted mean; an
+    emptied centre goes to the row of largest ``w_i D_i^2``). Plain NumPy
+    on one BLAS thread (its GEMMs are small: OpenBLAS's two threads made
+    usps's centres 3x slower on a busy machine), no scikit-learn import
+    (0.3 s in a fresh process); docs/solvers.md, "Compact expansions",
+    compares it with MiniBatchKMeans."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _weighted_kmeans(X, B, weights, seed, iters)
+
+
+def _weighted_kmeans(X, B, weights, seed, iters):
+    import scipy.sparse as sp
+    X = _dense(X)
+    n = len(X)
+    B = int(min(B, n))
+    w = np.ones(n) if weights is None else np.asarray(weights, np.float64)
+    if B >= n:
+        return X.copy()
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("k-means weights must be finite and non-negative")
+    if not w.sum() > 0:
+        w = np.ones(n)
+    rng = np.random.default_rng(seed)
+    xx = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+    Z = np.empty((B, X.shape[1]), np.float32)
+    i = int(rng.choice(n, p=w / w.sum()))
+    Z[0] = X[i]
+    d = np.maximum(xx - 2.0 * (X @ X[i]) + xx[i], 0.0)
+    u = rng.random(B)
+    for j in range(1, B):
+        c = np.cumsum(w * d)
+        if not c[-1] > 0:               # every row is a centre already: repeat one
+            Z[j:] = Z[0]
+            break
+        i = min(int(np.searchsorted(c, u[j] * c[-1], side="right")), n - 1)
+        Z[j] = X[i]
+        np.minimum(d, np.maximum(xx - 2.0 * (X @ X[i]) + xx[i], 0.0), out=d)
+    rows = np.arange(n)
+    for _ in range(iters):
+        lab, d = _nearest(X, xx, Z)
+        M = sp.csr_matrix((w, (lab, rows)), shape=(B, n))
+        mass = np.asarray(M.sum(axis=1)).ravel()
+        new = Z.copy()
+        full = mass > 0
+        new[full] = (M @ X)[full] / mass[full, None]
+        if not full.all():
+            new[~full] = X[np.argsort(-w * d, kind="stable")[:int((~full).sum())]]
+        if np.array_equal(new, Z):
+            break
+        Z = new
+    return Z
+
+
 def _gram(kernel, Z, ridge):
     """K(Z, Z) in float64 with ``ridge`` x its mean diagonal added to the diagonal."""
     K = np.array(kernel.block(Z, Z), np.float64)
@@ -153,17 +238,36 @@ def fit_values(kernel, Z, R, f, ridge=1e-8, block=1024):
     return sol[:nb], np.asarray(sol[nb], np.float64)
 
 
-def decisions(kernel, Z, Beta, b, X, block=2048):
+def decisions(kernel, Z, Beta, b, X, block=2048, n_jobs=1):
     """``K(X, Z) Beta + b`` for a matrix ``Beta`` [B, machines] (a shared
-    basis), in blocks of rows: [rows, machines]."""
+    basis), in blocks of rows: [rows, machines]. ``n_jobs`` threads (one
+    BLAS thread each) take whole blocks: a row's value does not depend on it."""
     Z, X = _dense(Z), _dense(X)
     Beta = np.asarray(Beta, np.float64)
     sqz = sq_norms(Z)
     out = np.empty((len(X), Beta.shape[1]))
-    for s in range(0, len(X), block):
+
+    def one(s):
         K = np.asarray(kernel.block(X[s:s + block], Z, None, sqz), np.float64)
         out[s:s + block] = K @ Beta
+
+    _blocks(one, range(0, len(X), block), n_jobs)
     return out + b
+
+
+def _blocks(one, starts, n_jobs):
+    """``one(s)`` for every start ``s``, on ``n_jobs`` threads of one BLAS thread each."""
+    starts = list(starts)
+    jobs = max(1, min(int(n_jobs), len(starts)))
+    if jobs == 1:
+        for s in starts:
+            one(s)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(jobs) as ex:
+        for _ in ex.map(one, starts):
+            pass
 
 
 def rkhs_error(kernel, X, a, Z, beta, n_jobs=1):
@@ -276,13 +380,18 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
     return None, rec
 
 
+def threads(n_jobs):
+    """The thread count of an ``n_jobs`` option (None or -1: every core)."""
+    import os
+    return (os.cpu_count() or 1) if n_jobs in (None, -1) else max(1, int(n_jobs))
+
+
 def compactor(kernel, solve, regression=False):
     """The ``compact`` hook of :func:`~streamcvm.problems.progressive.train_progressive`
     for the options ``solve`` (its ``compact``: "auto" or False), or None."""
     if solve.compact is False or solve.compact is None:
         return None
-    import os
-    jobs = (os.cpu_count() or 1) if solve.n_jobs in (None, -1) else max(1, int(solve.n_jobs))
+    jobs = threads(solve.n_jobs)
 
     def hook(machine, Xfit, Xv, yv, loss=None):
         machine.compact, machine.compact_info = compact_machine(
@@ -313,7 +422,7 @@ def class_centres(S, weights, key, B, seed=0):
     Z = []
     for k, nk in zip(keys, share):
         sel = key == k
-        Z.append(kmeans_centres(S[sel], nk, weights=weights[sel], seed=seed)
+        Z.append(weighted_kmeans(S[sel], nk, weights=weights[sel], seed=seed)
                  if nk < sel.sum() else S[sel])
     return _dense(np.concatenate(Z))
 
@@ -354,7 +463,7 @@ def close_values(full, r2=R2_MIN):
     return accept
 
 
-def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES):
+def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES, n_jobs=1):
     """One compact basis for the machines of a fit that held no rows out
     (trained on every row: nothing to judge errors on), or None, and a
     record of the choice.
@@ -389,7 +498,7 @@ def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES):
     for B in todo:
         Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed)
         Beta, b = fit_values(kernel, Z, Xfit, Ffit)        # O(B^2) memory, in row blocks
-        ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck))
+        ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck, n_jobs=n_jobs))
         t = {"B": int(len(Z)), **t}
         rec["tried"].append(t)
         if ok:
