@@ -36,7 +36,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# after PYTHONPATH and the installed package: --ways default times the library
+# PYTHONPATH names
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 SETS = {"clean4": ("gaussian", 4, {"noise": 0.8}),
         "boundary": ("boundary", 4, {}),
