@@ -17,9 +17,9 @@ by ``tools/calibrate_dispatch.py``, and the problem takes the cheaper. The
 constants are fixed, not timed during the fit, and the thread count is not
 an input: a choice made by a clock would make the model depend on the
 machine's load (and a resumed run would not give the uninterrupted one's
-model), one made by ``n_jobs`` would make it depend on the thread count. Each choice is recorded in the
-solver's history (``dispatch``: the path, the core-set size it was made
-at, both predicted step costs).
+model), one made by ``n_jobs`` would make it depend on the thread count.
+Each choice is recorded in the solver's history (``dispatch``: the path,
+the core-set size it was made at, both predicted step costs).
 """
 import dataclasses
 
