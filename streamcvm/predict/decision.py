@@ -8,11 +8,12 @@ expansions (:mod:`streamcvm.problems.compress`) replace the full ones when
 they are smaller by far (:func:`active_machines`). One-vs-one values become
 class votes as LIBSVM counts them (:func:`ovo_votes`)."""
 import dataclasses
+import threading
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..solvers.kernels import sq_norms
+from ..solvers.kernels import for_blocks, sq_norms
 
 
 def active_machines(machines, exact):
@@ -91,31 +92,23 @@ def union_values(kernel, union, intercepts, X, n_jobs=1):
     F = np.zeros((X.shape[0], len(intercepts)))
     rows = int(max(128, min(2048, 2 ** 21 // max(U.shape[0], 1))))  # blocks of ~8 MB, cache-friendly
     wide = max(hi - lo for lo, hi, _, _ in groups)
-    starts = list(range(0, X.shape[0], rows))
+    local = threading.local()       # scratch blocks per thread (no page faults)
 
-    def part(mine):
-        kbuf = np.empty(rows * U.shape[0], np.float32)
-        buf = np.empty((rows, wide))          # float64 copies, reused (no page faults)
-        for a in mine:
-            b = min(a + rows, X.shape[0])
-            K = kernel.block(X[a:b], U, sq[a:b], Usq, BT=UT, out=kbuf)
-            for lo, hi, mach, W in groups:
-                Kd = buf[:b - a, :hi - lo]
-                np.copyto(Kd, K[:, lo:hi])
-                if len(mach) == F.shape[1]:     # every machine (a shared compact basis)
-                    F[a:b] += Kd @ W
-                else:
-                    F[a:b, mach] += Kd @ W
+    def one(a):
+        if not hasattr(local, "kbuf"):
+            local.kbuf = np.empty(rows * U.shape[0], np.float32)
+            local.buf = np.empty((rows, wide))          # float64 copies
+        b = min(a + rows, X.shape[0])
+        K = kernel.block(X[a:b], U, sq[a:b], Usq, BT=UT, out=local.kbuf)
+        for lo, hi, mach, W in groups:
+            Kd = local.buf[:b - a, :hi - lo]
+            np.copyto(Kd, K[:, lo:hi])
+            if len(mach) == F.shape[1]:     # every machine (a shared compact basis)
+                F[a:b] += Kd @ W
+            else:
+                F[a:b, mach] += Kd @ W
 
-    jobs = max(1, min(int(n_jobs), len(starts)))
-    if jobs == 1:
-        part(starts)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-        from threadpoolctl import threadpool_limits
-        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(jobs) as ex:
-            for _ in ex.map(part, [starts[j::jobs] for j in range(jobs)]):
-                pass
+    for_blocks(one, range(0, X.shape[0], rows), n_jobs)
     F += intercepts
     return F
 

@@ -29,7 +29,7 @@ model; docs/solvers.md, "Compact expansions", gives the formulations.
 """
 import numpy as np
 
-from ..solvers.kernels import kernel_sums, sq_norms
+from ..solvers.kernels import for_blocks, kernel_sums, sq_norms
 
 
 def _dense(X):
@@ -251,23 +251,8 @@ def decisions(kernel, Z, Beta, b, X, block=2048, n_jobs=1):
         K = np.asarray(kernel.block(X[s:s + block], Z, None, sqz), np.float64)
         out[s:s + block] = K @ Beta
 
-    _blocks(one, range(0, len(X), block), n_jobs)
+    for_blocks(one, range(0, len(X), block), n_jobs)
     return out + b
-
-
-def _blocks(one, starts, n_jobs):
-    """``one(s)`` for every start ``s``, on ``n_jobs`` threads of one BLAS thread each."""
-    starts = list(starts)
-    jobs = max(1, min(int(n_jobs), len(starts)))
-    if jobs == 1:
-        for s in starts:
-            one(s)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(jobs) as ex:
-        for _ in ex.map(one, starts):
-            pass
 
 
 def rkhs_error(kernel, X, a, Z, beta, n_jobs=1):

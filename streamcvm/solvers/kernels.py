@@ -235,11 +235,21 @@ def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1):
         e = min(a + step, n)
         out[a:e] = weighted_sum(kernel.block(X[a:e], B, sq[a:e], sqb, BT=BT, out=buf), w)
 
+    for_blocks(one, starts, n_jobs)
+    return out
+
+
+def for_blocks(one, starts, n_jobs=1):
+    """``one(s)`` for every block start ``s``, on ``n_jobs`` threads of one
+    BLAS thread each (one: in order, here); each call writes its own rows, so
+    the result does not depend on ``n_jobs``. Scratch buffers per thread:
+    ``threading.local``."""
+    starts = list(starts)
     jobs = max(1, min(int(n_jobs), len(starts)))
     if jobs == 1:
-        for a in starts:
-            one(a)
-        return out
+        for s in starts:
+            one(s)
+        return
     from concurrent.futures import ThreadPoolExecutor
     from threadpoolctl import threadpool_limits
     ex = ThreadPoolExecutor(jobs)
@@ -249,7 +259,6 @@ def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1):
                 pass
     finally:        # on an interrupt: the blocks not started are dropped
         ex.shutdown(wait=True, cancel_futures=True)
-    return out
 
 
 def _scratch(out, m, n):
