@@ -137,17 +137,19 @@ def exact_room(n):
     return n <= EXACT_ROWS and 4.0 * cache_rows(n) * n <= 0.5 * psutil.virtual_memory().available
 
 
-def exact_applies(store, solve, full_pass=False, make_pool=None):
-    """Whether :func:`_fit` solves ``store`` with :func:`_fit_exact`."""
-    return (exact_room(store.n) and solve.method == "cvm" and not full_pass
-            and make_pool is None and solve.checkpointer is None and solve.resume is None)
-
-
 def exact_fit(store, method, full_pass, checkpointed, progressive):
     """Whether CVMRegressor's fit on every row of ``store`` (``max_core``
-    not given) is solved exactly (:func:`exact_applies`)."""
+    not given) is solved exactly: the one rule, also :func:`exact_applies`'."""
     return (exact_room(store.n) and method == "cvm" and not full_pass and not checkpointed
             and not progressive)
+
+
+def exact_applies(store, solve, full_pass=False, make_pool=None):
+    """Whether :func:`_fit` solves ``store`` with :func:`_fit_exact`
+    (:func:`exact_fit`; a progressive stage comes with its ``make_pool``)."""
+    return solve.resume is None and exact_fit(
+        store, solve.method, full_pass, solve.checkpointer is not None,
+        progressive=make_pool is not None)
 
 
 def _all_rows(store):
