@@ -81,7 +81,8 @@ def add(sub):
            help="classification and regression: 'auto' (a machine of "
                 "more than 65,536 rows trains on random samples of 16,384, 32,768, "
                 "... rows while a held-out validation sample says the last doubling "
-                "helped; classification first tries every row while its core set "
+                "helped, by at least a tenth of the gain since the first stage; "
+                "classification first tries every row while its core set "
                 "stays under 2,048 vectors; regression stops before a stage whose "
                 "core set would pass 11,000), 'all' rows, or at most N rows that way "
                 "(default %(lib)s)")

@@ -44,7 +44,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         subsampling: stages on 16,384, 32,768, ... random rows, each
         converged, while the last doubling still fixed significantly more
         rows of a held-out validation sample than it broke (never trained
-        on; see streamcvm.problems.progressive). Time and the model's size
+        on), and by at least a tenth of what the fit has gained since its
+        first stage: the next stage costs at least all the stages so far
+        (see streamcvm.problems.progressive). Time and the model's size
         then follow what the data's noise allows, not n. "all": every row
         (the L2-SVM of the whole store; full_pass implies it). A number:
         "auto" with the sample capped at that many rows.

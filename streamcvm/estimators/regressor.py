@@ -66,8 +66,9 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         (streamcvm.problems.progressive): fits on random samples of 16,384,
         32,768, ... rows (C="auto" scaled to each), the next only while the
         last doubling lowered the squared error on held-out rows (10% of
-        the rows, at most 50,000) by more than its standard error and its
-        core set would stay within the budget above. The stages are in
+        the rows, at most 50,000) by more than its standard error and by at
+        least a tenth of the drop since the first stage, and its core set
+        would stay within the budget above. The stages are in
         ``history_`` (``stage_rows``, ``stage_validation_rmse``). A number:
         at most that many rows, the same way.
     compact : "auto" (default) or False, as :class:`CVMClassifier`; a
