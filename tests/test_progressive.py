@@ -172,6 +172,88 @@ def test_auto_keeps_the_plain_fit_while_its_core_set_stays_small(monkeypatch):
     assert certified and capped.core_set_size_ == 64
 
 
+def test_worth_next_is_the_last_drop_against_the_drop_since_the_first_stage():
+    """The next stage only while the last doubling's drop is at least FLAT of
+    the whole drop since the first stage; label flips independent of the
+    models shrink both drops by (1 - 2 rho), so the ratio, and the rule, are
+    the same on noisy validation labels (simulated)."""
+    assert pg.worth_next(1000.0, 600.0, 500.0)                  # 100 of 500
+    assert not pg.worth_next(1000.0, 520.0, 500.0)              # 20 of 500
+    assert pg.worth_next(1000.0, 550.0, 500.0, flat=0.1) and \
+        not pg.worth_next(1000.0, 550.0, 500.0, flat=0.11)
+    rng = np.random.default_rng(0)
+    n, rho = 400000, 0.2
+    y = rng.choice([-1.0, 1.0], n)
+    # three nested stages: 10%, then 6%, then 5% wrong on the clean labels
+    u = rng.random(n)
+    preds = [np.where(u < e, -y, y) for e in (0.10, 0.06, 0.05)]
+    noisy = np.where(rng.random(n) < rho, -y, y)
+
+    def ratio(labels):
+        first, last, new = [float(np.sum(p != labels)) for p in preds]
+        return (last - new) / (first - new)
+    assert ratio(y) == pytest.approx(0.2, abs=0.005)
+    assert ratio(noisy) == pytest.approx(ratio(y), abs=0.02)
+
+
+FLAT_TEST = 0.5     # _noisy's 8,000-row stage: a drop of 18 of the 59 since the first (30%)
+
+
+def _flat_stages(monkeypatch, flat):
+    """Stages of 2,000, 4,000, 8,000 and 16,000 rows (so that a third
+    verdict exists), and worth_next at ``flat``."""
+    sizes, worth = pg.stage_sizes, pg.worth_next
+    monkeypatch.setattr(pg, "stage_sizes", lambda n, first=2000: sizes(n, first=first))
+    monkeypatch.setattr(pg, "worth_next", lambda f, l, n, flat=flat: worth(f, l, n, flat=flat))
+
+
+def test_a_flat_learning_curve_ends_the_stages(monkeypatch):
+    store = _noisy()
+    _flat_stages(monkeypatch, 0.0)          # 0: only the significance rule
+    free = CVMClassifier(train_size=16000).fit(store)
+    _flat_stages(monkeypatch, FLAT_TEST)
+    flat = CVMClassifier(train_size=16000).fit(store)
+    stages = [h for h in flat.history_ if "stage_validation_error" in h]
+    free_stages = [h for h in free.history_ if "stage_validation_error" in h]
+    last = stages[-1]
+    assert last["stopped_by"] == "flat learning curve", stages
+    assert len(free_stages) > len(stages)   # without the rule it went on
+    # the significance rule alone would have gone on; the drop was too small a share
+    assert pg.keep_going(last["fixed"], last["broken"], noise=last["noise_bound"])
+    wrong = [round(h["stage_validation_error"] * h["validation_rows"]) for h in stages]
+    assert wrong[-2] - wrong[-1] == last["fixed"] - last["broken"]
+    assert wrong[-2] - wrong[-1] < FLAT_TEST * (wrong[0] - wrong[-1])
+    for a, b in zip(stages, free_stages):       # the same stages up to the stop
+        assert a["stage_validation_error"] == b["stage_validation_error"]
+
+
+def test_a_resumed_fit_keeps_the_first_stage_for_the_flat_rule(tmp_path, monkeypatch):
+    """The first stage's validation loss is in the snapshot: a run killed in
+    a later stage stops where the uninterrupted one did."""
+    store = _noisy()
+    _flat_stages(monkeypatch, FLAT_TEST)
+    ref = CVMClassifier(train_size=16000).fit(store)
+    ref_rows = [h["stage_rows"] for h in ref.history_ if "stage_validation_error" in h]
+    assert ref_rows[-1] < 16000, ref_rows
+    orig = exact_bvm.bvm_exact
+
+    def killing(*a):      # inside the last stage the reference trained
+        if a[22] >= ref_rows[-1]:
+            raise KeyboardInterrupt
+        return orig(*a)
+    monkeypatch.setattr(exact_bvm, "bvm_exact", killing)
+    with pytest.raises(KeyboardInterrupt):
+        CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path,
+                                            checkpoint_every=0.0)
+    monkeypatch.setattr(exact_bvm, "bvm_exact", orig)
+    man = snapshots.latest(tmp_path)[0]
+    assert man["current"]["pool"]["progressive"]["stage"] == len(ref_rows) - 1
+    res = CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path, resume=True)
+    rows = [h["stage_rows"] for h in res.history_ if "stage_validation_error" in h]
+    assert rows == ref_rows
+    np.testing.assert_array_equal(ref.machines_[0].sv_ids, res.machines_[0].sv_ids)
+
+
 # -- regression: stages judged by held-out squared errors ---------------------
 
 def _friedman(n=12000, chunk_rows=1500):
