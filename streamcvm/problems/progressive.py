@@ -26,9 +26,10 @@ broken): one standard error of the paired difference, shrunk as label noise
 at the stage's validation error e would shrink a true gain,
 :func:`keep_going`), and while that doubling's gain was still worth the next
 stage's time: at least ``FLAT`` of all the fit has gained since its first
-stage (:func:`worth_next`). The last stage trained is the model. The sample, the stages and the decisions depend only on the seed and
-the data, so a resumed run (the stage and its solver are in the snapshot)
-gives the same model.
+stage (:func:`worth_next`). The last stage trained is the model. The
+sample, the stages and the decisions depend only on the seed and the data,
+so a resumed run (the stage, its solver and the first stage's validation
+loss are in the snapshot) gives the same model.
 
 Regression (:func:`~streamcvm.problems.regression.train_regressor`) runs the
 same stages judged by squared errors (:class:`SquaredVerdict`: the next
@@ -53,7 +54,8 @@ SAMPLE_BYTES = 256 << 20    # the training sample's memory (rows x features x 4,
 CAP_ROWS, CAP_SQRT = 262144, 185.0
 VAL_FRACTION = 0.1          # validation rows: this share of the machine's rows,
 VAL_MIN, VAL_MAX = 1000, 50000   # clipped to [VAL_MIN, VAL_MAX] and a quarter of the rows
-FLAT = 0.1                  # the next stage only while the last doubling gained this share (worth_next)
+FLAT = 0.1                  # the next stage only while the last doubling gained at least
+                            # this share of the drop since the first stage (worth_next)
 
 
 def row_keys(ids, seed):
@@ -196,7 +198,7 @@ def worth_next(first, last, new, flat=FLAT):
     new)`` of the fit's average so far: below ``flat`` the fit has reached
     the flat end of its curve (at 20M mixture rows, a 512K-row stage gained
     19 validation rows of the 380 since the first, 5%, and the 827K stage
-    after it doubled the fit's time for 0.04 points). Label noise flipping
+    after it doubled the fit's time for 0.01 test points). Label noise flipping
     each validation label with probability rho, independently of the
     models, shrinks both drops by (1 - 2 rho) in expectation: the ratio, and
     the rule, do not depend on it."""
