@@ -85,6 +85,8 @@ def test_progressive_fit_holds_out_its_validation_rows_and_records_the_stages():
     # it stopped at the last stage, or because the last doubling did not help
     assert len(stages) == 3 or not pg.keep_going(last["fixed"], last["broken"],
                                                   noise=last["noise_bound"])
+    assert last["stopped_by"] == ("the whole sample" if len(stages) == 3 else
+                                  "no significant gain")
     (vid, Xv, yv, _), (tid, _, _, _) = pg.draw_sample(store, (-1.0, 1.0), 2400, 16000, 0)
     assert not set(m.sv_ids.tolist()) & set(vid.tolist())   # never trained on
     assert set(m.sv_ids.tolist()) <= set(tid[:last["stage_rows"]].tolist())
@@ -225,6 +227,20 @@ def test_a_flat_learning_curve_ends_the_stages(monkeypatch):
     assert wrong[-2] - wrong[-1] < FLAT_TEST * (wrong[0] - wrong[-1])
     for a, b in zip(stages, free_stages):       # the same stages up to the stop
         assert a["stage_validation_error"] == b["stage_validation_error"]
+    assert free_stages[-1]["stopped_by"] == "the whole sample"
+    assert all("stopped_by" not in h for h in stages[:-1] + free_stages[:-1])
+
+
+def test_the_model_and_info_say_why_the_stages_stopped(tmp_path, monkeypatch):
+    from streamcvm.cli.info import describe_model
+    _flat_stages(monkeypatch, FLAT_TEST)
+    clf = CVMClassifier(train_size=16000).fit(_noisy())
+    streamcvm.save_model(clf, tmp_path / "m")
+    assert "(stopped by: flat learning curve)" in describe_model(str(tmp_path / "m"))
+    _flat_stages(monkeypatch, 0.0)
+    clf = CVMClassifier(train_size=16000).fit(_noisy())
+    streamcvm.save_model(clf, tmp_path / "n")
+    assert "(stopped by: the whole sample)" in describe_model(str(tmp_path / "n"))
 
 
 def test_a_resumed_fit_keeps_the_first_stage_for_the_flat_rule(tmp_path, monkeypatch):

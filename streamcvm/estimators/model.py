@@ -74,6 +74,8 @@ def save_model(est, path, overwrite=False, target=None):
             last = hist[-1] if hist else {}
             rec["eps_reached"] = last.get("certified_eps", last.get("eps"))
             rec["stage_rows"] = last.get("stage_rows")
+            if last.get("stopped_by"):
+                rec["stages_stopped_by"] = last["stopped_by"]
             for name, arr in arrays.items():
                 put(f"m{k}_{name}", arr)
             recs.append(rec)

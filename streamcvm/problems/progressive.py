@@ -308,7 +308,9 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
     machine with its validation losses (e.g. to add its compact expansion,
     chosen on the validation rows). Returns
     the machine (support ids mapped to the store's rows) with the stages
-    recorded in its history."""
+    recorded in its history, the last one with why it was the last
+    (``stopped_by``: "no significant gain", "flat learning curve", "core
+    budget" or "the whole sample")."""
     from ..data.sampling import ChunkPool
     from ..data.store import ArrayStore
     n_val, n_train = sizes
@@ -342,11 +344,15 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
         rec = {"stage_rows": int(m), "validation_rows": int(len(yv))}
         rec.update(verdict.record(loss, prev))
         go = k + 1 < len(stages)
+        if not go:
+            rec["stopped_by"] = "the whole sample"
         first = progress.get("first_loss")     # None: a snapshot from before the rule
-        if prev is not None:
-            go = go and verdict.go(prev, loss)
-            if go and first is not None and not worth_next(first, float(prev.sum()),
-                                                           float(loss.sum())):
+        if go and prev is not None:
+            if not verdict.go(prev, loss):
+                rec["stopped_by"] = "no significant gain"
+                go = False
+            elif first is not None and not worth_next(first, float(prev.sum()),
+                                                      float(loss.sum())):
                 rec["stopped_by"] = "flat learning curve"
                 go = False
         if go and admit is not None and not admit(stages[k + 1], machine, m):
