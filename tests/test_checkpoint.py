@@ -382,10 +382,11 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
     y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.standard_normal(30000) > 0, 1.0, -1.0)
     store = streamcvm.as_store(X, y)                     # one chunk: exact BVM
     orig = exact_bvm.bvm_exact
-    calls = {"n": 0, "kill": None}
+    calls = {"n": 0, "kill": None, "starts": []}
 
     def counting(*a):
         calls["n"] += 1
+        calls["starts"].append(int(a[18][1]))      # the steps already taken (state[1])
         if calls["n"] == calls["kill"]:
             raise _Kill()
         return orig(*a)
@@ -399,11 +400,12 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
         CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
     man = snapshots.latest(tmp_path / "ck")[0]
     assert man["current"]["solver"]["exact"] and man["progress"]["iteration"] > 0
-    calls.update(n=0, kill=None)
+    calls.update(n=0, kill=None, starts=[])
     res = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
     _same(ref, res)
     assert res.n_iter_ == ref.n_iter_
-    assert pieces > 4 and calls["n"] <= pieces - 3      # it continued: the first pieces not redone
+    # it continued: its first piece starts from the snapshot's steps, not from none
+    assert pieces > 4 and calls["starts"][0] == man["progress"]["iteration"] > 0
 
 
 def test_resume_refuses_the_same_rows_chunked_differently(tmp_path):

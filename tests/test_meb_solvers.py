@@ -261,3 +261,52 @@ def test_a_capped_kernel_cache_costs_its_filled_part_only():
     for i in range(300):
         ref.add(i, X[i:i + 1], 1.0, kern, 0.0, 0.0)
     np.testing.assert_array_equal(ref.K[:300, :300], cs.K[:300, :300])
+
+
+def test_the_exact_pass_thread_choice_is_robust_and_probes_cheaply():
+    """_Threads: ``most`` first, then one thread on a short probe, then the
+    faster by the median of each count's last pieces (one slow piece does
+    not flip it), the other retried every RETRY pieces, on a probe."""
+    from streamcvm.solvers.exact_bvm import _Threads
+    t = _Threads(2, 100000)
+    assert t.pick() == (2, 1.0)
+    t.took(2, 1.0)
+    assert t.pick() == (1, _Threads.PROBE) and _Threads.PROBE < 1
+    t.took(1, 1.3)
+    assert t.pick() == (2, 1.0)
+    t.took(2, 1.0)
+    t.took(2, 5.0)              # one piece slowed by other work
+    assert t.cost(2) == 1.0 and t.pick() == (2, 1.0)
+    t.took(2, 5.0)
+    t.took(2, 5.0)              # a sustained slow-down: one thread is now faster
+    assert t.pick() == (1, 1.0)
+    picks = [t.pick() for _ in range(2 * _Threads.RETRY)]
+    assert picks.count((2, _Threads.PROBE)) == 2 and picks.count((1, 1.0)) == len(picks) - 2
+    assert _Threads(2, _Threads.MIN_ROWS - 1).pick() == (1, 1.0)      # too few rows to share
+
+
+def test_bvm_exact_same_run_whatever_the_threads_choose(monkeypatch):
+    """The pieces' thread counts and lengths do not change the run."""
+    from streamcvm.solvers import exact_bvm
+    rng = np.random.default_rng(3)
+    n = exact_bvm._Threads.MIN_ROWS + 2000
+    X = rng.standard_normal((n, 4)).astype(np.float32)
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.5 * rng.standard_normal(n) > 0.3, 1.0, -1.0)
+    k = Kernel("rbf", gamma=0.5)
+    fits, pieces = [], []
+    for plan in ([(2, 1.0)], [(1, 0.01), (2, 0.01), (1, 0.02)]):   # one piece; ~16-step pieces
+        seq = iter(plan * 100000)
+        pieces.append(0)
+
+        def pick(self, seq=seq):
+            pieces[-1] += 1
+            return next(seq)
+        monkeypatch.setattr(exact_bvm._Threads, "pick", pick)
+        s = MEBSolver(k, X.shape[1], False, C=1.0, b=1.0, method="bvm", eps=1e-3)
+        s.fit_exact(np.arange(len(y)), X, y)
+        fits.append((s.ball.core.ids[:s.ball.core.n].copy(),
+                     s.ball.core.alpha[:s.ball.core.n].copy(), s.n_iter))
+    assert pieces[0] <= 2 and pieces[1] > 20, pieces
+    assert fits[0][2] == fits[1][2] > 100
+    np.testing.assert_array_equal(fits[0][0], fits[1][0])
+    np.testing.assert_array_equal(fits[0][1], fits[1][1])

@@ -45,35 +45,47 @@ def dense_columns(X):
 
 class _Threads:
     """How many tasks :func:`bvm_exact`'s passes run as, piece by piece of
-    the run: the faster of one and ``most`` by the seconds per pass measured
-    on recent pieces (each count retried every ``RETRY`` pieces), so a
-    machine busy with other work falls back to one thread rather than wait
-    at every step for a descheduled one. The model is the same either way:
-    each row's arithmetic does not depend on the count."""
+    the run: the faster of one and ``most`` by the seconds per pass and step
+    of their last ``KEEP`` pieces (the median: one piece slowed by something else on
+    the machine does not flip the choice), so a machine busy with other work
+    falls back to one thread rather than wait at every step for a
+    descheduled one. The count not chosen is retried every ``RETRY`` pieces,
+    and one thread is first measured, on a probe: a piece of ``PROBE`` of
+    the usual steps (on two cores one thread is ~1.3x slower a pass, so a
+    full-length probe costs a few percent of the run). The model is the same
+    either way: each row's arithmetic does not depend on the count, nor on
+    where the pieces end."""
 
     RETRY = 16
+    KEEP = 3
+    PROBE = 0.25
     MIN_ROWS = 8192         # fewer rows: one thread (a pass is too short to share)
 
     def __init__(self, most, n_rows):
         self.most = most if n_rows >= self.MIN_ROWS else 1
-        self.cost = {}
+        self.seen = {}
         self.pieces = 0
 
+    def cost(self, tasks):
+        return float(np.median(self.seen[tasks]))
+
     def pick(self):
+        """(tasks, share): the count for the next piece and the share of a
+        piece's steps it runs (``PROBE`` when it measures the other count)."""
         self.pieces += 1
         if self.most == 1:
-            return 1
-        for k in (self.most, 1):
-            if k not in self.cost:
-                return k
-        best = min(self.cost, key=self.cost.get)
+            return 1, 1.0
+        if self.most not in self.seen:
+            return self.most, 1.0
+        if 1 not in self.seen:
+            return 1, self.PROBE
+        best = min(self.seen, key=self.cost)
         if self.pieces % self.RETRY == 0:
-            return self.most if best == 1 else 1
-        return best
+            return (self.most if best == 1 else 1), self.PROBE
+        return best, 1.0
 
-    def took(self, tasks, seconds_per_pass):
-        old = self.cost.get(tasks)
-        self.cost[tasks] = seconds_per_pass if old is None else 0.5 * (old + seconds_per_pass)
+    def took(self, tasks, seconds_per_unit):
+        self.seen[tasks] = (self.seen.get(tasks, []) + [seconds_per_unit])[-self.KEEP:]
 
 
 class ExactBVM:
@@ -182,15 +194,18 @@ class ExactBVM:
         while True:
             if checkpoint is not None:
                 checkpoint(s, (int(st[0]), 0))
-            t, passes0 = time.perf_counter(), st[15]
-            tasks = threads.pick()
+            t, work0 = time.perf_counter(), st[15] + st[1]
+            tasks, share = threads.pick()
             last = bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, yv, ball.kernel.gamma, ball.b,
                              1.0 / ball.C, levels, s.margin_tol if s.auto_eps else 0.0,
-                             max_steps, alpha, hist, True, st, Ka, int(st[1]) + per_call,
-                             tasks, n_cand, s.val_rule)
+                             max_steps, alpha, hist, True, st, Ka,
+                             int(st[1]) + max(16, int(per_call * share)), tasks, n_cand,
+                             s.val_rule)
             if last >= 0:
                 break
-            threads.took(tasks, (time.perf_counter() - t) / max(st[15] - passes0, 1.0))
+            # per pass and step (a pass costs ~ rows x (1 + its steps)): per pass alone
+            # would favour whichever count ran the passes of fewer steps
+            threads.took(tasks, (time.perf_counter() - t) / max(st[15] + st[1] - work0, 1.0))
             if callback is not None:
                 s.n_iter, s.level_eps = int(st[1]), float(levels[int(st[0])])
                 callback(s)
