@@ -109,15 +109,13 @@ def test_stop_by_validation_records_every_level():
         CVMClassifier(stop="never").fit(store)
 
 
-def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch):
-    store = _noisy()
-    ref = CVMClassifier(train_size=16000).fit(store)
+def _killed_in_stage(store, rows, tmp_path, monkeypatch):
+    """A checkpointed fit (train_size 16,000) killed at the first exact piece
+    of a stage of at least ``rows`` rows: its latest snapshot's manifest."""
     orig = exact_bvm.bvm_exact
-    calls = {"n": 0}
 
-    def killing(*a):      # the first piece of the second stage (8,000 rows)
-        calls["n"] += 1
-        if a[22] >= 8000:
+    def killing(*a):
+        if a[22] >= rows:
             raise KeyboardInterrupt
         return orig(*a)
     monkeypatch.setattr(exact_bvm, "bvm_exact", killing)
@@ -125,7 +123,14 @@ def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch)
         CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path,
                                             checkpoint_every=0.0)
     monkeypatch.setattr(exact_bvm, "bvm_exact", orig)
-    man = snapshots.latest(tmp_path)[0]
+    return snapshots.latest(tmp_path)[0]
+
+
+def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch):
+    store = _noisy()
+    ref = CVMClassifier(train_size=16000).fit(store)
+    orig = exact_bvm.bvm_exact
+    man = _killed_in_stage(store, 8000, tmp_path, monkeypatch)   # the second stage's first piece
     stage = man["current"]["pool"]["progressive"]["stage"]
     assert stage >= 1, "the kill should land after the first stage"
     seen = []
@@ -251,18 +256,7 @@ def test_a_resumed_fit_keeps_the_first_stage_for_the_flat_rule(tmp_path, monkeyp
     ref = CVMClassifier(train_size=16000).fit(store)
     ref_rows = [h["stage_rows"] for h in ref.history_ if "stage_validation_error" in h]
     assert ref_rows[-1] < 16000, ref_rows
-    orig = exact_bvm.bvm_exact
-
-    def killing(*a):      # inside the last stage the reference trained
-        if a[22] >= ref_rows[-1]:
-            raise KeyboardInterrupt
-        return orig(*a)
-    monkeypatch.setattr(exact_bvm, "bvm_exact", killing)
-    with pytest.raises(KeyboardInterrupt):
-        CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path,
-                                            checkpoint_every=0.0)
-    monkeypatch.setattr(exact_bvm, "bvm_exact", orig)
-    man = snapshots.latest(tmp_path)[0]
+    man = _killed_in_stage(store, ref_rows[-1], tmp_path, monkeypatch)   # in its last stage
     assert man["current"]["pool"]["progressive"]["stage"] == len(ref_rows) - 1
     res = CVMClassifier(train_size=16000).fit(store, checkpoint_dir=tmp_path, resume=True)
     rows = [h["stage_rows"] for h in res.history_ if "stage_validation_error" in h]
