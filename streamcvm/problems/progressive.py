@@ -198,10 +198,10 @@ def worth_next(first, last, new, flat=FLAT):
     new)`` of the fit's average so far: below ``flat`` the fit has reached
     the flat end of its curve (at 20M mixture rows, a 512K-row stage gained
     19 validation rows of the 380 since the first, 5%, and the 827K stage
-    after it doubled the fit's time for 0.01 test points). Label noise flipping
-    each validation label with probability rho, independently of the
-    models, shrinks both drops by (1 - 2 rho) in expectation: the ratio, and
-    the rule, do not depend on it."""
+    after it doubled the fit's time for 0.01 test points). Label noise
+    flipping each validation label with probability rho, independently of
+    the models, shrinks both drops by (1 - 2 rho) in expectation: the ratio,
+    and the rule, do not depend on it."""
     return bool(last - new >= flat * (first - new))
 
 

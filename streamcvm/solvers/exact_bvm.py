@@ -46,9 +46,9 @@ def dense_columns(X):
 class _Threads:
     """How many tasks :func:`bvm_exact`'s passes run as, piece by piece of
     the run: the faster of one and ``most`` by the seconds per pass and step
-    of their last ``KEEP`` pieces (the median: one piece slowed by something else on
-    the machine does not flip the choice), so a machine busy with other work
-    falls back to one thread rather than wait at every step for a
+    of their last ``KEEP`` pieces (the median: one piece slowed by something
+    else on the machine does not flip the choice), so a machine busy with
+    other work falls back to one thread rather than wait at every step for a
     descheduled one. The count not chosen is retried every ``RETRY`` pieces,
     and one thread is first measured, on a probe: a piece of ``PROBE`` of
     the usual steps (on two cores one thread is ~1.3x slower a pass, so a
