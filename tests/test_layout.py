@@ -115,32 +115,31 @@ def test_the_import_graph_sees_the_imports():
     assert any(t.startswith("streamcvm.solvers") for t in est)
 
 
+def _imported_after(module, code, timeout=300):
+    """Whether ``module`` is imported once ``code`` has run in a fresh interpreter."""
+    import subprocess
+    import sys
+    probe = f"{code}\nimport sys; print({module!r} in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return {"True": True, "False": False}[r.stdout.strip().splitlines()[-1]]
+
+
 def test_a_command_starts_without_scikit_learn():
     """What every command imports before its work (the parser, the errors it
     reports, model.py's) leaves scikit-learn out: the estimators are imported
     only when a command needs them (streamcvm/estimators/__init__.py is lazy),
     so ``streamcvm info`` or ``ingest`` do not pay for it."""
-    import subprocess
-    import sys
-    code = ("import sys, streamcvm.cli, streamcvm.estimators.model, streamcvm.ingest.errors, "
-            "streamcvm.data.snapshots; streamcvm.cli.build_parser(); "
-            "print('sklearn' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "False"
+    assert not _imported_after("sklearn", "import streamcvm.cli, streamcvm.estimators.model, "
+                               "streamcvm.ingest.errors, streamcvm.data.snapshots; "
+                               "streamcvm.cli.build_parser()")
 
 
 def test_a_fit_in_memory_of_one_chunk_does_not_import_dask():
     """A store of one chunk (a small fit from arrays) runs its one pass task
     in place: dask's first import (0.24 s, a quarter of SVR()'s whole fit on
     cpu_act) is left to stores of several chunks."""
-    import subprocess
-    import sys
-    code = ("import sys, numpy as np; from streamcvm import CVMRegressor; "
-            "X = np.random.default_rng(0).random((600, 5)).astype(np.float32); "
-            "CVMRegressor().fit(X, X.sum(axis=1)); print('dask' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "False"
+    assert not _imported_after("dask", "import numpy as np; from streamcvm import CVMRegressor; "
+                               "X = np.random.default_rng(0).random((600, 5)).astype(np.float32); "
+                               "CVMRegressor().fit(X, X.sum(axis=1))")
