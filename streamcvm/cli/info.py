@@ -122,8 +122,9 @@ def describe_model(path):
     stages = [m.get("stage_rows") for m in ms if m.get("stage_rows")]
     if stages:
         why = sorted({m["stages_stopped_by"] for m in ms if m.get("stages_stopped_by")})
+        span = f"{min(stages):,}" + (f"-{max(stages):,}" if max(stages) != min(stages) else "")
         lines.append(f"sample     progressive: the last stage trained on "
-                     f"{min(stages):,}-{max(stages):,} sampled rows per machine"
+                     f"{span} sampled rows per machine"
                      + (f" (stopped by: {', '.join(why)})" if why else ""))
     comp = [m.get("compact") for m in ms if isinstance(m.get("compact"), dict)]
     kept = [c for c in comp if c.get("intercept") is not None]
