@@ -463,6 +463,30 @@ def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr
     assert (lazy[1][w] >= 0).all()
 
 
+def test_exact_svr_rows_and_solve_do_not_depend_on_threads(svr_problem):
+    """The bulk fills (a batch of rows per numba thread) and u = (K + 1) beta
+    (columns split over the threads) give the one-thread run's kernel rows
+    and solve, bit for bit."""
+    import numba
+    from streamcvm.solvers.smo import _fill, kernel_rows, svr_exact
+    X, t, k, store, C, mu, pts, *_ = svr_problem
+    before = numba.get_num_threads()
+    got = {}
+    try:
+        for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(n)
+            rows = kernel_rows(k, X)
+            _fill(np.arange(len(t)), *rows)      # > RBF_BATCH rows: the threaded fill
+            got[n] = (whole_matrix(rows).copy(),
+                      svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, 1e-4))
+    finally:
+        numba.set_num_threads(before)
+    (K1, s1), (Kn, sn) = got[1], got[max(got)]
+    assert np.abs(K1 - k.block(X, X)).max() < 1e-6 and np.array_equal(K1, Kn)
+    assert np.array_equal(s1["ap"], sn["ap"]) and np.array_equal(s1["am"], sn["am"])
+    assert s1["n_iter"] == sn["n_iter"] and s1["c2"] == sn["c2"]
+
+
 @pytest.mark.parametrize("cap", [2, 5, 11])
 def test_exact_svr_with_a_small_row_cache_is_the_whole_matrix_solve(svr_problem, cap):
     """A kernel-row cache far smaller than the rows (cap rows of m, least

@@ -36,7 +36,7 @@ the squared radius ``||c||^2 - a'g``, so ``max_{a_j > 0} g_j - min g`` bounds
 how far the furthest point lies outside the ball: the stopping rule.
 """
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .kernels import rbf_rows
 
@@ -130,6 +130,7 @@ INIT_SHARE = 0.5       # rows weighted at the start (svr_exact)
 CHECK_EVERY = 1000     # SMO steps between two scans of ||c||^2 (the relative stopping rule)
 FAST = {"nnan", "ninf", "nsz"}      # max / min reductions vectorise; arithmetic as written
 RBF_BATCH = 64     # kernel rows computed together (kernels.rbf_rows): X read once per batch
+BLOCK_COLS = 2048  # _add_rows: columns per thread's block of u = (K + 1) beta
 
 # The kernel rows (kernel_rows): a cache of ``cap`` rows of the m x m matrix,
 # ``K`` (cap x m float32), LIBSVM's: ``slot[i]``: the row of K holding kernel row
@@ -172,9 +173,26 @@ def _compute(miss, n, since, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
     for a in range(n):
         dst[a] = _claim(miss[a], since, slot, owner, last, st)
     st[2] += n
+    if n > RBF_BATCH:
+        _rows_threaded(miss[:n], dst, K, X, XT, sq, gamma)
+        return
     for a in range(0, n, RBF_BATCH):
         b = min(a + RBF_BATCH, n)
         rbf_rows(miss[a:b], dst[a:b], K, X, XT, sq, gamma, kbuf)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _rows_threaded(miss, dst, K, X, XT, sq, gamma):
+    """Kernel rows ``miss`` into rows ``dst`` of K, ``RBF_BATCH`` at a time on
+    numba's threads (the bulk fills: :func:`_rebuild`'s first call computes
+    half the rows). Each value is the one :func:`~.kernels.rbf_rows` gives in
+    any batch, so the rows do not depend on the thread count."""
+    nb = (len(miss) + RBF_BATCH - 1) // RBF_BATCH
+    m = X.shape[0]
+    for q in prange(nb):
+        a = q * RBF_BATCH
+        b = min(a + RBF_BATCH, len(miss))
+        rbf_rows(miss[a:b], dst[a:b], K, X, XT, sq, gamma, np.empty(m, np.int32))
 
 
 @njit(cache=True, nogil=True)
@@ -229,17 +247,29 @@ def _rebuild(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, ap, am, u):
     """u = (K + 1)(ap - am), from the rows with weight (K symmetric), in
     row order, as many at a time as the cache holds (their rows not held
     computed in batches first)."""
-    m = len(u)
     w = np.flatnonzero((ap != 0.0) | (am != 0.0))
     step = max(len(owner) - 1, 1)
     u[:] = 0.0
     for a0 in range(0, len(w), step):
         part = w[a0:a0 + step]
         _fill(part, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
+        _add_rows(part, K, slot, ap, am, u)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _add_rows(part, K, slot, ap, am, u):
+    """u += (K + 1)(ap - am) over the (held) rows ``part``, in their order for
+    every column: blocks of ``BLOCK_COLS`` columns on numba's threads, each
+    sum the same whatever the thread count."""
+    m = len(u)
+    nb = (m + BLOCK_COLS - 1) // BLOCK_COLS
+    for q in prange(nb):
+        k0 = q * BLOCK_COLS
+        k1 = min(k0 + BLOCK_COLS, m)
         for j in part:
             b = ap[j] - am[j]
             Kj = K[slot[j]]
-            for k in range(m):
+            for k in range(k0, k1):
                 u[k] += b * (np.float64(Kj[k]) + 1.0)
 
 
