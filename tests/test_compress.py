@@ -172,6 +172,30 @@ def test_weighted_kmeans_centres():
         compress.weighted_kmeans(X, 5, -w)
 
 
+def test_centres_for_growing_b_continue_one_seeding():
+    """compact_shared tries B = 256, 512, ... on the same rows: the seeding
+    kept from the smaller B and continued gives the very centres of a
+    seeding drawn afresh for each B, per class, and when the rows run out
+    (every row a centre: the rest repeat the first); it is continued, not
+    drawn again (fewer draws)."""
+    rng = np.random.default_rng(4)
+    S = rng.normal(size=(900, 5)).astype(np.float32)
+    w = rng.random(900) + 0.1
+    key = np.where(rng.random(900) < 0.3, -1.0, 1.0)
+    seeds = {}
+    for B in (16, 40, 64, 200):
+        assert np.array_equal(compress.class_centres(S, w, key, B, seed=2, seeds=seeds),
+                              compress.class_centres(S, w, key, B, seed=2))
+    assert {k: s.k for k, s in seeds.items()} == {-1.0: int(200 * np.mean(key < 0)),
+                                                  1.0: int(200 * np.mean(key > 0))}
+    X = np.repeat(np.arange(20.0, dtype=np.float32).reshape(4, 5), 5, axis=0)  # 4 rows x 5
+    kept = compress._Seeds(X, np.ones(20), 1)
+    for B in (3, 6, 12):
+        assert np.array_equal(compress.weighted_kmeans(X, B, np.ones(20), seed=1, seeds=kept),
+                              compress.weighted_kmeans(X, B, np.ones(20), seed=1))
+    assert kept.spent
+
+
 def test_threaded_values_equal_serial_ones(data):
     """decisions and union_values on two threads: the same values as on one
     (whole blocks of rows each, at the same starts)."""

@@ -119,7 +119,7 @@ def _nearest(X, xx, Z, block=None):
     return lab, dist
 
 
-def weighted_kmeans(X, B, weights=None, seed=0, iters=KMEANS_ITERS):
+def weighted_kmeans(X, B, weights=None, seed=0, iters=KMEANS_ITERS, seeds=None):
     """``B`` centres of the rows ``X`` minimising the weighted k-means
     objective ``sum_i w_i min_j ||x_i - z_j||^2``: k-means++ seeding (each
     new centre a row drawn with probability ``w_i D_i^2``, ``D_i`` its
@@ -129,39 +129,76 @@ def weighted_kmeans(X, B, weights=None, seed=0, iters=KMEANS_ITERS):
     on one BLAS thread (its GEMMs are small: OpenBLAS's two threads made
     usps's centres 3x slower on a busy machine), no scikit-learn import
     (0.3 s in a fresh process); docs/solvers.md, "Compact expansions",
-    compares it with MiniBatchKMeans."""
+    compares it with MiniBatchKMeans. ``seeds``: a :class:`_Seeds` of these
+    rows, weights and seed, kept from an earlier call (its seeding is
+    continued, not drawn again: the same centres)."""
     from threadpoolctl import threadpool_limits
     with threadpool_limits(limits=1, user_api="blas"):
-        return _weighted_kmeans(X, B, weights, seed, iters)
+        return _weighted_kmeans(X, B, weights, seed, iters, seeds)
 
 
-def _weighted_kmeans(X, B, weights, seed, iters):
-    import scipy.sparse as sp
+def _weighted_kmeans(X, B, weights, seed, iters, seeds=None):
     X = _dense(X)
     n = len(X)
     B = int(min(B, n))
-    w = np.ones(n) if weights is None else np.asarray(weights, np.float64)
     if B >= n:
         return X.copy()
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("k-means weights must be finite and non-negative")
-    if not w.sum() > 0:
-        w = np.ones(n)
-    rng = np.random.default_rng(seed)
-    xx = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-    Z = np.empty((B, X.shape[1]), np.float32)
-    i = int(rng.choice(n, p=w / w.sum()))
-    Z[0] = X[i]
-    d = np.maximum(xx - 2.0 * (X @ X[i]) + xx[i], 0.0)
-    u = rng.random(B)
-    for j in range(1, B):
-        c = np.cumsum(w * d)
-        if not c[-1] > 0:               # every row is a centre already: repeat one
-            Z[j:] = Z[0]
-            break
-        i = min(int(np.searchsorted(c, u[j] * c[-1], side="right")), n - 1)
-        Z[j] = X[i]
-        np.minimum(d, np.maximum(xx - 2.0 * (X @ X[i]) + xx[i], 0.0), out=d)
+    seeds = _Seeds(X, weights, seed) if seeds is None else seeds
+    return _lloyd(seeds.X, seeds.xx, seeds.w, seeds.first(B), iters)
+
+
+class _Seeds:
+    """The k-means++ seeding of :func:`weighted_kmeans` (rows ``X``, weights),
+    drawn as far as asked and kept: ``first(B)`` is the seeding for B
+    centres, and a seeding for more centres continues it (its draws are the
+    same stream, one uniform per centre), so trying B = 256, 512, 1,024 in
+    turn seeds 1,024 centres once rather than 1,792."""
+
+    def __init__(self, X, weights, seed):
+        n = len(X)
+        w = np.ones(n) if weights is None else np.asarray(weights, np.float64)
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ValueError("k-means weights must be finite and non-negative")
+        if not w.sum() > 0:
+            w = np.ones(n)
+        self.X, self.w = X, w
+        self.rng = np.random.default_rng(seed)
+        self.xx = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+        i = int(self.rng.choice(n, p=w / w.sum()))
+        self.Z = np.empty((min(256, n), X.shape[1]), np.float32)
+        self.Z[0] = X[i]
+        self.k = 1                     # centres drawn
+        self.u = self.rng.random(1)    # one uniform per centre (the first one's unused)
+        self.d = np.maximum(self.xx - 2.0 * (X @ X[i]) + self.xx[i], 0.0)
+        self.spent = False             # every row is a centre: the rest repeat the first
+
+    def first(self, B):
+        X, w, d, xx = self.X, self.w, self.d, self.xx
+        if B > len(self.Z):
+            Z = np.empty((B, X.shape[1]), np.float32)
+            Z[:self.k] = self.Z[:self.k]
+            self.Z = Z
+        if B > len(self.u):
+            self.u = np.concatenate((self.u, self.rng.random(B - len(self.u))))
+        for j in range(self.k, B):
+            c = np.cumsum(w * d) if not self.spent else None
+            if self.spent or not c[-1] > 0:
+                self.spent = True
+                self.Z[j] = self.Z[0]
+                continue
+            i = min(int(np.searchsorted(c, self.u[j] * c[-1], side="right")), len(X) - 1)
+            self.Z[j] = X[i]
+            np.minimum(d, np.maximum(xx - 2.0 * (X @ X[i]) + xx[i], 0.0), out=d)
+        self.k = max(self.k, B)
+        return self.Z[:B].copy()
+
+
+def _lloyd(X, xx, w, Z, iters):
+    """``iters`` Lloyd iterations from the centres ``Z`` (rows ``X``, squared
+    norms ``xx``, weights ``w``); an emptied centre goes to the row of
+    largest ``w_i D_i^2``."""
+    import scipy.sparse as sp
+    n, B = len(X), len(Z)
     rows = np.arange(n)
     for _ in range(iters):
         lab, d = _nearest(X, xx, Z)
@@ -396,10 +433,12 @@ def sample_rows(store, seed=0, runner=None):
     return _dense(Xf), _dense(Xc)
 
 
-def class_centres(S, weights, key, B, seed=0):
+def class_centres(S, weights, key, B, seed=0, seeds=None):
     """``B`` k-means centres of the rows ``S`` (weighted), split over the
     distinct values of ``key`` (e.g. each row's class) in proportion to
-    their rows, at least one each."""
+    their rows, at least one each. ``seeds``: a dict kept across calls on
+    the same rows (each class's k-means++ seeding continued, not drawn
+    again: the same centres as without it)."""
     S = _dense(S)
     keys, counts = np.unique(key, return_counts=True)
     share = np.maximum(1, np.floor(B * counts / counts.sum())).astype(int)
@@ -407,8 +446,14 @@ def class_centres(S, weights, key, B, seed=0):
     Z = []
     for k, nk in zip(keys, share):
         sel = key == k
-        Z.append(weighted_kmeans(S[sel], nk, weights=weights[sel], seed=seed)
-                 if nk < sel.sum() else S[sel])
+        if nk >= sel.sum():
+            Z.append(S[sel])
+            continue
+        Xk, wk = _dense(S[sel]), weights[sel]
+        sk = None if seeds is None else seeds.get(k)
+        if seeds is not None and sk is None:
+            sk = seeds[k] = _Seeds(Xk, wk, seed)
+        Z.append(weighted_kmeans(Xk, nk, weights=wk, seed=seed, seeds=sk))
     return _dense(np.concatenate(Z))
 
 
@@ -480,8 +525,9 @@ def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES, n_jo
     Ffit = np.asarray(Ffit, np.float64).reshape(len(Xfit), -1)
     Xfit, Xcheck = _dense(Xfit), _dense(Xcheck)
     rec.update(check_rows=int(len(Xcheck)), rule=accept.rule)
+    seeds = {}          # each class's k-means++ seeding, continued from one B to the next
     for B in todo:
-        Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed)
+        Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed, seeds)
         Beta, b = fit_values(kernel, Z, Xfit, Ffit)        # O(B^2) memory, in row blocks
         ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck, n_jobs=n_jobs))
         t = {"B": int(len(Z)), **t}
