@@ -545,3 +545,15 @@ def rbf_rows(idx, dst, K, X, XT, sq, gamma, kbuf):
                 row[j] = -gamma * max(si + sr[j] - two * g[j], zero)
     for b in range(nb):
         exp_nonpos(K[dst[b]], K[dst[b]], kbuf)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def rbf_rows_threaded(idx, dst, K, X, XT, sq, gamma, batch):
+    """:func:`rbf_rows` of ``idx`` into ``dst``, ``batch`` rows at a time on
+    numba's threads: each value is the one any batch gives, so the rows do
+    not depend on the thread count."""
+    m = X.shape[0]
+    for q in prange((len(idx) + batch - 1) // batch):
+        a = q * batch
+        b = min(a + batch, len(idx))
+        rbf_rows(idx[a:b], dst[a:b], K, X, XT, sq, gamma, np.empty(m, np.int32))

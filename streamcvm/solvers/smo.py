@@ -38,7 +38,7 @@ how far the furthest point lies outside the ball: the stopping rule.
 import numpy as np
 from numba import njit, prange
 
-from .kernels import rbf_rows
+from .kernels import rbf_rows, rbf_rows_threaded
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -130,7 +130,7 @@ INIT_SHARE = 0.5       # rows weighted at the start (svr_exact)
 CHECK_EVERY = 1000     # SMO steps between two scans of ||c||^2 (the relative stopping rule)
 FAST = {"nnan", "ninf", "nsz"}      # max / min reductions vectorise; arithmetic as written
 RBF_BATCH = 64     # kernel rows computed together (kernels.rbf_rows): X read once per batch
-BLOCK_COLS = 2048  # _add_rows: columns per thread's block of u = (K + 1) beta
+BLOCK_COLS = 2048  # _rebuild: columns per thread's block of u = (K + 1) beta
 
 # The kernel rows (kernel_rows): a cache of ``cap`` rows of the m x m matrix,
 # ``K`` (cap x m float32), LIBSVM's: ``slot[i]``: the row of K holding kernel row
@@ -173,26 +173,10 @@ def _compute(miss, n, since, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
     for a in range(n):
         dst[a] = _claim(miss[a], since, slot, owner, last, st)
     st[2] += n
-    if n > RBF_BATCH:
-        _rows_threaded(miss[:n], dst, K, X, XT, sq, gamma)
-        return
-    for a in range(0, n, RBF_BATCH):
-        b = min(a + RBF_BATCH, n)
-        rbf_rows(miss[a:b], dst[a:b], K, X, XT, sq, gamma, kbuf)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _rows_threaded(miss, dst, K, X, XT, sq, gamma):
-    """Kernel rows ``miss`` into rows ``dst`` of K, ``RBF_BATCH`` at a time on
-    numba's threads (the bulk fills: :func:`_rebuild`'s first call computes
-    half the rows). Each value is the one :func:`~.kernels.rbf_rows` gives in
-    any batch, so the rows do not depend on the thread count."""
-    nb = (len(miss) + RBF_BATCH - 1) // RBF_BATCH
-    m = X.shape[0]
-    for q in prange(nb):
-        a = q * RBF_BATCH
-        b = min(a + RBF_BATCH, len(miss))
-        rbf_rows(miss[a:b], dst[a:b], K, X, XT, sq, gamma, np.empty(m, np.int32))
+    if n > RBF_BATCH:       # a bulk fill (the start's rows): a batch per numba thread
+        rbf_rows_threaded(miss[:n], dst, K, X, XT, sq, gamma, RBF_BATCH)
+    else:
+        rbf_rows(miss[:n], dst, K, X, XT, sq, gamma, kbuf)
 
 
 @njit(cache=True, nogil=True)
@@ -242,35 +226,25 @@ def _ensure_ahead(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf, hp, hm):
     return _ensure(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _rebuild(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, ap, am, u):
     """u = (K + 1)(ap - am), from the rows with weight (K symmetric), in
     row order, as many at a time as the cache holds (their rows not held
-    computed in batches first)."""
+    computed in batches first); blocks of ``BLOCK_COLS`` columns on numba's
+    threads, each column summed in row order (the same at any thread count)."""
+    m = len(u)
     w = np.flatnonzero((ap != 0.0) | (am != 0.0))
     step = max(len(owner) - 1, 1)
     u[:] = 0.0
     for a0 in range(0, len(w), step):
         part = w[a0:a0 + step]
         _fill(part, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
-        _add_rows(part, K, slot, ap, am, u)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _add_rows(part, K, slot, ap, am, u):
-    """u += (K + 1)(ap - am) over the (held) rows ``part``, in their order for
-    every column: blocks of ``BLOCK_COLS`` columns on numba's threads, each
-    sum the same whatever the thread count."""
-    m = len(u)
-    nb = (m + BLOCK_COLS - 1) // BLOCK_COLS
-    for q in prange(nb):
-        k0 = q * BLOCK_COLS
-        k1 = min(k0 + BLOCK_COLS, m)
-        for j in part:
-            b = ap[j] - am[j]
-            Kj = K[slot[j]]
-            for k in range(k0, k1):
-                u[k] += b * (np.float64(Kj[k]) + 1.0)
+        for q in prange((m + BLOCK_COLS - 1) // BLOCK_COLS):
+            for j in part:
+                b = ap[j] - am[j]
+                Kj = K[slot[j]]
+                for k in range(q * BLOCK_COLS, min((q + 1) * BLOCK_COLS, m)):
+                    u[k] += b * (np.float64(Kj[k]) + 1.0)
 
 
 BLOCK = 256     # rows per block of the argmin / argmax passes
