@@ -8,10 +8,9 @@ dense float32 arrays:
 
 - basis points: :func:`pivoted_cholesky` (support rows chosen greedily by the
   largest residual diagonal of ``K_SS``, the incomplete Cholesky pivots),
-  :func:`weighted_kmeans` (centres not restricted to support rows: k-means++
-  seeding and a few Lloyd iterations in NumPy, what :func:`compact_machine` and
-  :func:`class_centres` use), :func:`kmeans_centres` (scikit-learn's
-  MiniBatchKMeans, which the study tool compares),
+  :func:`kmeans_centres` (centres not restricted to support rows:
+  scikit-learn's MiniBatchKMeans) and :func:`weighted_kmeans` (k-means++
+  seeding and a few Lloyd iterations in NumPy, what :func:`class_centres` uses),
   :func:`random_rows` (the baseline);
 - coefficients: :func:`project` (the RKHS projection of ``w = sum_i a_i
   phi(x_i)`` on the span of the basis: ``K_ZZ beta = K_ZS a``, which
@@ -334,8 +333,7 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
     """A compact expansion of ``machine`` (dense support rows), or None, and
     a record of the choice. For each B in ``sizes`` with ``|S| > PAYS x B``,
     smallest first: B k-means centres of the support rows (weighted by
-    abs(a_i); :func:`weighted_kmeans`, its seeding continued from one B to
-    the next), beta and b~ by least squares on the full model's values at
+    abs(a_i)), beta and b~ by least squares on the full model's values at
     up to ``fit_rows`` of the training rows ``Xfit``; the first B whose
     held-out errors (``Xv``, ``yv``: rows never trained on) are not
     significantly worse than the full model's is kept. Two classes (labels
@@ -374,9 +372,8 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
         right = full_loss == 0
         full_pos = right == (yv > 0)            # the full model's label, +1 or not
         rec["full_error"] = float(1.0 - right.mean())
-    seeds = _Seeds(S, np.abs(a), seed)     # one k-means++ seeding, continued from B to B
     for B in todo:
-        Z = weighted_kmeans(S, B, np.abs(a), seed=seed, seeds=seeds)
+        Z = kmeans_centres(S, B, weights=np.abs(a), seed=seed)
         beta, b = fit_values(kernel, Z, Xf, ff)
         fc = kernel_sums(kernel, _dense(Xv), Z, beta, n_jobs=n_jobs) + b
         t = {"B": int(len(Z))}
