@@ -464,11 +464,11 @@ def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr
 
 
 def test_exact_svr_rows_and_solve_do_not_depend_on_threads(svr_problem):
-    """The bulk fills (a batch of rows per numba thread) and u = (K + 1) beta
-    (columns split over the threads) give the one-thread run's kernel rows
-    and solve, bit for bit."""
+    """The start's kernel rows, a batch per thread (kernels.rbf_rows_on), give
+    the one-thread run's kernel rows and solve, bit for bit."""
     import numba
-    from streamcvm.solvers.smo import _fill, kernel_rows, svr_exact
+    from streamcvm.solvers.kernels import rbf_rows_on
+    from streamcvm.solvers.smo import _claim_all, kernel_rows, svr_exact
     X, t, k, store, C, mu, pts, *_ = svr_problem
     before = numba.get_num_threads()
     got = {}
@@ -476,7 +476,9 @@ def test_exact_svr_rows_and_solve_do_not_depend_on_threads(svr_problem):
         for n in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
             numba.set_num_threads(n)
             rows = kernel_rows(k, X)
-            _fill(np.arange(len(t)), *rows)      # > RBF_BATCH rows: the threaded fill
+            idx = np.arange(len(t))
+            rbf_rows_on(idx, _claim_all(idx, len(t), 1, *rows[1:5]), rows[0], *rows[5:9], n,
+                        64)
             got[n] = (whole_matrix(rows).copy(),
                       svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, 1e-4))
     finally:

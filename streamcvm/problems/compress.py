@@ -181,9 +181,9 @@ class _Seeds:
         if B > len(self.u):
             self.u = np.concatenate((self.u, self.rng.random(B - len(self.u))))
         for j in range(self.k, B):
-            c = np.cumsum(w * d) if not self.spent else None
-            if self.spent or not c[-1] > 0:
-                self.spent = True
+            c = None if self.spent else np.cumsum(w * d)
+            self.spent = c is None or not c[-1] > 0
+            if self.spent:
                 self.Z[j] = self.Z[0]
                 continue
             i = min(int(np.searchsorted(c, self.u[j] * c[-1], side="right")), len(X) - 1)

@@ -547,13 +547,11 @@ def rbf_rows(idx, dst, K, X, XT, sq, gamma, kbuf):
         exp_nonpos(K[dst[b]], K[dst[b]], kbuf)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def rbf_rows_threaded(idx, dst, K, X, XT, sq, gamma, batch):
-    """:func:`rbf_rows` of ``idx`` into ``dst``, ``batch`` rows at a time on
-    numba's threads: each value is the one any batch gives, so the rows do
-    not depend on the thread count."""
-    m = X.shape[0]
-    for q in prange((len(idx) + batch - 1) // batch):
-        a = q * batch
-        b = min(a + batch, len(idx))
-        rbf_rows(idx[a:b], dst[a:b], K, X, XT, sq, gamma, np.empty(m, np.int32))
+def rbf_rows_on(idx, dst, K, X, XT, sq, gamma, n_jobs, batch):
+    """:func:`rbf_rows` of ``idx`` into rows ``dst`` of ``K``, ``batch`` rows a
+    task on ``n_jobs`` threads (:func:`for_blocks`; ``rbf_rows`` releases the
+    GIL, and each value is the one any batch gives). A numba parallel loop
+    would do the same for ~3 s more compile on a fresh install."""
+    for_blocks(lambda a: rbf_rows(idx[a:a + batch], dst[a:a + batch], K, X, XT, sq, gamma,
+                                  np.empty(X.shape[0], np.int32)),
+               range(0, len(idx), batch), n_jobs)

@@ -1,44 +1,42 @@
 """SMO for the MEB dual restricted to the core set (pure numba), and over
 every point of a small L2-SVR (:func:`svr_exact`).
 
-Minimises ``f(a) = a' Q a - a' q`` over the simplex ``{a >= 0, sum a = 1}``
-where ``Q_ij = y_i y_j (K_ij + b) + [i == j] ic_i`` is the transformed kernel
-of the core vectors (``K``: float32 kernel cache, ``y``: signs, ``ic``: the
-points' 1/C_i) and ``q = diag(Q) + Delta`` the linear term (maximising the
-center-constrained MEB dual ``a' (diag(Q) + Delta) - a'Qa``, docs/design.md section 2;
-the plain MEB when ``q`` is constant). Pairs are chosen with
-LIBSVM's second-order rule: ``i = argmin grad`` (the variable to grow),
-then the ``j`` with ``a_j > 0`` that maximises the guaranteed decrease
-``(g_j - g_i)^2 / (Q_ii + Q_jj - 2 Q_ij)``; the step is exact, clipped at
-``a_j``. Warm-started from the given ``a`` (new variables enter at 0).
+Minimises ``f(a) = a' Q a - a' q`` over the simplex ``{a >= 0, sum a = 1}`` where
+``Q_ij = y_i y_j (K_ij + b) + [i == j] ic_i`` is the transformed kernel of the core vectors
+(``K``: float32 kernel cache, ``y``: signs, ``ic``: the points' 1/C_i) and
+``q = diag(Q) + Delta`` the linear term (maximising the center-constrained MEB dual
+``a' (diag(Q) + Delta) - a'Qa``, docs/design.md section 2; the plain MEB when ``q`` is
+constant). Pairs are chosen with LIBSVM's second-order rule: ``i = argmin grad`` (the
+variable to grow), then the ``j`` with ``a_j > 0`` that maximises the guaranteed decrease
+``(g_j - g_i)^2 / (Q_ii + Q_jj - 2 Q_ij)``; the step is exact, clipped at ``a_j``.
+Warm-started from the given ``a`` (new variables enter at 0).
 
-``svr_exact``: exact SMO for the L2-SVR dual (cvr paper eqs. 7-8) over
-every row of a problem held in memory: the 2m signed points ``(x_i, s)`` of
-:class:`~streamcvm.solvers.points.SignedPoints`, over a cache of the rows'
-kernel rows (float32; RBF rows computed when needed and not held, at most
-``CACHE_MB`` of them, least recently used evicted: :func:`kernel_rows`).
+``svr_exact``: exact SMO for the L2-SVR dual (cvr paper eqs. 7-8) over every row of a
+problem held in memory: the 2m signed points ``(x_i, s)`` of
+:class:`~streamcvm.solvers.points.SignedPoints`, over a cache of the rows' kernel rows
+(float32; RBF rows computed when needed and not held, at most ``CACHE_MB`` of them, least
+recently used evicted: :func:`kernel_rows`).
 
 The dual is ``min f(a) = a'Q a - a'q`` on the simplex over the 2m points,
-``Q = s s' (K + 1) + r I`` (``r = mu m / C``) and ``q = eta + (2/C) s t``.
-Both points of a row share its kernel row: with ``u = (K + 1) beta``,
-``beta_i = a_i+ - a_i-``, the gradient of a point is ``g = 2 s u_i + 2 r a_p
-- q_p``, and a step changes both points' gradients of every row by the same
-amount, opposite signs. Pairs and steps as :func:`smo_simplex`'s. Each step reads two kernel rows (contiguous) and makes two
-passes over the m rows on float32 gradients, written so that they vectorise
-(the argmin / argmax as block-and-lane reductions, then a search for the
-value in the winning block); one thread. No shrinking: at the
-settings that matter most rows carry weight (measured: LIBSVM's rule set
-aside 7% of cpu_act's rows), so SMO's rows are most rows, and a cache
-smaller than them recomputes rows.
+``Q = s s' (K + 1) + r I`` (``r = mu m / C``) and ``q = eta + (2/C) s t``. Both points of a
+row share its kernel row: with ``u = (K + 1) beta``, ``beta_i = a_i+ - a_i-``, the gradient
+of a point is ``g = 2 s u_i + 2 r a_p - q_p``, and a step changes both points' gradients of
+every row by the same amount, opposite signs. Pairs and steps as :func:`smo_simplex`'s.
+Each step reads two kernel rows (contiguous) and makes two passes over the m rows on float32
+gradients, written so that they vectorise (the argmin / argmax as block-and-lane reductions,
+then a search for the value in the winning block); one thread. No shrinking: at the settings
+that matter most rows carry weight (measured: LIBSVM's rule set aside 7% of cpu_act's rows),
+so SMO's rows are most rows, and a cache smaller than them recomputes rows.
 
-The squared distance of a point from the center is ``||c||^2 - g_p`` and
-the squared radius ``||c||^2 - a'g``, so ``max_{a_j > 0} g_j - min g`` bounds
-how far the furthest point lies outside the ball: the stopping rule.
+The squared distance of a point from the center is ``||c||^2 - g_p`` and the squared radius
+``||c||^2 - a'g``, so ``max_{a_j > 0} g_j - min g`` bounds how far the furthest point lies
+outside the ball: the stopping rule.
 """
+import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .kernels import rbf_rows, rbf_rows_threaded
+from .kernels import rbf_rows, rbf_rows_on
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -130,17 +128,15 @@ INIT_SHARE = 0.5       # rows weighted at the start (svr_exact)
 CHECK_EVERY = 1000     # SMO steps between two scans of ||c||^2 (the relative stopping rule)
 FAST = {"nnan", "ninf", "nsz"}      # max / min reductions vectorise; arithmetic as written
 RBF_BATCH = 64     # kernel rows computed together (kernels.rbf_rows): X read once per batch
-BLOCK_COLS = 2048  # _rebuild: columns per thread's block of u = (K + 1) beta
 
-# The kernel rows (kernel_rows): a cache of ``cap`` rows of the m x m matrix,
-# ``K`` (cap x m float32), LIBSVM's: ``slot[i]``: the row of K holding kernel row
-# i (-1: not held), ``owner[s]``: the kernel row in K's row s (-1: free),
-# ``last[s]``: when it was last used; ``st``: [clock, rows held, rows computed].
-# A miss takes a free row of K, else the least recently used one (never one used
-# since ``since``: the rows of the step or batch at hand). With cap = m (the whole
-# matrix) nothing is ever evicted. Smaller caches cost recomputed rows: SMO
-# without shrinking sweeps over most rows between two uses of one (house_16H,
-# 79% of the rows held: 1.6x the rows computed; 32%: 16x).
+# The kernel rows (kernel_rows): a cache of ``cap`` rows of the m x m matrix, ``K`` (cap x m
+# float32), LIBSVM's: ``slot[i]``: the row of K holding kernel row i (-1: not held),
+# ``owner[s]``: the kernel row in K's row s (-1: free), ``last[s]``: when it was last used;
+# ``st``: [clock, rows held, rows computed]. A miss takes a free row of K, else the least
+# recently used one (never one used since ``since``: the rows of the step or batch at
+# hand). With cap = m (the whole matrix) nothing is ever evicted. Smaller caches cost
+# recomputed rows: SMO without shrinking sweeps over most rows between two uses of one
+# (house_16H, 79% of the rows held: 1.6x the rows computed; 32%: 16x).
 
 @njit(cache=True, nogil=True)
 def _claim(i, since, slot, owner, last, st):
@@ -165,18 +161,24 @@ def _claim(i, since, slot, owner, last, st):
 
 
 @njit(cache=True, nogil=True)
-def _compute(miss, n, since, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
-    """Kernel rows ``miss[:n]`` (not held) into the cache, ``RBF_BATCH`` at a
-    time (:func:`~.kernels.rbf_rows`); none evicts a row used since ``since`` (the
-    caller keeps fewer such rows than the cache holds)."""
+def _claim_all(miss, n, since, slot, owner, last, st):
+    """A row of K for each of ``miss[:n]`` (:func:`_claim`), counted as computed."""
     dst = np.empty(n, np.int64)
     for a in range(n):
         dst[a] = _claim(miss[a], since, slot, owner, last, st)
     st[2] += n
-    if n > RBF_BATCH:       # a bulk fill (the start's rows): a batch per numba thread
-        rbf_rows_threaded(miss[:n], dst, K, X, XT, sq, gamma, RBF_BATCH)
-    else:
-        rbf_rows(miss[:n], dst, K, X, XT, sq, gamma, kbuf)
+    return dst
+
+
+@njit(cache=True, nogil=True)
+def _compute(miss, n, since, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
+    """Kernel rows ``miss[:n]`` (not held) into the cache, ``RBF_BATCH`` at a
+    time (:func:`~.kernels.rbf_rows`); none evicts a row used since ``since`` (the
+    caller keeps fewer such rows than the cache holds)."""
+    dst = _claim_all(miss, n, since, slot, owner, last, st)
+    for a in range(0, n, RBF_BATCH):
+        b = min(a + RBF_BATCH, n)
+        rbf_rows(miss[a:b], dst[a:b], K, X, XT, sq, gamma, kbuf)
 
 
 @njit(cache=True, nogil=True)
@@ -226,12 +228,11 @@ def _ensure_ahead(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf, hp, hm):
     return _ensure(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def _rebuild(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, ap, am, u):
     """u = (K + 1)(ap - am), from the rows with weight (K symmetric), in
     row order, as many at a time as the cache holds (their rows not held
-    computed in batches first); blocks of ``BLOCK_COLS`` columns on numba's
-    threads, each column summed in row order (the same at any thread count)."""
+    computed in batches first)."""
     m = len(u)
     w = np.flatnonzero((ap != 0.0) | (am != 0.0))
     step = max(len(owner) - 1, 1)
@@ -239,12 +240,11 @@ def _rebuild(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, ap, am, u):
     for a0 in range(0, len(w), step):
         part = w[a0:a0 + step]
         _fill(part, K, slot, owner, last, st, X, XT, sq, gamma, kbuf)
-        for q in prange((m + BLOCK_COLS - 1) // BLOCK_COLS):
-            for j in part:
-                b = ap[j] - am[j]
-                Kj = K[slot[j]]
-                for k in range(q * BLOCK_COLS, min((q + 1) * BLOCK_COLS, m)):
-                    u[k] += b * (np.float64(Kj[k]) + 1.0)
+        for j in part:
+            b = ap[j] - am[j]
+            Kj = K[slot[j]]
+            for k in range(m):
+                u[k] += b * (np.float64(Kj[k]) + 1.0)
 
 
 BLOCK = 256     # rows per block of the argmin / argmax passes
@@ -532,22 +532,18 @@ def kernel_rows(kernel, X, sq=None, lazy=True, block=2048, cache_mb=CACHE_MB):
 
 def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None,
               cache_mb=CACHE_MB):
-    """Solve the L2-SVR dual over every row of ``X`` (targets ``t``, already
-    centred as the points see them), ``C``, ``mu`` and ``eta`` as
-    :class:`~streamcvm.solvers.points.SignedPoints` has them, to the
-    stopping rule of :func:`svr_smo` (``tol``: on the gradients, whose
-    differences times C / 2 are in the target's units). Starts from equal
-    weights on the point of each of the ``INIT_SHARE`` rows of largest
-    |t|, with its target's sign (measured on cpu_act: every row, 1.15x the
-    steps and every kernel row computed, 2x the time; one point, 1.7x the
-    steps; a start from the residuals of a fit on a quarter of the rows
-    took 1.3-3x the steps). Returns a dict: ``ap``,
-    ``am`` (the weights of the + and - points), ``c2`` (``a'Qa``),
-    ``radius2``, ``n_iter``, ``gap`` (``max_{a_j > 0} g_j - min g`` at the
-    end), ``rows_computed`` (kernel rows computed, evictions' recomputations
-    included). ``K``: the rows' kernel rows (:func:`kernel_rows`), if already
-    made (the rows it holds are kept for the next fit), else a cache of
-    ``cache_mb`` MB (None: the whole matrix)."""
+    """Solve the L2-SVR dual over every row of ``X`` (targets ``t``, already centred as the points
+    see them), ``C``, ``mu`` and ``eta`` as :class:`~streamcvm.solvers.points.SignedPoints` has
+    them, to the stopping rule of :func:`svr_smo` (``tol``: on the gradients, whose differences
+    times C / 2 are in the target's units). Starts from equal weights on the point of each of
+    the ``INIT_SHARE`` rows of largest |t|, with its target's sign (measured on cpu_act: every
+    row, 1.15x the steps and every kernel row computed, 2x the time; one point, 1.7x the steps;
+    a start from the residuals of a fit on a quarter of the rows took 1.3-3x the steps). Returns
+    a dict: ``ap``, ``am`` (the weights of the + and - points), ``c2`` (``a'Qa``), ``radius2``,
+    ``n_iter``, ``gap`` (``max_{a_j > 0} g_j - min g`` at the end), ``rows_computed`` (kernel
+    rows computed, evictions' recomputations included). ``K``: the rows' kernel rows
+    (:func:`kernel_rows`), if already made (the rows it holds are kept for the next fit), else a
+    cache of ``cache_mb`` MB (None: the whole matrix)."""
     from .kernels import sq_norms
     m = X.shape[0]
     t = np.asarray(t, np.float64)
@@ -568,6 +564,10 @@ def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None,
     ap /= z
     am /= z
     u = np.empty(m)
+    miss = np.flatnonzero(on & (rows[1] < 0))   # the start's rows, on threads, if they fit
+    if len(miss) <= len(rows[2]) - rows[4][1]:
+        dst = _claim_all(miss, len(miss), rows[4][0] + 1, *rows[1:5])
+        rbf_rows_on(miss, dst, rows[0], *rows[5:9], numba.get_num_threads(), RBF_BATCH)
     _rebuild(*rows, ap, am, u)
     cap = int(100 * m + 100000 if max_iter is None else max_iter)
     it = 0
