@@ -219,6 +219,37 @@ def test_threaded_values_equal_serial_ones(data):
     assert np.allclose(one[:, 0], rbf(R, X[0::3]) @ a[0::3], atol=1e-4)
 
 
+
+def test_few_machine_groups_sum_in_place_as_the_gemm_does(data, monkeypatch):
+    """union_values sums a class group of few machines from the float32
+    block in place (weighted_sum over its columns), more by a float64 GEMM:
+    the same values either way, for one machine and for one-vs-one groups."""
+    import streamcvm.predict.decision as dec
+    from streamcvm.problems.machine import Machine
+    from streamcvm.solvers.kernels import weighted_sum
+    X, a, T, k = data
+    R = np.concatenate([T] * 10)
+    G = k.block(R, X)
+    w = np.random.default_rng(5).normal(size=(60, 2))
+    assert np.allclose(weighted_sum(G, w, cols=(100, 160)),
+                       G[:, 100:160].astype(np.float64) @ w, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="60 kernel columns against 59 weights"):
+        weighted_sum(G, w[:59], cols=(100, 160))
+    for ms in ([Machine(sv=X, coef=a, intercept=0.2, sv_ids=np.arange(300), classes=(0, 1))],
+               [Machine(sv=X[i::3], coef=a[i::3], intercept=0.1 * i,
+                        sv_ids=np.arange(300)[i::3], classes=pair)
+                for i, pair in enumerate([(0, 1), (0, 2), (1, 2)])]):
+        union = dec.build_union(ms)
+        assert all(W.shape[1] <= dec.FEW_MACHINES for _, _, _, W in union[3])
+        ic = np.array([m.intercept for m in ms])
+        few = dec.union_values(k, union, ic, R, n_jobs=2)
+        monkeypatch.setattr(dec, "FEW_MACHINES", 0)       # every group by the GEMM
+        gemm = dec.union_values(k, union, ic, R, n_jobs=2)
+        monkeypatch.undo()
+        assert np.allclose(few, gemm, rtol=1e-12, atol=1e-12)
+        assert np.allclose(few[:, 0], rbf(R, ms[0].sv) @ ms[0].coef + ms[0].intercept,
+                           atol=1e-4)
+
 # -- a machine's compact expansion, chosen on validation rows ---------------------
 
 def _machine(n_sv=2400, seed=0, regression=False):
