@@ -91,3 +91,34 @@ def test_exp_nonpos_matches_numpy():
     ok = a >= EXP_MIN
     assert np.all(np.abs(out[ok] - ref[ok]) <= 2e-7 * ref[ok])
     assert np.all(out[~ok] == 0.0) and out[-6] == 1.0 and out[-2] == 1.0
+
+
+def test_thread_limits_keeps_one_controller_until_an_import():
+    """thread_limits holds BLAS to one thread and restores it, from one
+    threadpoolctl controller (making one inspects every loaded library),
+    made again once a module is imported (it may bring a new BLAS)."""
+    import sys
+    import types
+
+    from threadpoolctl import threadpool_info
+
+    from streamcvm.data import parallel
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    with parallel.thread_limits(1, "blas"):
+        assert blas_threads() and set(blas_threads()) == {1}
+    assert blas_threads() == before
+    ctl = parallel._CONTROLLER[0]
+    with parallel.thread_limits(1, "blas"):
+        pass
+    assert parallel._CONTROLLER[0] is ctl
+    sys.modules["_streamcvm_test_new_module"] = types.ModuleType("_streamcvm_test_new_module")
+    try:
+        with parallel.thread_limits(1, "blas"):
+            assert set(blas_threads()) == {1}
+        assert parallel._CONTROLLER[0] is not ctl
+    finally:
+        del sys.modules["_streamcvm_test_new_module"]

@@ -17,6 +17,23 @@ from collections import deque
 from itertools import islice
 
 WINDOW_PER_WORKER = 4   # tasks in flight per worker thread: bounded memory, full pipes
+_CONTROLLER = [None, -1]    # threadpoolctl's controller, len(sys.modules) when made
+
+
+def thread_limits(limits=1, user_api="blas"):
+    """threadpoolctl's ``threadpool_limits(limits, user_api)`` context, from
+    one controller kept while no module is imported. Making a controller
+    inspects every loaded library: ~7 ms in a fit process, which the
+    per-call ``threadpool_limits`` paid at every use (~35 ms of an ijcnn1
+    fit, 5% of cpu_act's). An import may bring a new BLAS or OpenMP, so a
+    changed ``sys.modules`` makes it again."""
+    import sys
+    from threadpoolctl import ThreadpoolController
+    ctl, seen = _CONTROLLER
+    if ctl is None or seen != len(sys.modules):
+        ctl = ThreadpoolController()
+        _CONTROLLER[:] = [ctl, len(sys.modules)]
+    return ctl.limit(limits=limits, user_api=user_api)
 
 
 def active_client():
@@ -105,12 +122,11 @@ class Runner:
             yield from self._map_distributed(fn, n, shared, progress, window)
 
     def _map_threads(self, fn, n, shared, progress, window):
-        from threadpoolctl import threadpool_limits
         if n == 1:
             # one task (a store in memory of one chunk): run here, without a
             # scheduler, whose first import costs 0.24 s (a quarter of SVR()'s
             # whole fit on cpu_act); the same BLAS threads as a task thread
-            with threadpool_limits(limits=1, user_api="blas"):
+            with thread_limits(1, "blas"):
                 r = fn(0, *shared)
             if progress is not None:
                 progress(1, 1)
@@ -125,7 +141,7 @@ class Runner:
             ids = range(a, min(a + window, n))
             # one BLAS thread per task thread: OpenBLAS's own threads would
             # oversubscribe the cores (dask's worker processes are set so too)
-            with threadpool_limits(limits=1, user_api="blas"):
+            with thread_limits(1, "blas"):
                 # the threaded scheduler as a function: named ("threads"), dask
                 # imports distributed to look for a client (0.2 s, once)
                 out = dask.compute(*[task(i, *shared) for i in ids],

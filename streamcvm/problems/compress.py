@@ -83,8 +83,8 @@ def kmeans_centres(X, B, weights=None, seed=0):
     # on one OpenMP thread: its small batches make two threads wait on each other
     # (ijcnn1's B = 256 centres of 8,080 rows: 0.12 s on one thread, 3.3 s on two
     # on a busy 2-core machine); the centres are the same
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1, user_api="openmp"):
+    from ..data.parallel import thread_limits
+    with thread_limits(1, "openmp"):
         km.fit(X, sample_weight=weights)
     return _dense(km.cluster_centers_)
 
@@ -132,8 +132,8 @@ def weighted_kmeans(X, B, weights=None, seed=0, iters=KMEANS_ITERS, seeds=None):
     compares it with MiniBatchKMeans. ``seeds``: a :class:`_Seeds` of these
     rows, weights and seed, kept from an earlier call (its seeding is
     continued, not drawn again: the same centres)."""
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1, user_api="blas"):
+    from ..data.parallel import thread_limits
+    with thread_limits(1, "blas"):
         return _weighted_kmeans(X, B, weights, seed, iters, seeds)
 
 

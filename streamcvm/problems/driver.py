@@ -57,9 +57,9 @@ def one_blas_thread():
     (59 rows x |S|), where OpenBLAS's threads cost more than they give
     (ijcnn1: 4.0 s against 11.2 s when another process is busy), and the
     sampler's prefetch thread decompresses chunks on the other core. Entered
-    once per fit: threadpoolctl's inspection costs milliseconds."""
-    from threadpoolctl import threadpool_limits
-    return threadpool_limits(limits=1, user_api="blas")
+    once per fit (:func:`~streamcvm.data.parallel.thread_limits`)."""
+    from ..data.parallel import thread_limits
+    return thread_limits(1, "blas")
 
 
 def _stats_task(i, store, classes):

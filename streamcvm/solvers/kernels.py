@@ -214,7 +214,7 @@ def weighted_sum(G, w, cols=None):
     w = np.asarray(w, np.float64)
     WT = np.ascontiguousarray(w.reshape(len(w), -1).T)
     G = np.ascontiguousarray(G)
-    lo, hi = (0, G.shape[1]) if cols is None else (int(cols[0]), int(cols[1]))
+    lo, hi = (0, G.shape[1]) if cols is None else cols
     if hi - lo != WT.shape[1]:
         raise ValueError(f"{hi - lo} kernel columns against {WT.shape[1]} weights")
     out = _weighted_rows(G, lo, hi, WT, np.empty((G.shape[0], WT.shape[0])))
@@ -266,10 +266,11 @@ def for_blocks(one, starts, n_jobs=1):
             one(s)
         return
     from concurrent.futures import ThreadPoolExecutor
-    from threadpoolctl import threadpool_limits
+
+    from ..data.parallel import thread_limits
     ex = ThreadPoolExecutor(jobs)
     try:
-        with threadpool_limits(limits=1, user_api="blas"):
+        with thread_limits(1, "blas"):
             for _ in ex.map(one, starts):
                 pass
     finally:        # on an interrupt: the blocks not started are dropped
