@@ -246,7 +246,7 @@ def project(kernel, Z, X, a, ridge=1e-10, n_jobs=1):
     return _solve(_gram(kernel, Z, ridge), rhs)
 
 
-def fit_values(kernel, Z, R, f, ridge=1e-8, block=1024):
+def fit_values(kernel, Z, R, f, ridge=1e-8, block=1024, n_jobs=1):
     """``(beta, b)`` minimising ``sum_r (sum_j beta_j k(z_j, x_r) + b - f_r)^2
     + ridge' ||beta||^2`` over sample rows ``R`` with the full model's
     values ``f`` (``ridge'``: ``ridge`` x the mean diagonal of ``K_RZ' K_RZ``,
@@ -254,8 +254,15 @@ def fit_values(kernel, Z, R, f, ridge=1e-8, block=1024):
     ``f`` may be a matrix, a column per machine on the same basis: then
     ``beta`` is [B, machines] and ``b`` a vector (one factorisation).
     The normal equations are accumulated in blocks of rows, so memory is
-    O(B^2) (134 MB at B = 4,096), not O(|R| B)."""
-    Z, R = _dense(Z), _dense(R)
+    O(B^2) (134 MB at B = 4,096), not O(|R| B). ``n_jobs`` BLAS threads for
+    them and the solve (a fit holds BLAS to one thread for its small blocks:
+    this is one large SYRK per block of rows, 8,192 x B^2 multiply-adds in all)."""
+    from ..data.parallel import thread_limits
+    with thread_limits(max(1, int(n_jobs)), "blas"):
+        return _fit_values(kernel, _dense(Z), _dense(R), f, ridge, block)
+
+
+def _fit_values(kernel, Z, R, f, ridge, block):
     f = np.asarray(f, np.float64)
     nb = len(Z)
     G = np.zeros((nb + 1, nb + 1))
@@ -375,7 +382,7 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
         rec["full_error"] = float(1.0 - right.mean())
     for B in todo:
         Z = kmeans_centres(S, B, weights=np.abs(a), seed=seed)
-        beta, b = fit_values(kernel, Z, Xf, ff)
+        beta, b = fit_values(kernel, Z, Xf, ff, n_jobs=n_jobs)
         fc = kernel_sums(kernel, _dense(Xv), Z, beta, n_jobs=n_jobs) + b
         t = {"B": int(len(Z))}
         if regression:
@@ -529,7 +536,7 @@ def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES, n_jo
     seeds = {}          # each class's k-means++ seeding, continued from one B to the next
     for B in todo:
         Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed, seeds)
-        Beta, b = fit_values(kernel, Z, Xfit, Ffit)        # O(B^2) memory, in row blocks
+        Beta, b = fit_values(kernel, Z, Xfit, Ffit, n_jobs=n_jobs)   # O(B^2) memory
         ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck, n_jobs=n_jobs))
         t = {"B": int(len(Z)), **t}
         rec["tried"].append(t)
