@@ -219,7 +219,6 @@ def test_threaded_values_equal_serial_ones(data):
     assert np.allclose(one[:, 0], rbf(R, X[0::3]) @ a[0::3], atol=1e-4)
 
 
-
 def test_few_machine_groups_sum_in_place_as_the_gemm_does(data, monkeypatch):
     """union_values sums a class group of few machines from the float32
     block in place (weighted_sum over its columns), more by a float64 GEMM:
@@ -233,8 +232,10 @@ def test_few_machine_groups_sum_in_place_as_the_gemm_does(data, monkeypatch):
     w = np.random.default_rng(5).normal(size=(60, 2))
     assert np.allclose(weighted_sum(G, w, cols=(100, 160)),
                        G[:, 100:160].astype(np.float64) @ w, rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="60 kernel columns against 59 weights"):
+    with pytest.raises(ValueError, match="columns 100:160 of a 300-column block against 59"):
         weighted_sum(G, w[:59], cols=(100, 160))
+    with pytest.raises(ValueError, match="columns 280:340 of a 300-column block"):
+        weighted_sum(G, w, cols=(280, 340))         # past the block's end: no stray reads
     for ms in ([Machine(sv=X, coef=a, intercept=0.2, sv_ids=np.arange(300), classes=(0, 1))],
                [Machine(sv=X[i::3], coef=a[i::3], intercept=0.1 * i,
                         sv_ids=np.arange(300)[i::3], classes=pair)

@@ -215,8 +215,9 @@ def weighted_sum(G, w, cols=None):
     WT = np.ascontiguousarray(w.reshape(len(w), -1).T)
     G = np.ascontiguousarray(G)
     lo, hi = (0, G.shape[1]) if cols is None else cols
-    if hi - lo != WT.shape[1]:
-        raise ValueError(f"{hi - lo} kernel columns against {WT.shape[1]} weights")
+    if not 0 <= lo <= hi <= G.shape[1] or hi - lo != WT.shape[1]:
+        raise ValueError(f"columns {lo}:{hi} of a {G.shape[1]}-column block against "
+                         f"{WT.shape[1]} weights")
     out = _weighted_rows(G, lo, hi, WT, np.empty((G.shape[0], WT.shape[0])))
     return out[:, 0] if w.ndim == 1 else out
 
