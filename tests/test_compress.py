@@ -224,6 +224,7 @@ def test_few_machine_groups_sum_in_place_as_the_gemm_does(data, monkeypatch):
     block in place (weighted_sum over its columns), more by a float64 GEMM:
     the same values either way, for one machine and for one-vs-one groups."""
     import streamcvm.predict.decision as dec
+    import streamcvm.solvers.kernels as kern
     from streamcvm.problems.machine import Machine
     from streamcvm.solvers.kernels import weighted_sum
     X, a, T, k = data
@@ -241,10 +242,10 @@ def test_few_machine_groups_sum_in_place_as_the_gemm_does(data, monkeypatch):
                         sv_ids=np.arange(300)[i::3], classes=pair)
                 for i, pair in enumerate([(0, 1), (0, 2), (1, 2)])]):
         union = dec.build_union(ms)
-        assert all(W.shape[1] <= dec.FEW_MACHINES for _, _, _, W in union[3])
+        assert all(W.shape[1] <= kern.FEW_MACHINES for _, _, _, W in union[3])
         ic = np.array([m.intercept for m in ms])
         few = dec.union_values(k, union, ic, R, n_jobs=2)
-        monkeypatch.setattr(dec, "FEW_MACHINES", 0)       # every group by the GEMM
+        monkeypatch.setattr(kern, "FEW_MACHINES", 0)      # every group by the GEMM
         gemm = dec.union_values(k, union, ic, R, n_jobs=2)
         monkeypatch.undo()
         assert np.allclose(few, gemm, rtol=1e-12, atol=1e-12)

@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
-from ..solvers.kernels import FEW_MACHINES, for_blocks, sq_norms, weighted_sum
+from ..solvers.kernels import block_times, for_blocks, sq_norms
 
 
 def active_machines(machines, exact):
@@ -82,9 +82,9 @@ def union_values(kernel, union, intercepts, X, n_jobs=1):
     """Every machine's f(x) on rows ``X`` (validated and scaled), one column
     per machine: kernel blocks of ``X`` against the ``union`` of the support
     rows (:func:`build_union`), then per class group one GEMM with its
-    machines' coefficients (a group of at most ``FEW_MACHINES``: sums in
-    float64 over the float32 block, :func:`weighted_sum`, as the GEMM would
-    first copy the block to float64), plus the ``intercepts``. ``n_jobs`` threads
+    machines' coefficients (:func:`~streamcvm.solvers.kernels.block_times`:
+    a group of few machines summed over the float32 block in place), plus
+    the ``intercepts``. ``n_jobs`` threads
     (one BLAS thread each) take whole blocks of rows, as
     :func:`~streamcvm.solvers.kernels.kernel_sums` does: the exp of a block
     (NumPy's, one thread) is most of its cost, and the blocks start at the
@@ -103,15 +103,11 @@ def union_values(kernel, union, intercepts, X, n_jobs=1):
         b = min(a + rows, X.shape[0])
         K = kernel.block(X[a:b], U, sq[a:b], Usq, BT=UT, out=local.kbuf)
         for lo, hi, mach, W in groups:
-            if W.shape[1] <= FEW_MACHINES:     # float32 values read in place
-                F[a:b, mach] += weighted_sum(K, W, cols=(lo, hi))
-                continue
-            Kd = local.buf[:b - a, :hi - lo]
-            np.copyto(Kd, K[:, lo:hi])
+            P = block_times(K, W, (lo, hi), local.buf)
             if len(mach) == F.shape[1]:     # every machine (a shared compact basis)
-                F[a:b] += Kd @ W
+                F[a:b] += P
             else:
-                F[a:b, mach] += Kd @ W
+                F[a:b, mach] += P
 
     for_blocks(one, range(0, X.shape[0], rows), n_jobs)
     F += intercepts

@@ -29,7 +29,7 @@ model; docs/solvers.md, "Compact expansions", gives the formulations.
 """
 import numpy as np
 
-from ..solvers.kernels import FEW_MACHINES, for_blocks, kernel_sums, sq_norms, weighted_sum
+from ..solvers.kernels import block_times, for_blocks, kernel_sums, sq_norms
 
 
 def _dense(X):
@@ -292,9 +292,7 @@ def decisions(kernel, Z, Beta, b, X, block=2048, n_jobs=1):
     out = np.empty((len(X), Beta.shape[1]))
 
     def one(s):
-        K = kernel.block(X[s:s + block], Z, None, sqz)
-        out[s:s + block] = weighted_sum(K, Beta) if Beta.shape[1] <= FEW_MACHINES else \
-            np.asarray(K, np.float64) @ Beta
+        out[s:s + block] = block_times(kernel.block(X[s:s + block], Z, None, sqz), Beta)
 
     for_blocks(one, range(0, len(X), block), n_jobs)
     return out + b
