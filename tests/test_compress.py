@@ -106,6 +106,18 @@ def test_fit_values_recovers_an_expansion_on_the_basis(data):
     assert np.allclose(beta, beta0, atol=1e-3) and b == pytest.approx(-0.25, abs=1e-4)
 
 
+def test_fit_values_on_coinciding_basis_points_falls_back_to_least_squares(data):
+    """Centres that coincide (k-means can give them) make the normal
+    equations singular: Cholesky refuses them and the fit is least squares,
+    finite, with the values of the basis without the copies."""
+    X, _, T, k = data
+    Z = np.concatenate([X[:10], X[:10]])
+    f = rbf(T, X[:10]) @ np.random.default_rng(3).normal(size=10) + 0.3
+    beta, b = compress.fit_values(k, Z, T, f, ridge=0.0)
+    assert np.all(np.isfinite(beta))
+    assert np.allclose(rbf(T, Z) @ beta + b, f, atol=1e-6 * np.abs(f).max())
+
+
 def test_refit_intercept_and_kmeans_centres(data):
     X, a, _, _ = data
     assert compress.refit_intercept([1.0, 2.0, 3.0], [0.5, 1.5, 2.5]) == pytest.approx(0.5)

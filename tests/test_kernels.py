@@ -122,3 +122,23 @@ def test_thread_limits_keeps_one_controller_until_an_import():
         assert parallel._CONTROLLER[0] is not ctl
     finally:
         del sys.modules["_streamcvm_test_new_module"]
+
+
+@pytest.mark.parametrize("machines", [0, 1, 3, 12])
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_kernel_sums_of_one_or_many_machines_match_float64(machines, n_jobs):
+    """kernel_sums over blocks of rows (the last one partial): a weight
+    vector, few machines (summed in place) and many (MMDA's features: a
+    GEMM from a float64 copy kept per thread) all give the float64 product
+    of the float32 kernel block, at one or two threads."""
+    from streamcvm.solvers.kernels import block_rows_for, kernel_sums
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((2000, 5)).astype(np.float32)
+    B = rng.standard_normal((5000, 5)).astype(np.float32)
+    assert block_rows_for(len(B)) < len(X) and len(X) % block_rows_for(len(B))
+    w = rng.standard_normal((len(B), machines) if machines else len(B))
+    kern = Kernel("rbf", gamma=0.3)
+    ref = np.asarray(kern.block(X, B), np.float64) @ w
+    got = kernel_sums(kern, X, B, w, n_jobs=n_jobs)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-9 * np.abs(w).sum())

@@ -264,8 +264,12 @@ def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1):
         buf = getattr(local, "buf", None)
         if buf is None:
             buf = local.buf = np.empty(step * B.shape[0], np.float32)
+            # many machines (MMDA's features): a GEMM from a float64 copy, kept per thread
+            local.wide = np.empty((step, B.shape[0])) if w.ndim == 2 and \
+                w.shape[1] > FEW_MACHINES else None
         e = min(a + step, n)
-        out[a:e] = weighted_sum(kernel.block(X[a:e], B, sq[a:e], sqb, BT=BT, out=buf), w)
+        out[a:e] = block_times(kernel.block(X[a:e], B, sq[a:e], sqb, BT=BT, out=buf), w,
+                               buf=local.wide)
 
     for_blocks(one, starts, n_jobs)
     return out
