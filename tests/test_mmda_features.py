@@ -94,7 +94,18 @@ class _Kill(Exception):
     pass
 
 
-def test_an_interrupted_fit_resumes_to_the_same_features(stores, tmp_path, monkeypatch):
+@pytest.fixture
+def one_thread():
+    """numba at one thread: classes one after the other (the features in order)."""
+    import numba
+    was = numba.get_num_threads()
+    numba.set_num_threads(1)
+    yield
+    numba.set_num_threads(was)
+
+
+def test_an_interrupted_fit_resumes_to_the_same_features(stores, tmp_path, monkeypatch,
+                                                         one_thread):
     """Killed while fitting its 4th feature, the fit resumes from the snapshot
     of the first 3 and gives the features of a run never interrupted, bit for
     bit."""
@@ -129,6 +140,60 @@ def test_an_interrupted_fit_resumes_to_the_same_features(stores, tmp_path, monke
     with pytest.raises(CheckpointError, match="params"):
         MMDATransformer(n_components=2, C=2.0, **KW).fit(X, y, checkpoint_dir=tmp_path,
                                                          resume=True)
+
+
+def _solver_threads(monkeypatch, kill_at=None):
+    """(a list, growing by the thread id of every MMDA feature fitted; with
+    ``kill_at``, the kill_at-th fit raises _Kill instead)."""
+    import threading
+    from streamcvm.solvers import mmda
+    fit, seen = getattr(mmda.MMDASolver.fit, "original", mmda.MMDASolver.fit), []
+
+    def recording(self, pool, classes):
+        seen.append(threading.get_ident())
+        if len(seen) == kill_at:
+            raise _Kill
+        return fit(self, pool, classes)
+    recording.original = fit        # a later call wraps the solver's own fit, not this
+    monkeypatch.setattr(mmda.MMDASolver, "fit", recording)
+    return seen
+
+
+@pytest.mark.skipif(os.cpu_count() < 2, reason="needs two cores")
+@pytest.mark.filterwarnings("ignore:streamcvm. no checkpoint")     # the kill hit class 0
+def test_classes_side_by_side_give_the_one_thread_features(stores, tmp_path, monkeypatch):
+    """The classes' features found side by side on two threads (a class's
+    features depend only on its own earlier ones) are those of one thread,
+    bit for bit, and a fit killed there resumes to them as well."""
+    import numba
+    d, (X, y), (Xt, _) = stores
+    was = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = _solver_threads(monkeypatch)
+        ref = MMDATransformer(n_components=2, **KW).fit(X, y)
+        numba.set_num_threads(2)
+        two = _solver_threads(monkeypatch)
+        res = MMDATransformer(n_components=2, **KW).fit(X, y)
+        assert len(set(one)) == 1 and len(set(two)) == 2      # side by side, really
+        assert len(two) == len(ref.machines_) == 6
+        np.testing.assert_array_equal(res.transform(Xt), ref.transform(Xt))
+        for a, b in zip(res.machines_, ref.machines_):
+            np.testing.assert_array_equal(a.sv_ids, b.sv_ids)
+            np.testing.assert_array_equal(a.coef, b.coef)
+        killed = _solver_threads(monkeypatch, kill_at=4)
+        with pytest.raises(_Kill):
+            MMDATransformer(n_components=2, **KW).fit(X, y, checkpoint_dir=tmp_path,
+                                                      checkpoint_every=0.0)
+        assert len(killed) >= 4
+        again = _solver_threads(monkeypatch)
+        res = MMDATransformer(n_components=2, **KW).fit(X, y, checkpoint_dir=tmp_path,
+                                                        resume=True)
+        done = (res.resumed_from_ or {}).get("machines_done", 0)   # none if class 0 was hit
+        assert 0 <= done < 6 and len(again) == 6 - done
+        np.testing.assert_array_equal(res.transform(Xt), ref.transform(Xt))
+    finally:
+        numba.set_num_threads(was)
 
 
 def _fits():

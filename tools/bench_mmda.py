@@ -82,7 +82,9 @@ What each figure is:
   extractor's features; "#features" N_c, 3N_c, 5N_c (k per class), N_c - 1
   (KFD) or d (none).
 - extraction s (Table III): wall seconds (``time.perf_counter``) of the
-  extraction fit: MMDA the k-per-class features' ``feature_seconds_`` sum,
+  extraction fit: MMDA the k-per-class features' ``feature_seconds_`` sum
+  (with ``--threads`` above 1 the classes' features are found side by side
+  and their seconds overlap: the sum exceeds the wall time; "fit s" is wall),
   KPCA and KFD their one fit (kernel matrix included). Each child first
   fits a tiny problem with the same extractor and transforms with it, so
   imports, numba's compile / cache load and first BLAS calls are not counted

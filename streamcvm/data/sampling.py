@@ -29,11 +29,12 @@ import scipy.sparse as sp
 # rows per violator search, the default everywhere: the best of 59 random rows
 # is among the top 5% with probability 1 - 0.95^59 > 95% (cvm paper, sec. 4.1)
 SAMPLE_SIZE = 59
+POOL_CHUNKS = 8     # chunks a pool holds: a store of at most this many is held whole
 
 
 class ChunkPool:
-    def __init__(self, store, rng, classes=None, pool_chunks=8, refresh=None, prefetch=True,
-                 sample_size=SAMPLE_SIZE):
+    def __init__(self, store, rng, classes=None, pool_chunks=POOL_CHUNKS, refresh=None,
+                 prefetch=True, sample_size=SAMPLE_SIZE):
         self.store = store
         self.rng = rng
         if refresh is None:

@@ -25,6 +25,10 @@ from ..solvers.mmda import Basis, Direction, MMDASolver, RowKernels
 from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, keep_params, positive_number,
                    resolve_gamma, store_classes, training_record)
 
+# classes side by side (threads) only for dense rows of at most this many bytes: each
+# thread holds its own copy of them (its pool, its row kernels)
+SIDE_BY_SIDE_BYTES = 64 << 20
+
 
 class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Large-margin features: a sequence of orthogonal directions in the
@@ -126,33 +130,92 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             if fit.ck is not None:
                 fit.ck.event_gap = checkpoint_every if checkpoint_every is not None else 1.0
             machines = fit.machines
-            cache = RowKernels(kern)        # kernel columns and projections, feature to feature
-            for f in fit.todo():
+            for f, m in self._features_in_order(fit, store, kern, sides, seed):
+                fit.done(m)
                 j, s = divmod(f, self.n_components)
-                t = time.perf_counter()
-                pool = ChunkPool(store, np.random.default_rng([seed, j, s]), classes=sides[j])
-                try:
-                    solver = MMDASolver(kern, C=self.C, eps=self.eps,
-                                        basis=Basis(_directions(machines[f - s:f])),
-                                        sample_size=self.sample_size,
-                                        max_core=self.max_core,
-                                        cache=cache).fit(pool, sides[j])
-                finally:
-                    pool.close()
-                    pool = None         # its chunks freed before the next feature's pool
-                d = solver.unit_direction()
-                hist = solver.history + [{"seconds": time.perf_counter() - t}]
-                fit.done(Machine(sv=d.rows, coef=d.coef, intercept=0.0, sv_ids=d.ids,
-                                 classes=sides[j], n_iter=solver.n_iter, core_size=d.own,
-                                 history=hist))
-                fit.bar.note(f"class {j + 1}/{len(sides)} feature {s + 1}: core "
-                             f"{len(solver.ids):,}, {d.own:,} support rows")
+                fit.bar.note(f"class {j + 1}/{len(sides)} feature {s + 1}: "
+                             f"{m.core_size:,} support rows")
         self.kernel_ = kern
         self._set_features(machines)
         if self.compact == "auto":
             self._compact_features(store, seed)
         self.training_ = training_record(self, store, t0)
         return self
+
+    def _features_in_order(self, fit, store, kern, sides, seed):
+        """(index, feature) of every feature ``fit`` has still to find, in
+        order. Each class's features depend only on that class's earlier
+        ones, so classes run side by side on up to ``numba.get_num_threads()``
+        threads (the compiled loop releases the GIL), each with its own row
+        kernels (the ring's budget split between them); one thread: feature
+        by feature, each handed to the checkpoint as it is found. A
+        feature does not depend on the thread count (nor on what a cache
+        held): the same features either way."""
+        import queue
+
+        import numba
+
+        from ..data.sampling import POOL_CHUNKS
+        n, done = self.n_components, len(fit.machines)
+        left = [j for j in range(len(sides)) if (j + 1) * n > done]
+        # side by side only on the in-memory route (MMDASolver.fit: a store held
+        # whole, exp(-gamma d) kernels), which launches no parallel numba kernel
+        # (numba's workqueue layer, where no OpenMP / TBB, aborts on two at once),
+        # and for rows of at most SIDE_BY_SIDE_BYTES: each thread's pool and row
+        # kernels hold a copy of them
+        memory = (kern.name in ("rbf", "laplacian", "exponential")
+                  and store.n_chunks <= POOL_CHUNKS
+                  and 4.0 * store.n * store.d <= SIDE_BY_SIDE_BYTES)
+        jobs = max(1, min(numba.get_num_threads(), len(left))) if memory else 1
+        free = queue.SimpleQueue()
+        for _ in range(jobs):
+            free.put(RowKernels(kern, budget=RowKernels.BUDGET // jobs))
+
+        def one_class(j):          # its features not done yet, from its done ones
+            first = max(done - j * n, 0)
+            cache = free.get()
+            try:
+                out = list(fit.machines[j * n:j * n + first])
+                for s in range(first, n):
+                    out.append(self._feature(store, kern, sides[j], (seed, j, s), out, cache))
+                return out[first:]
+            finally:
+                free.put(cache)
+
+        todo = fit.todo()
+        if jobs == 1:
+            for f in todo:
+                j, s = divmod(f, n)
+                cache = free.get()
+                yield f, self._feature(store, kern, sides[j], (seed, j, s),
+                                       fit.machines[j * n:f], cache)
+                free.put(cache)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+        ex = ThreadPoolExecutor(jobs)
+        try:
+            got = {j: ex.submit(one_class, j) for j in left}
+            for f in todo:
+                j, s = divmod(f, n)
+                yield f, got[j].result()[s - max(done - j * n, 0)]
+        finally:        # on an error or interrupt: the classes not started are dropped
+            ex.shutdown(wait=True, cancel_futures=True)
+
+    def _feature(self, store, kern, side, key, before, cache):
+        """The next feature of one class (``side``), orthogonal to its
+        features ``before``; ``key``: (seed, class, rank), its draws' seed."""
+        t = time.perf_counter()
+        pool = ChunkPool(store, np.random.default_rng(list(key)), classes=side)
+        try:
+            solver = MMDASolver(kern, C=self.C, eps=self.eps, basis=Basis(_directions(before)),
+                                sample_size=self.sample_size, max_core=self.max_core,
+                                cache=cache).fit(pool, side)
+        finally:
+            pool.close()            # its chunks freed before the next feature's pool
+        d = solver.unit_direction()
+        hist = solver.history + [{"seconds": time.perf_counter() - t}]
+        return Machine(sv=d.rows, coef=d.coef, intercept=0.0, sv_ids=d.ids, classes=side,
+                       n_iter=solver.n_iter, core_size=d.own, history=hist)
 
     def _set_features(self, machines, seconds=None):
         """``machines_`` and what they give: the per-feature attributes and the
