@@ -244,20 +244,17 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         """One compact basis for all features (every machine's ``compact``,
         :func:`streamcvm.problems.compress.compact_shared`), kept when every feature
         keeps R^2 >= 0.999 on training rows the fit did not use."""
-        import numba
         import scipy.sparse as sp
         from ..problems.compress import attach_shared, close_values, compact_shared, sample_rows
         machines, basis = self.machines_, self._basis
         got, info = None, {"decision": "sparse support rows: not compressed"}
-        jobs = numba.get_num_threads()      # the fit's thread count, as its classes'
         if not (store.sparse or sp.issparse(basis.rows)):
             def sample():
                 Xf, Xc = sample_rows(store, seed)
-                return (Xf, basis.project(self.kernel_, Xf, n_jobs=jobs), Xc,
-                        close_values(basis.project(self.kernel_, Xc, n_jobs=jobs)))
+                return (Xf, basis.project(self.kernel_, Xf), Xc,
+                        close_values(basis.project(self.kernel_, Xc)))
             got, info = compact_shared(basis.rows, np.abs(basis.W).sum(axis=1),
-                                       np.zeros(len(basis.ids)), self.kernel_, sample, seed=seed,
-                                       n_jobs=jobs)
+                                       np.zeros(len(basis.ids)), self.kernel_, sample, seed=seed)
         attach_shared(machines, got, info)
         self._set_features(machines, self.feature_seconds_)
 

@@ -324,13 +324,12 @@ class Basis:
         from .kernels import sq_norms
         self.sq = sq_norms(self.rows)
 
-    def project(self, kernel, X, sq=None, n_jobs=1):
-        """[len(X), s]: ``u_q'phi(x)`` of every row and direction (``n_jobs``
-        threads: :func:`~streamcvm.solvers.kernels.kernel_sums`)."""
+    def project(self, kernel, X, sq=None):
+        """[len(X), s]: ``u_q'phi(x)`` of every row and direction."""
         if self.s == 0:
             return np.zeros((X.shape[0], 0))
         from .kernels import kernel_sums
-        return np.asarray(kernel_sums(kernel, X, self.rows, self.W, sq, self.sq, n_jobs=n_jobs),
+        return np.asarray(kernel_sums(kernel, X, self.rows, self.W, sq, self.sq),
                           np.float64).reshape(X.shape[0], self.s)
 
 
