@@ -184,27 +184,6 @@ def test_weighted_kmeans_centres():
         compress.weighted_kmeans(X, 5, -w)
 
 
-def test_class_centres_on_threads_are_the_serial_ones():
-    """Classes' k-means on two threads (a class each): the centres of one
-    thread, bit for bit, seedings continued as well; BLAS's thread count is
-    what it was before."""
-    from threadpoolctl import threadpool_info
-    rng = np.random.default_rng(5)
-    S = rng.normal(size=(1500, 6)).astype(np.float32)
-    w = rng.random(1500) + 0.1
-    key = rng.integers(0, 4, 1500).astype(np.float64)
-
-    def blas():
-        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-    before = blas()
-    one, two = {}, {}
-    for B in (24, 60):
-        a = compress.class_centres(S, w, key, B, seed=3, seeds=one, n_jobs=1)
-        b = compress.class_centres(S, w, key, B, seed=3, seeds=two, n_jobs=2)
-        assert 0 < len(a) <= B and np.array_equal(a, b)     # (shares are floored)
-    assert blas() == before
-
-
 def test_centres_for_growing_b_continue_one_seeding():
     """compact_shared tries B = 256, 512, ... on the same rows: the seeding
     kept from the smaller B and continued gives the very centres of a

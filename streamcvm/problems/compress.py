@@ -439,38 +439,27 @@ def sample_rows(store, seed=0, runner=None):
     return _dense(Xf), _dense(Xc)
 
 
-def class_centres(S, weights, key, B, seed=0, seeds=None, n_jobs=1):
+def class_centres(S, weights, key, B, seed=0, seeds=None):
     """``B`` k-means centres of the rows ``S`` (weighted), split over the
     distinct values of ``key`` (e.g. each row's class) in proportion to
     their rows, at least one each. ``seeds``: a dict kept across calls on
     the same rows (each class's k-means++ seeding continued, not drawn
-    again: the same centres as without it). ``n_jobs`` threads take whole
-    classes, each on one BLAS thread as :func:`weighted_kmeans` (the limit
-    set once here: threads that each set and restored it could leave it
-    wrong); a class's centres do not depend on ``n_jobs``."""
-    from ..data.parallel import thread_limits
+    again: the same centres as without it)."""
     S = _dense(S)
     keys, counts = np.unique(key, return_counts=True)
     share = np.maximum(1, np.floor(B * counts / counts.sum())).astype(int)
     share = np.minimum(share, counts)
-    Z, todo = [None] * len(keys), []
-    for i, (k, nk) in enumerate(zip(keys, share)):
+    Z = []
+    for k, nk in zip(keys, share):
         sel = key == k
         if nk >= sel.sum():
-            Z[i] = S[sel]
+            Z.append(S[sel])
             continue
         Xk, wk = _dense(S[sel]), weights[sel]
         sk = None if seeds is None else seeds.get(k)
         if seeds is not None and sk is None:
             sk = seeds[k] = _Seeds(Xk, wk, seed)
-        todo.append((i, Xk, int(nk), wk, sk))
-
-    def one(job):
-        i, Xk, nk, wk, sk = job
-        Z[i] = _weighted_kmeans(Xk, nk, wk, seed, KMEANS_ITERS, sk)
-
-    with thread_limits(1, "blas"):
-        for_blocks(one, todo, n_jobs)
+        Z.append(weighted_kmeans(Xk, nk, weights=wk, seed=seed, seeds=sk))
     return _dense(np.concatenate(Z))
 
 
@@ -544,8 +533,7 @@ def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES, n_jo
     rec.update(check_rows=int(len(Xcheck)), rule=accept.rule)
     seeds = {}          # each class's k-means++ seeding, continued from one B to the next
     for B in todo:
-        Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed, seeds,
-                          n_jobs=n_jobs)
+        Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed, seeds)
         Beta, b = fit_values(kernel, Z, Xfit, Ffit, n_jobs=n_jobs)   # O(B^2) memory
         ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck, n_jobs=n_jobs))
         t = {"B": int(len(Z)), **t}
