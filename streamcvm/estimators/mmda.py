@@ -184,12 +184,11 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
         todo = fit.todo()
         if jobs == 1:
+            cache = free.get()
             for f in todo:
                 j, s = divmod(f, n)
-                cache = free.get()
                 yield f, self._feature(store, kern, sides[j], (seed, j, s),
                                        fit.machines[j * n:f], cache)
-                free.put(cache)
             return
         from concurrent.futures import ThreadPoolExecutor
         ex = ThreadPoolExecutor(jobs)

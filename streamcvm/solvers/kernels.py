@@ -182,10 +182,17 @@ def exp_nonpos(a, out, kbuf):
 
 
 # weights of at most this many columns (machines) are summed from a float32 kernel
-# block in place (weighted_sum), more by a float64 GEMM (block_times) (which copies the block to
-# float64 first). A 256 x 4,000 block: 0.15 against 0.32 ms for one machine,
-# 0.52 against 0.59 at 4, about even at 6-9, 3.5 against 1.5 ms at 25
+# block in place (weighted_sum), more by a float64 GEMM (block_times, which copies
+# the block to float64 first). A 256 x 4,000 block: 0.15 against 0.32 ms for one
+# machine, 0.52 against 0.59 at 4, about even at 6-9, 3.5 against 1.5 ms at 25
 FEW_MACHINES = 4
+
+
+def summed_in_place(W):
+    """Whether :func:`block_times` sums the weights ``W`` over the float32
+    block in place (a vector, or at most ``FEW_MACHINES`` columns) rather
+    than by a GEMM from a float64 copy."""
+    return W.ndim == 1 or W.shape[1] <= FEW_MACHINES
 
 
 @njit(cache=True, nogil=True, fastmath=True)
@@ -222,7 +229,6 @@ def weighted_sum(G, w, cols=None):
     return out[:, 0] if w.ndim == 1 else out
 
 
-
 def block_times(G, W, cols=None, buf=None):
     """``G[:, lo:hi] @ W`` (``cols=(lo, hi)``, default every column) for a
     kernel block ``G`` and weights ``W`` [columns, machines], in float64, by
@@ -231,12 +237,13 @@ def block_times(G, W, cols=None, buf=None):
     ``buf``, a float64 scratch of at least that shape, if given: a fresh one
     per block costs page faults) and a GEMM."""
     W = np.asarray(W, np.float64)
-    if W.ndim == 1 or W.shape[1] <= FEW_MACHINES:
+    if summed_in_place(W):
         return weighted_sum(G, W, cols)
     lo, hi = (0, G.shape[1]) if cols is None else cols
     Gd = np.empty((G.shape[0], hi - lo)) if buf is None else buf[:G.shape[0], :hi - lo]
     np.copyto(Gd, G[:, lo:hi])
     return Gd @ W
+
 
 def block_rows_for(n_cols, values=1 << 22):
     """Rows per kernel block against ``n_cols`` columns: about ``values``
@@ -259,14 +266,13 @@ def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1):
     step = min(block_rows_for(B.shape[0]), max(n, 1))   # a 59-row sample: a 59-row buffer
     starts = range(0, n, step)
     local = threading.local()       # a scratch block per thread
+    wide = not summed_in_place(w)   # many machines (MMDA's features): also a float64 one
 
     def one(a):
         buf = getattr(local, "buf", None)
         if buf is None:
             buf = local.buf = np.empty(step * B.shape[0], np.float32)
-            # many machines (MMDA's features): a GEMM from a float64 copy, kept per thread
-            local.wide = np.empty((step, B.shape[0])) if w.ndim == 2 and \
-                w.shape[1] > FEW_MACHINES else None
+            local.wide = np.empty((step, B.shape[0])) if wide else None
         e = min(a + step, n)
         out[a:e] = block_times(kernel.block(X[a:e], B, sq[a:e], sqb, BT=BT, out=buf), w,
                                buf=local.wide)
