@@ -57,6 +57,50 @@ def test_sor_matches_the_exact_qp_and_directions_are_orthogonal(C):
     np.testing.assert_allclose(Cm @ K @ Cm.T, np.eye(3), atol=1e-8)
 
 
+def _greedy_sor(G, x, grad, invd, s, n, tol, max_iter):
+    """Algorithm 3's rule written plainly: move the coordinate whose projected
+    move is largest (the first of equals), the last n - s clipped at 0 (the
+    gradient updated by the compiled axpy, whose fused multiply-adds numpy
+    has not)."""
+    from streamcvm.solvers.mmda import _axpy
+    for step in range(1, max_iter + 1):
+        mv = -grad[:n] * invd[:n]
+        mv[s:] = np.maximum(x[s:n] + mv[s:], 0.0) - x[s:n]
+        i = int(np.argmax(np.abs(mv)))          # the first of equals
+        if not abs(mv[i]) > tol:
+            return step
+        x[i] += mv[i]
+        _axpy(G[i], grad, mv[i], n)
+    return max_iter
+
+
+@pytest.mark.parametrize("n, s", [(7, 0), (61, 3), (203, 2)])
+def test_sor_steps_are_the_largest_projected_moves(n, s):
+    """The compiled loop (moves into a buffer, eight running maxima, a scan
+    for the first index) takes the same coordinates as the plain rule, on
+    sizes that are not multiples of 8 and with equal moves at the start."""
+    from streamcvm.solvers.mmda import _sor
+    X, y = _data(n)
+    K = Kernel("rbf", gamma=1.0 / estimate_beta(X)).block(X, X).astype(np.float64)
+    B = np.random.default_rng(1).standard_normal((n, s)) * 0.1
+    Gq = core_matrix(K, y, 1.0, B)
+    G = np.ascontiguousarray(Gq[np.ix_(np.r_[n:n + s, :n], np.r_[n:n + s, :n])])  # [g; a]
+    for max_iter in (1, 5, 10_000):
+        x0 = np.zeros(n + s)
+        x0[s:] = 1.0 / n                  # every a equal: ties in the first moves
+        lin = np.r_[np.zeros(s), np.ones(n)]
+        runs = []
+        for f in (_sor, _greedy_sor):
+            x = x0.copy()
+            grad = G @ x - lin
+            steps = f(G, x, grad, 1.0 / np.diagonal(G).copy(), s, n + s,
+                      *((1.0,) if f is _sor else ()), 1e-10, max_iter)
+            runs.append((steps, x, grad))
+        assert runs[0][0] == runs[1][0] and (max_iter > 5 or runs[0][0] == max_iter)
+        np.testing.assert_array_equal(runs[0][1], runs[1][1])
+        np.testing.assert_array_equal(runs[0][2], runs[1][2])
+
+
 def test_the_normalised_solution_is_the_constrained_meb():
     """eq. 35: (a, g) / 1'a solves the constrained MEB (eq. 21): every point
     lies within its radius (eq. 22), the support points on it."""

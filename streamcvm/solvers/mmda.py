@@ -28,24 +28,74 @@ def _sor(G, x, grad, invd, s, n, omega, tol, max_iter):
     """Algorithm 3's loop on the leading ``n`` coordinates of ``x`` and their
     gradient, in place; the first ``s`` are free, the others ``>= 0``;
     ``invd`` = 1 / diag(G) (a vector: the diagonal is one page apart per
-    entry in G). Returns the steps."""
+    entry in G). Each step moves the coordinate whose projected move is
+    largest (the first of equals). Returns the steps.
+
+    The moves are written to a buffer and their largest found by eight
+    running maxima, then its first index by a scan, rather than in one loop
+    that keeps the index: that loop chained every compare on the last and
+    did not vectorise (optdigits' 710K steps on ~300 coordinates: 2x the
+    time). The same arithmetic, so the same steps to the bit."""
+    mv = np.empty(n)
+    best = _moves(x, grad, invd, s, n, omega, mv)
     for step in range(1, max_iter + 1):
-        best, bi, bmv = 0.0, -1, 0.0
-        for j in range(s):
-            mv = -omega * grad[j] * invd[j]
-            if abs(mv) > best:
-                best, bi, bmv = abs(mv), j, mv
-        for j in range(s, n):
-            xj = x[j]
-            v = xj - omega * grad[j] * invd[j]
-            mv = (v if v > 0.0 else 0.0) - xj        # a >= 0: clip
-            if abs(mv) > best:
-                best, bi, bmv = abs(mv), j, mv
-        if bi < 0 or best <= tol:
+        if not best > tol:          # (no move at all: best = 0)
             return step
-        x[bi] += bmv
-        _axpy(G[bi], grad, bmv, n)      # G is symmetric: its row, contiguous
+        bi = _first_equal(mv, best, n)
+        x[bi] += mv[bi]
+        _axpy(G[bi], grad, mv[bi], n)      # G is symmetric: its row, contiguous
+        best = _moves(x, grad, invd, s, n, omega, mv)
     return max_iter
+
+
+@njit(cache=True, nogil=True)
+def _moves(x, grad, invd, s, n, omega, mv):
+    """Every coordinate's projected move into ``mv``; returns the largest |move|."""
+    for j in range(s):
+        mv[j] = -omega * grad[j] * invd[j]
+    _clipped_moves(x[s:n], grad[s:n], invd[s:n], omega, mv[s:n])
+    return _abs_max(mv[:n])
+
+
+@njit(cache=True, nogil=True)
+def _clipped_moves(x, grad, invd, omega, mv):
+    """The moves of coordinates ``>= 0``: to the clipped Gauss-Seidel value.
+    (Indexed from 0 on slices: numba then knows the index is not negative
+    and the loop vectorises.)"""
+    for k in range(len(x)):
+        xj = x[k]
+        v = xj - omega * grad[k] * invd[k]
+        mv[k] = (v if v > 0.0 else 0.0) - xj
+
+
+@njit(cache=True, nogil=True)
+def _abs_max(v):
+    """The largest |v_i| (0 for an empty v), by eight running maxima."""
+    n = len(v)
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    k = n - n % 8
+    for i in range(0, k, 8):
+        a0 = max(a0, abs(v[i]))
+        a1 = max(a1, abs(v[i + 1]))
+        a2 = max(a2, abs(v[i + 2]))
+        a3 = max(a3, abs(v[i + 3]))
+        a4 = max(a4, abs(v[i + 4]))
+        a5 = max(a5, abs(v[i + 5]))
+        a6 = max(a6, abs(v[i + 6]))
+        a7 = max(a7, abs(v[i + 7]))
+    m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+    for i in range(k, n):
+        m = max(m, abs(v[i]))
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _first_equal(v, m, n):
+    """The first index ``i < n`` with ``|v_i| == m``."""
+    for i in range(n):
+        if abs(v[i]) == m:
+            return i
+    return n - 1
 
 
 @njit(cache=True, nogil=True, fastmath=True)
