@@ -364,13 +364,14 @@ class Basis:
             self.ids, self.rows, self.W = np.empty(0, np.int64), None, np.zeros((0, 0))
             return
         ids = np.concatenate([d.ids for d in directions])
-        rows = np.concatenate([np.asarray(d.rows) for d in directions])
-        W = np.zeros((len(ids), self.s))
-        a = 0
+        self.ids, first = np.unique(ids, return_index=True)
+        self.rows = np.concatenate([np.asarray(d.rows) for d in directions])[first]
+        # each direction's coefficients into its column (summed where its ids
+        # repeat): merge_rows on [ids, directions] summed every zero as well
+        # (0.02 s for optdigits' 50 features, twice a fit)
+        self.W = np.zeros((len(self.ids), self.s))
         for q, d in enumerate(directions):
-            W[a:a + len(d.ids), q] = d.coef
-            a += len(d.ids)
-        self.ids, self.rows, self.W = merge_rows(ids, rows, W)
+            np.add.at(self.W[:, q], np.searchsorted(self.ids, d.ids), d.coef)
         from .kernels import sq_norms
         self.sq = sq_norms(self.rows)
 
