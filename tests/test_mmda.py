@@ -212,3 +212,47 @@ def test_in_memory_route_other_kernels(name):
         d = solver.unit_direction()
         cos = d.coef @ kern.block(d.rows.astype(np.float64), X.astype(np.float64)) @ exact
         assert cos > 0.999, (memory, cos)
+
+
+@pytest.mark.skipif(__import__("os").cpu_count() < 2, reason="needs two cores")
+def test_a_store_of_more_than_memory_rows_is_sampled(monkeypatch):
+    """Above ``MEMORY_ROWS`` rows the solver samples (its history has no
+    draw counts), at the limit it takes the compiled loop; and the estimator
+    runs classes side by side only where its solvers take that loop (a
+    kernel column over every row per entering row grows with the rows: 26 s
+    on 200K rows of the mixture against 6 s sampled)."""
+    import numba
+
+    import streamcvm
+    import streamcvm.estimators.mmda as em
+    from streamcvm import MMDATransformer
+    from streamcvm.data.sampling import ChunkPool
+    from streamcvm.solvers.mmda import MMDASolver
+    X, y = _data(n=160, seed=2)
+    kern = Kernel("rbf", gamma=0.5)
+    store = streamcvm.as_store(X, y, chunk_rows=40)
+    for rows, memory in ((160, True), (159, False)):
+        monkeypatch.setattr(MMDASolver, "MEMORY_ROWS", rows)
+        pool = ChunkPool(store, np.random.default_rng(0), classes=(-1.0, 1.0))
+        solver = MMDASolver(kern, C=1.0, eps=1e-2).fit(pool, (-1.0, 1.0))
+        pool.close()
+        assert ("samples" in solver.history[-1]) == memory
+    made = []
+
+    class Counted(em.RowKernels):       # one per thread of the estimator
+        def __init__(self, *a, **k):
+            made.append(k.get("budget"))
+            super().__init__(*a, **k)
+    monkeypatch.setattr(em, "RowKernels", Counted)
+    X3 = np.concatenate([X, X[:60] + 3.0])
+    y3 = np.concatenate([(y > 0).astype(int), np.full(60, 2)])
+    was = numba.get_num_threads()
+    try:
+        numba.set_num_threads(2)
+        for rows, side_by_side in ((len(X3), True), (len(X3) - 1, False)):
+            monkeypatch.setattr(MMDASolver, "MEMORY_ROWS", rows)
+            made.clear()
+            MMDATransformer(n_components=1, eps=1e-2).fit(X3, y3)
+            assert (len(made) == 2) == side_by_side, made
+    finally:
+        numba.set_num_threads(was)

@@ -159,12 +159,12 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         n, done = self.n_components, len(fit.machines)
         left = [j for j in range(len(sides)) if (j + 1) * n > done]
         # side by side only on the in-memory route (MMDASolver.fit: a store held
-        # whole, exp(-gamma d) kernels), which launches no parallel numba kernel
+        # whole, MMDASolver.memory_route), which launches no parallel numba kernel
         # (numba's workqueue layer, where no OpenMP / TBB, aborts on two at once),
         # and for rows of at most SIDE_BY_SIDE_BYTES: each thread's pool and row
         # kernels hold a copy of them
-        memory = (kern.name in ("rbf", "laplacian", "exponential")
-                  and store.n_chunks <= POOL_CHUNKS
+        memory = (store.n_chunks <= POOL_CHUNKS
+                  and MMDASolver.memory_route(kern, store.n, store.d)
                   and 4.0 * store.n * store.d <= SIDE_BY_SIDE_BYTES)
         jobs = max(1, min(numba.get_num_threads(), len(left))) if memory else 1
         free = queue.SimpleQueue()

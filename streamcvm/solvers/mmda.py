@@ -33,9 +33,9 @@ def _sor(G, x, grad, invd, s, n, omega, tol, max_iter):
 
     The moves are written to a buffer and their largest found by eight
     running maxima, then its first index by a scan, rather than in one loop
-    that keeps the index: that loop chained every compare on the last and
-    did not vectorise (optdigits' 710K steps on ~300 coordinates: 2x the
-    time). The same arithmetic, so the same steps to the bit."""
+    that keeps the index: that loop waited on each compare before the next
+    (optdigits' 50 features, 710K steps on up to ~300 coordinates: the whole
+    fit took ~1.3x as long). The same arithmetic, so the same steps to the bit."""
     mv = np.empty(n)
     best = _moves(x, grad, invd, s, n, omega, mv)
     for step in range(1, max_iter + 1):
@@ -60,8 +60,8 @@ def _moves(x, grad, invd, s, n, omega, mv):
 @njit(cache=True, nogil=True)
 def _clipped_moves(x, grad, invd, omega, mv):
     """The moves of coordinates ``>= 0``: to the clipped Gauss-Seidel value.
-    (Indexed from 0 on slices: numba then knows the index is not negative
-    and the loop vectorises.)"""
+    (Indexed from 0 on slices: numba then knows the index is not negative and
+    loads contiguous lanes; indexed by ``range(s, n)`` it compiled to gathers.)"""
     for k in range(len(x)):
         xj = x[k]
         v = xj - omega * grad[k] * invd[k]
@@ -403,6 +403,7 @@ class MMDASolver:
 
     PATIENCE = 7
     MEMORY_BYTES = 1 << 30  # the in-memory route for pooled stores of at most this many dense bytes
+    MEMORY_ROWS = 1 << 16   # ... and rows (memory_route)
     LOOSE = 0.1             # in-memory route: solves while growing stop at steps <= LOOSE eps 1'a
 
     def __init__(self, kernel, *, C, eps, basis=None, sample_size=SAMPLE_SIZE, init_size=20,
@@ -470,15 +471,26 @@ class MMDASolver:
         return distance2(self.c2, np.asarray(y) * Ka, self.kt)
 
     # -- the loop -------------------------------------------------------------
+    @classmethod
+    def memory_route(cls, kernel, rows, d):
+        """Whether ``rows`` x ``d`` held in memory take the compiled route: an
+        exp(-gamma d) kernel (rbf, laplacian, exponential: ``_kcol``'s), at
+        most ``MEMORY_BYTES`` of dense rows and ``MEMORY_ROWS`` rows. A row
+        entering its core set costs a kernel column over every row (and its
+        copy into the core set's columns), so its time grows with the rows,
+        where a sampled draw's does not: 5 features a class of the 22-feature
+        mixture took 1.4 / 3.3 / 8.3 / 26.5 s on 20K / 50K / 100K / 200K rows
+        in memory against 5.2-6.2 s sampled (and 0.5-1.0 GB against 0.3)."""
+        return (kernel.name in ("rbf", "laplacian", "exponential") and rows <= cls.MEMORY_ROWS
+                and 4.0 * rows * d <= cls.MEMORY_BYTES)
+
     def fit(self, pool, classes):
         """Algorithm 1 on ``pool``'s rows: in one compiled loop
         (:func:`_fit_memory`, its own draws seeded from ``pool.rng``) when the
-        pool holds the whole store, its rows fit in memory densely
-        (``MEMORY_BYTES``) and the kernel is exp(-gamma d) (rbf, laplacian,
-        exponential), else sample by sample through the pool."""
-        exp_kernel = self.kernel.name in ("rbf", "laplacian", "exponential")   # _kcol's kernels
-        got = pool.all_rows() if self.memory and exp_kernel else None
-        if got is not None and got[1].shape[0] * got[1].shape[1] * 4 <= self.MEMORY_BYTES:
+        pool holds the whole store and :meth:`memory_route` says so, else
+        sample by sample through the pool."""
+        got = pool.all_rows() if self.memory else None
+        if got is not None and self.memory_route(self.kernel, *got[1].shape):
             return self._fit_memory(pool, classes, *got)
         return self._fit_samples(pool, classes)
 
