@@ -332,6 +332,7 @@ RMSE_TOL = 0.005                        # regression: validation RMSE within 0.5
 AGREE = 0.999                           # no held-out rows: labels equal on 99.9% of check rows
 R2_MIN = 0.999                          # features (MMDA): every column's R^2 on the check rows
 CHECK_ROWS = 8192                       # training rows that check B when none are held out
+SAMPLE_CHUNKS = 64                      # ... drawn from at most this many chunks (sample_rows)
 
 
 def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
@@ -428,14 +429,23 @@ def compactor(kernel, solve, regression=False):
     return hook
 
 
-def sample_rows(store, seed=0, runner=None):
+def sample_rows(store, seed=0, runner=None, max_chunks=SAMPLE_CHUNKS):
     """(fit rows, check rows) of a training store, disjoint, dense: up to
-    ``FIT_ROWS`` and ``CHECK_ROWS`` (half the rows each when it has fewer)."""
-    from .progressive import draw_sample
+    ``FIT_ROWS`` and ``CHECK_ROWS`` (half the rows each when it has fewer).
+    A store of at most ``max_chunks`` chunks gives them by the row keys of a
+    progressive fit's split, from every chunk; a larger one from
+    ``max_chunks`` random chunks (fewer fit rows if those hold fewer), so
+    that a fit that only samples (MMDA) pays no pass here (a 20M-row store:
+    6.7 s of a 13 s fit)."""
     n_check = int(min(CHECK_ROWS, store.n // 2))
-    (_, Xc, _, _), (_, Xf, _, _) = draw_sample(store, None, n_check,
-                                               int(min(FIT_ROWS, store.n - n_check)), seed,
-                                               runner)
+    n_fit = int(min(FIT_ROWS, store.n - n_check))
+    if store.n_chunks > max_chunks:
+        from ..data.sampling import sample_rows as rows_of_chunks
+        X = _dense(rows_of_chunks(store, n_check + n_fit, seed, max_chunks=max_chunks))
+        order = np.random.default_rng(seed).permutation(len(X))
+        return X[order[n_check:]], X[order[:n_check]]
+    from .progressive import draw_sample
+    (_, Xc, _, _), (_, Xf, _, _) = draw_sample(store, None, n_check, n_fit, seed, runner)
     return _dense(Xf), _dense(Xc)
 
 
