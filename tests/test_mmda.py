@@ -1,5 +1,7 @@
 """MMDA's core-set QP (mmda paper eq. 3, Algorithm 3) against an exact solver
 on a few hundred points: three directions, each orthogonal to the ones before."""
+import os
+
 import numpy as np
 import pytest
 from scipy.optimize import minimize
@@ -214,7 +216,7 @@ def test_in_memory_route_other_kernels(name):
         assert cos > 0.999, (memory, cos)
 
 
-@pytest.mark.skipif(__import__("os").cpu_count() < 2, reason="needs two cores")
+@pytest.mark.skipif(os.cpu_count() < 2, reason="needs two cores")
 def test_a_store_of_more_than_memory_rows_is_sampled(monkeypatch):
     """Above ``MEMORY_ROWS`` rows the solver samples (its history has no
     draw counts), at the limit it takes the compiled loop; and the estimator
