@@ -488,9 +488,12 @@ class MMDASolver:
         """Algorithm 1 on ``pool``'s rows: in one compiled loop
         (:func:`_fit_memory`, its own draws seeded from ``pool.rng``) when the
         pool holds the whole store and :meth:`memory_route` says so, else
-        sample by sample through the pool."""
-        got = pool.all_rows() if self.memory else None
-        if got is not None and self.memory_route(self.kernel, *got[1].shape):
+        sample by sample through the pool. (The route is asked first: the
+        pool's rows come as a copy.)"""
+        store = pool.store
+        got = pool.all_rows() if self.memory and self.memory_route(
+            self.kernel, store.n, store.d) else None
+        if got is not None:
             return self._fit_memory(pool, classes, *got)
         return self._fit_samples(pool, classes)
 
