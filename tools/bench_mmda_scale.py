@@ -36,10 +36,17 @@ table gives the matrix's size: KernelPCA cannot run there on this machine.
 The memory claim checked: the peak RSS of the 1M-row fit is within 10% of
 the 100K-row fit's (RAM independent of n).
 
+``--routes auto memory sampled`` also fits each size with the solver's route
+forced (``MMDASolver.MEMORY_ROWS`` set out of reach or to 0 in the child):
+the compiled in-memory loop, where the pool holds the whole store (at most 8
+chunks), or the sampled one. How ``MEMORY_ROWS`` was chosen.
+
 Usage::
 
     python tools/bench_mmda_scale.py
     python tools/bench_mmda_scale.py --sizes 100K 1M --json /tmp/mmda_scale.json
+    python tools/bench_mmda_scale.py --sizes 20K 50K 100K 200K --routes memory sampled \
+        --kpca-sizes 5K
 """
 import os
 import sys
@@ -68,6 +75,10 @@ def child_mmda(spec):
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import LinearSVC
     from streamcvm import MMDATransformer, open_store
+    from streamcvm.solvers.mmda import MMDASolver
+    route = spec.get("route", "auto")
+    if route != "auto":         # forced before the warm-up, which then compiles that route
+        MMDASolver.MEMORY_ROWS = 1 << 62 if route == "memory" else 0
     warm = spec["warm"]
     w = MMDATransformer(n_components=spec["k"]).fit(warm)
     w.transform(warm)
@@ -92,7 +103,7 @@ def child_mmda(spec):
     clf.fit(np.asarray(part.X), np.asarray(part.y))
     acc = float(clf.score(Ft, yt))
     shutil.rmtree(out_path, ignore_errors=True)
-    return dict(n=store.n, rows_written=n, fit_s=fit_s, transform_s=tr_s, test_transform_s=test_s,
+    return dict(n=store.n, route=route, rows_written=n, fit_s=fit_s, transform_s=tr_s, test_transform_s=test_s,
                 rss_warm=rss0, rss_fit=rss_fit, rss_transform=rss_tr, accuracy=acc,
                 gamma=m.gamma_, kernel_evaluations=m.kernel_evaluations_.tolist(),
                 expansion_rows=int(m.expansion_rows_))
@@ -120,6 +131,8 @@ def main():
     ap.add_argument("--k", type=int, default=5, help="MMDA features (2 classes: K in all)")
     ap.add_argument("--kpca-sizes", nargs="+", default=["5K", "10K", "20K", "40K"])
     ap.add_argument("--kpca-memory-gb", type=float, default=16.0)
+    ap.add_argument("--routes", nargs="+", choices=("auto", "memory", "sampled"),
+                    default=["auto"], help="the solver's route: its own choice, or forced")
     ap.add_argument("--workdir", default="/tmp/streamcvm-bench/scale_accuracy")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
@@ -133,12 +146,16 @@ def main():
     runs = []
     for n in sizes:
         path, info = B.ensure_store(a.workdir, "gaussian", n, 0)
-        B.log(f"MMDA on {n:,} rows ...")
-        r = B.run_child(dict(kind="mmda", store=path, warm=warm, test=test, k=a.k,
-                             out=os.path.join(a.workdir, f"mmda-features-{n}.zarr")))
-        r["disk_bytes"] = info.get("disk_bytes")
-        runs.append(r)
-        if "error" not in r:
+        for route in a.routes:
+            B.log(f"MMDA on {n:,} rows, route {route} ...")
+            r = B.run_child(dict(kind="mmda", store=path, warm=warm, test=test, k=a.k,
+                                 route=route,
+                                 out=os.path.join(a.workdir, f"mmda-features-{n}.zarr")))
+            r.setdefault("route", route)
+            r["disk_bytes"] = info.get("disk_bytes")
+            runs.append(r)
+            if "error" in r:
+                continue
             B.log(f"  fit {r['fit_s']:.1f} s, peak {r['rss_fit'] / 2**20:.0f} MiB; transform "
                   f"{r['transform_s']:.1f} s, peak {r['rss_transform'] / 2**20:.0f} MiB; "
                   f"accuracy {100 * r['accuracy']:.2f}%")
@@ -156,23 +173,23 @@ def main():
     rows = []
     for r in runs:
         if "error" in r:
-            rows.append([B.human_rows(r.get("n", 0)), r["error"]] + [""] * 7)
+            rows.append([B.human_rows(r.get("n", 0)), r["route"], r["error"]] + [""] * 7)
             continue
-        rows.append([B.human_rows(r["n"]), f"{r['fit_s']:.1f}", mib(r["rss_fit"]),
+        rows.append([B.human_rows(r["n"]), r["route"], f"{r['fit_s']:.1f}", mib(r["rss_fit"]),
                      f"{r['transform_s']:.1f}", mib(r["rss_transform"]),
                      f"{r['transform_s'] * 1e6 / r['n']:.1f}",
                      f"{sum(r['kernel_evaluations']) / len(r['kernel_evaluations']):.0f}",
                      str(r["expansion_rows"]), f"{100 * r['accuracy']:.2f}"])
     print("\n".join(sess.header))
     print()
-    print(B.table(["rows", "fit s", "fit peak MiB", "transform s", "transform peak MiB",
+    print(B.table(["rows", "route", "fit s", "fit peak MiB", "transform s", "transform peak MiB",
                    "us/row", "kernel evals/feature", "distinct rows", "test acc %"], rows))
     print()
     print(B.table(["KernelPCA rows", "fit s", "peak MiB"],
                   [[B.human_rows(r["n"]), B.fmt(r.get("fit_s"), ".1f"),
                     mib(r.get("rss")) if "rss" in r else r.get("skipped", r.get("error"))]
                    for r in kp]))
-    by_n = {r["n"]: r for r in runs if "error" not in r}
+    by_n = {r["n"]: r for r in runs if "error" not in r and r["route"] == "auto"}
     if 100_000 in by_n and 1_000_000 in by_n:
         q = by_n[1_000_000]["rss_fit"] / by_n[100_000]["rss_fit"]
         print(f"\npeak RSS of the fit, 1M rows / 100K rows: {q:.3f} "

@@ -478,9 +478,10 @@ class MMDASolver:
         most ``MEMORY_BYTES`` of dense rows and ``MEMORY_ROWS`` rows. A row
         entering its core set costs a kernel column over every row (and its
         copy into the core set's columns), so its time grows with the rows,
-        where a sampled draw's does not: 5 features a class of the 22-feature
-        mixture took 1.4 / 3.3 / 8.3 / 26.5 s on 20K / 50K / 100K / 200K rows
-        in memory against 5.2-6.2 s sampled (and 0.5-1.0 GB against 0.3)."""
+        where a sampled draw's does not: 5 features of the 22-feature mixture
+        took 1.8 / 3.7 / 11.8 / 27.2 s on 20K / 50K / 100K / 200K rows in
+        memory against 5.0-7.2 s sampled, 0.5-1.1 GB against 0.4
+        (``tools/bench_mmda_scale.py --routes memory sampled``)."""
         return (kernel.name in ("rbf", "laplacian", "exponential") and rows <= cls.MEMORY_ROWS
                 and 4.0 * rows * d <= cls.MEMORY_BYTES)
 
