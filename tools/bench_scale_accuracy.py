@@ -106,12 +106,13 @@ What each figure is:
 - notes: a model that predicts with a compact expansion (``streamcvm info``:
   "compact") is evaluated a second time with ``evaluate --exact`` (its full
   expansion): that predict s and accuracy are in its notes.
-- ``--baseline REV``: streamcvm of git revision REV (a detached worktree
-  under WORKDIR, as ``compare_models.py`` makes) runs first at each size,
-  on its own copies of the stores written without chunk checksums (what
-  versions before them read); its row's method ends in "stores w/o
-  checksums", and this tree's row then has train / predict ratio = this
-  tree's seconds over the baseline's (above 1: this tree is slower).
+- ``--baseline REV [REV ...]``: streamcvm of each git revision REV (a
+  detached worktree under WORKDIR, as ``compare_models.py`` makes) runs
+  first at each size, in the order given, on its own copies of the stores
+  written without chunk checksums (what versions before them read); its
+  row's method ends in "stores w/o checksums", and this tree's row then has
+  train / predict ratio = this tree's seconds over the first baseline's
+  (above 1: this tree is slower).
 
 Usage::
 
@@ -420,7 +421,7 @@ def table(runs):
         is_ours = r["method"].startswith("streamcvm")
         is_base = is_ours and r["method"].endswith(BASELINE_TAG)
         if is_base:
-            base[r["rows"]] = r
+            base.setdefault(r["rows"], r)       # ratios against the first baseline
         elif is_ours:
             ours[r["rows"]] = r
         me = ours.get(r["rows"], {})
@@ -479,7 +480,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=3600,
                     help="seconds for streamcvm train (and evaluate) and each Nystroem run "
                          "(default 3600)")
-    ap.add_argument("--baseline", metavar="REV",
+    ap.add_argument("--baseline", metavar="REV", nargs="+",
                     help="also run streamcvm of git revision REV (a worktree under WORKDIR), "
                          "before this tree's at each size, on stores written without chunk "
                          "checksums (as versions before them wrote)")
@@ -521,12 +522,13 @@ def main(argv=None):
         + ([f"{B.SKLEARNEX} {B.sklearnex_version()}"] if a.with_sklearnex else [])
         + ([skx_missing] if skx_missing else []))
     result = session.record(args=vars(a), datasets={})
-    base = None
+    bases = []
     if a.baseline:
         from compare_models import worktree
-        label, key, tree = worktree(a.baseline, a.workdir)
-        base = {"label": label, "key": key, "exe": baseline_exe(tree)}
-        result["baseline"] = {"revision": label, "tree": tree}
+        for rev in a.baseline:
+            label, key, tree = worktree(rev, a.workdir)
+            bases.append({"label": label, "key": key, "exe": baseline_exe(tree)})
+        result["baseline"] = [{"revision": b["label"], "tree": b["exe"][1]} for b in bases]
     old = dict(suffix="-nochecksums", checksums=False)
     for ds in a.datasets:
         test_rows = a.test_rows or TEST_ROWS[ds]
@@ -535,11 +537,11 @@ def main(argv=None):
         log(f"{ds}: warm-up train + evaluate on {WARMUP_ROWS:,} rows (untimed) ...")
         run_streamcvm(warm, warm, os.path.join(a.workdir, "models", f"{ds}-warmup"), extra,
                       a.timeout)
-        if base:
+        for base in bases:
             base["test"], _ = B.ensure_store(a.workdir, ds, test_rows, TEST_FIRST_BLOCK, SEED,
                                              **old)
             bwarm, _ = B.ensure_store(a.workdir, ds, WARMUP_ROWS, 0, SEED, **old)
-            log(f"{ds}: baseline warm-up on {WARMUP_ROWS:,} rows (untimed) ...")
+            log(f"{ds}: baseline {base['label']} warm-up on {WARMUP_ROWS:,} rows (untimed) ...")
             run_streamcvm(bwarm, bwarm, os.path.join(a.workdir, "models",
                                                      f"{ds}-warmup-{base['key']}"),
                           extra, a.timeout, base["exe"])
@@ -551,7 +553,7 @@ def main(argv=None):
             tag = ("-" + re.sub(r"[^\w.=-]+", "_", a.streamcvm_args.strip())
                    if a.streamcvm_args.strip() else "")
             model = os.path.join(a.workdir, "models", f"{ds}-{n}{tag}")
-            if base:
+            for base in bases:
                 btrain, _ = B.ensure_store(a.workdir, ds, n, 0, SEED, **old)
                 log(f"{ds} {n:,} rows: streamcvm {base['label']} train (stores without "
                     f"checksums) ...")

@@ -71,10 +71,30 @@ FILES = {
     "elevators": (["elevators/elevators.arff"], False),
     "pol": (["pol/pmlb_201_pol.tsv.gz"], False),
     "house_16H": (["house_16H/pmlb_574_house_16H.tsv.gz"], False),
+    # held-out classification sets: no default was chosen on them (tools/bench_defaults.py)
+    "dna": (["dna/dna.scale", "dna/dna.scale.t"], False),
+    "svmguide1": (["svmguide1/svmguide1", "svmguide1/svmguide1.t"], False),
+    "phishing": (["phishing/phishing_cfnpm_split", "phishing/phishing_cfnpm_split.t"], False),
+    "mushrooms": (["mushrooms/mushrooms"], False),
+    "german": (["german/german.numer_scale"], False),
+    "magic": (["magic/pmlb_magic.tsv.gz"], False),
+    "twonorm": (["twonorm/pmlb_twonorm.tsv.gz"], False),
+    "ring": (["ring/pmlb_ring.tsv.gz"], False),
+    "splice": (["splice/pmlb_splice.tsv.gz"], False),
+    "higgs": (["higgs_subset_lightgbm/binary.train", "higgs_subset_lightgbm/binary.test"],
+              False),
+    "mnist10k": (["mnist/t10k-images-idx3-ubyte.gz", "mnist/t10k-labels-idx1-ubyte.gz"],
+                 False),
+    "skin": (["skin_nonskin/Skin_NonSkin.txt"], False),
 }
 REGRESSION = ("friedman1", "cadata", "cpu_act", "elevators", "pol", "house_16H")
 SVMLIGHT_FEATURES = {"ijcnn1": 22, "a9a": 123, "w8a": 300, "letter": 16, "satimage": 36,
-                     "pendigits": 16}
+                     "pendigits": 16, "dna": 180, "phishing": 68}
+SVMLIGHT_ZERO_BASED = ("phishing",)
+# held-out classification sets (see FILES): binary and multi-class sets of other sources,
+# sizes and scalings than the protocol's seven
+HELD_OUT = ("dna", "svmguide1", "phishing", "mushrooms", "german", "magic", "twonorm", "ring",
+            "splice", "higgs", "mnist10k", "satimage", "pendigits", "optdigits", "skin")
 NAMES = tuple(FILES)
 
 
@@ -153,7 +173,8 @@ def _prepare(name, paths):
     if name in SVMLIGHT_FEATURES:
         from sklearn.datasets import load_svmlight_files
         Xtr, ytr, Xte, yte = load_svmlight_files(paths, n_features=SVMLIGHT_FEATURES[name],
-                                                 dtype=np.float32, zero_based=False)
+                                                 dtype=np.float32,
+                                                 zero_based=name in SVMLIGHT_ZERO_BASED)
         if not sparse:
             Xtr, Xte = Xtr.toarray(), Xte.toarray()
         return Xtr, ytr, Xte, yte
@@ -171,21 +192,19 @@ def _prepare(name, paths):
             out += [a[:, 1:].astype(np.float32), a[:, 0]]
         return tuple(out)
     if name in REGRESSION:
-        if name == "elevators":     # ARFF: the CSV rows after the @data line
-            with open(paths[0]) as f:
-                skip = next(i for i, line in enumerate(f) if line.strip().lower() == "@data")
-            a = pd.read_csv(paths[0], skiprows=skip + 1, header=None,
-                            comment="%").to_numpy(np.float64)
-        else:
-            a = pd.read_csv(paths[0], sep="\t").to_numpy(np.float64)
-        X, y = a[:, :-1], a[:, -1]
+        X, y = _regression_rows(name, paths, pd)
         tr, te = _split80(len(y))
         mu, sd = X[tr].mean(axis=0), X[tr].std(axis=0)
         sd = np.where(sd > 0, sd, 1.0)
         ym, ys = y[tr].mean(), y[tr].std()
         return (((X[tr] - mu) / sd).astype(np.float32), (y[tr] - ym) / ys,
                 ((X[te] - mu) / sd).astype(np.float32), (y[te] - ym) / ys)
-    if name == "shuttle":
+    if name in HELD_OUT:
+        got = _prepare_held_out(name, paths, pd)
+        if len(got) == 4:
+            return got
+        X, y = got
+    elif name == "shuttle":
         a = pd.read_csv(paths[0], sep="\t").to_numpy(np.float64)    # header row, target last
         X, y = a[:, :-1], a[:, -1]
     else:   # kddcup99
@@ -199,6 +218,68 @@ def _prepare(name, paths):
     tr, te = _split80(len(y))
     Xtr, Xte = _minmax(X[tr], X[te])
     return Xtr, y[tr], Xte, y[te]
+
+
+def _regression_rows(name, paths, pd):
+    """(X, y) of a regression set as its raw file holds them (float64)."""
+    if name == "elevators":     # ARFF: the CSV rows after the @data line
+        with open(paths[0]) as f:
+            skip = next(i for i, line in enumerate(f) if line.strip().lower() == "@data")
+        a = pd.read_csv(paths[0], skiprows=skip + 1, header=None,
+                        comment="%").to_numpy(np.float64)
+    else:
+        a = pd.read_csv(paths[0], sep="\t").to_numpy(np.float64)
+    return a[:, :-1], a[:, -1]
+
+
+def target_moments(name, raw_dir=None):
+    """(mean, sd) of a regression set's raw targets on its training rows:
+    the z-score ``load`` applies, so the raw targets are ``mean + sd * y``
+    (``load(..., raw_targets=True)``). Read from the raw file (never cached)."""
+    import pandas as pd
+    if name not in REGRESSION:
+        raise ValueError(f"{name} is not a regression set ({', '.join(REGRESSION)})")
+    _, y = _regression_rows(name, raw_paths(name, raw_dir), pd)
+    tr, _ = _split80(len(y))
+    return float(y[tr].mean()), float(y[tr].std())
+
+
+def _prepare_held_out(name, paths, pd):
+    """A held-out set: (Xtr, ytr, Xte, yte) where the files give the split (as
+    given), else (X, y) for the 80/20 split and min-max scaling of the caller."""
+    if name == "svmguide1":         # CSV with a header, the label first; as given
+        out = []
+        for p in paths:
+            a = pd.read_csv(p).to_numpy(np.float64)
+            out += [a[:, 1:].astype(np.float32), a[:, 0]]
+        return tuple(out)
+    if name == "higgs":             # TSV, the label first, no header
+        out = []
+        for p in paths:
+            a = pd.read_csv(p, sep="\t", header=None).to_numpy(np.float64)
+            out += [a[:, 1:], a[:, 0]]
+        Xtr, Xte = _minmax(out[0], out[2])
+        return Xtr, out[1], Xte, out[3]
+    if name in ("mushrooms", "german"):     # LIBSVM, already scaled / binary: 80/20 only
+        from sklearn.datasets import load_svmlight_file
+        X, y = load_svmlight_file(paths[0], dtype=np.float64)
+        X = X.toarray()
+        tr, te = _split80(len(y))
+        return X[tr].astype(np.float32), y[tr], X[te].astype(np.float32), y[te]
+    if name == "mnist10k":          # the 10,000 test images, 80/20, pixels / 255
+        import gzip
+        with gzip.open(paths[0]) as f:
+            X = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784)
+        with gzip.open(paths[1]) as f:
+            y = np.frombuffer(f.read(), np.uint8, offset=8).astype(np.float64)
+        tr, te = _split80(len(y))
+        X = X.astype(np.float32) / np.float32(255.0)
+        return X[tr], y[tr], X[te], y[te]
+    if name == "skin":              # B G R label, tab-separated
+        a = pd.read_csv(paths[0], sep="\t", header=None).to_numpy(np.float64)
+        return a[:, :-1], a[:, -1]
+    a = pd.read_csv(paths[0], sep="\t").to_numpy(np.float64)    # PMLB: header, target last
+    return a[:, :-1], a[:, -1]
 
 
 # ---------------------------------------------------------------------------
@@ -243,10 +324,20 @@ def _load_cached(name, raw, parts):
     return out
 
 
-def load(name, raw_dir=None, parts=("Xtr", "ytr", "Xte", "yte")):
+def load(name, raw_dir=None, parts=("Xtr", "ytr", "Xte", "yte"), raw_targets=False):
     """Prepared ``(Xtr, ytr, Xte, yte)`` of a benchmark dataset (from the cache
     when present). ``parts`` selects and orders what is returned, e.g.
-    ``parts=("Xte", "yte", "ytr")`` reads no training rows from the cache."""
+    ``parts=("Xte", "yte", "ytr")`` reads no training rows from the cache.
+    ``raw_targets``: a regression set's y in its file's units (the prepared,
+    standardised y un-standardised by :func:`target_moments`; X as prepared)."""
+    out = _load(name, raw_dir, parts)
+    if raw_targets:
+        mean, sd = target_moments(name, raw_dir)
+        out = tuple(mean + sd * v if p in ("ytr", "yte") else v for p, v in zip(parts, out))
+    return out
+
+
+def _load(name, raw_dir, parts):
     out = _load_cached(name, raw_dir, parts)
     if out is None:
         Xtr, ytr, Xte, yte = _prepare(name, raw_paths(name, raw_dir))
@@ -261,10 +352,11 @@ def load(name, raw_dir=None, parts=("Xtr", "ytr", "Xte", "yte")):
     return tuple(out)
 
 
-def load_parts(name, raw_dir=None, parts=("Xtr", "ytr", "Xte", "yte"), quick=None):
+def load_parts(name, raw_dir=None, parts=("Xtr", "ytr", "Xte", "yte"), quick=None,
+               raw_targets=False):
     """``load`` as a dict {part: array}. ``quick``: None, or (max_train,
     max_test): only those rows of each split (``quick_rows``)."""
-    got = dict(zip(parts, load(name, raw_dir, parts=parts)))
+    got = dict(zip(parts, load(name, raw_dir, parts=parts, raw_targets=raw_targets)))
     return quick_rows(got, *quick) if quick else got
 
 

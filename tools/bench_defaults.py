@@ -1,0 +1,256 @@
+#!/usr/bin/env python
+"""Default models against a tuned kernel machine: ``CVMClassifier()`` with its
+defaults against scikit-learn-intelex's SVC tuned by the grid search a careful
+user runs, in the same run, at equal threads.
+
+- streamcvm: ``CVMClassifier(**params)`` (the defaults unless ``--params``),
+  fitted on the training split, scored on the test split. Its fit time
+  includes choosing C and gamma (``C="auto"``, ``gamma="auto"``); the
+  choice is in the JSON (``selection``) and in the notes column.
+- tuned SVC: ``sklearnex.svm.SVC`` (oneDAL, ``n_jobs`` = every core,
+  ``cache_size=2000``) over C in {1, 10, 100} x gamma in {0.5, 1, 2, 4, 8} x
+  (1/beta), beta the protocol's mean squared distance (docs/protocol.md).
+  The point is chosen on 20% of the training rows held out (the first 20%
+  of ``np.random.default_rng(0).permutation``), by validation accuracy (the
+  first in grid order, C then gamma, on a tie), then refitted on all
+  training rows and scored on the test split. "grid s" is the whole
+  search: 15 fits, their validation predictions and the refit.
+- acceptance columns: "d acc" = streamcvm's test accuracy minus the tuned
+  SVC's, in points (the rule: at least -0.2); "fit / grid" = streamcvm's fit
+  time over the grid's (the rule: at most 1/3).
+
+Each measurement runs in a fresh process (this script with a hidden
+``--child``), one after the other. The streamcvm child first fits and
+predicts a tiny problem of the same data, so numba's compile is not timed.
+``--baseline REV`` also runs the streamcvm side with the library of git
+revision REV, in the same run. ``--tuned-cache FILE`` (development only)
+reuses tuned-SVC results kept in FILE, marked "cached" in the table.
+
+Usage::
+
+    python tools/bench_defaults.py --json /tmp/defaults.json          # the seven sets
+    python tools/bench_defaults.py --held-out                         # sets no default was chosen on
+    python tools/bench_defaults.py --datasets usps letter --params C=1 gamma=auto
+"""
+import os
+import sys
+import time
+
+import benchlib as B     # standard library only
+from benchlib import fmt, log, peak_rss_bytes
+
+B.use_source_tree()
+
+C_GRID = (1.0, 10.0, 100.0)
+GAMMA_GRID = (0.5, 1.0, 2.0, 4.0, 8.0)       # x 1/beta
+VAL_SHARE = 0.2
+HELD_OUT = ["dna", "svmguide1", "phishing", "mushrooms", "german", "magic", "twonorm",
+            "ring", "splice", "higgs", "mnist10k", "satimage", "pendigits", "optdigits"]
+# (datasets.HELD_OUT also has "skin": 196K rows, a progressive fit; name it to run it)
+KNOWN = B.CLASSIFICATION + HELD_OUT + ["skin"]
+
+
+def child_prepare(spec):
+    import datasets as D
+    Xtr, ytr, Xte, yte = B.load_data(spec)
+    return D.summary(Xtr, ytr, Xte, yte)
+
+
+def child_tuned(spec):
+    """The tuned sklearnex SVC (see the module's docstring)."""
+    import numpy as np
+    import datasets as D
+    Xtr, ytr, Xte, yte = B.load_data(spec)
+    make = lambda C, g: B.sklearnex_estimator("svc", spec["threads"], C=C, kernel="rbf",
+                                              gamma=g, cache_size=2000)
+    Xw, yw = D.warmup_rows(Xte, yte)
+    make(1.0, spec["gamma"]).fit(Xw, yw).predict(Xw)      # imports, oneDAL's thread pool
+    n = len(ytr)
+    perm = np.random.default_rng(0).permutation(n)
+    k = int(VAL_SHARE * n)
+    val, fit = np.sort(perm[:k]), np.sort(perm[k:])
+    onedal = B.OnedalLog().__enter__()
+    grid = []
+    t0 = time.perf_counter()
+    for C in C_GRID:
+        for g in GAMMA_GRID:
+            t = time.perf_counter()
+            m = make(C, g * spec["gamma"]).fit(Xtr[fit], ytr[fit])
+            acc = float(np.mean(m.predict(Xtr[val]) == ytr[val]))
+            grid.append({"C": C, "gamma_x": g, "val_accuracy": acc,
+                         "seconds": time.perf_counter() - t})
+            log(f"    C={C:g} gamma={g:g}/beta: validation {100 * acc:.2f}% "
+                f"({grid[-1]['seconds']:.1f} s)")
+    best = max(grid, key=lambda r: r["val_accuracy"])     # max keeps the first on ties
+    t = time.perf_counter()
+    m = make(best["C"], best["gamma_x"] * spec["gamma"]).fit(Xtr, ytr)
+    refit = time.perf_counter() - t
+    grid_s = time.perf_counter() - t0
+    t = time.perf_counter()
+    pred = m.predict(Xte)
+    predict_s = time.perf_counter() - t
+    onedal.__exit__(None, None, None)
+    return dict(onedal.record(), grid=grid, C=best["C"], gamma_x=best["gamma_x"],
+                grid_s=grid_s, refit_s=refit, predict_s=predict_s,
+                accuracy=float(np.mean(pred == yte)), n_sv=int(np.sum(m.n_support_)),
+                threads=int(spec["threads"]), peak_rss=peak_rss_bytes())
+
+
+def child_defaults(spec):
+    import numpy as np
+    import datasets as D
+    Xtr, ytr, Xte, yte = B.load_data(spec)
+    lib = spec.get("lib")
+    if lib:                 # --baseline: another revision's library
+        sys.path.insert(0, lib)
+    import numba
+    from streamcvm import CVMClassifier
+    params = spec.get("params") or {}
+    Xw, yw = D.warmup_rows(Xte, yte)
+    CVMClassifier(**params).fit(Xw, yw).predict(Xw)     # numba's compile / cache load
+    clf = CVMClassifier(**params)
+    t = time.perf_counter()
+    clf.fit(Xtr, ytr)
+    fit_s = time.perf_counter() - t
+    t = time.perf_counter()
+    pred = clf.predict(Xte)
+    predict_s = time.perf_counter() - t
+    sel = getattr(clf, "selection_", None)
+    chosen = getattr(clf, "C_", clf.C), getattr(clf, "gamma_", None)
+    return {"fit_s": fit_s, "predict_s": predict_s,
+            "accuracy": float(np.mean(np.asarray(pred, np.float64) == yte)),
+            "C": float(chosen[0]), "gamma": chosen[1],
+            "gamma_x": None if chosen[1] is None else chosen[1] / spec["gamma"],
+            "selection": sel, "threads": numba.get_num_threads(),
+            "n_sv": int(len(np.unique(np.concatenate([m.sv_ids for m in clf.machines_])))),
+            "peak_rss": peak_rss_bytes(),
+            "library": os.path.dirname(os.path.dirname(os.path.abspath(
+                sys.modules["streamcvm"].__file__)))}
+
+
+CHILD_JOBS = {"prepare": child_prepare, "tuned": child_tuned, "defaults": child_defaults}
+
+
+def parse_param(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--params: expected KEY=VALUE, got {text!r}")
+    for kind in (int, float):
+        try:
+            return key, kind(value)
+        except ValueError:
+            pass
+    return key, value
+
+
+def table(rows):
+    head = ["dataset", "rows", "classes", "tuned SVC %", "C, gamma x 1/beta", "grid s",
+            "streamcvm %", "chosen C, gamma x 1/beta", "fit s", "predict s", "d acc pt",
+            "fit / grid", "SVC predict s", "notes"]
+    out = []
+    for r in rows:
+        t, s = r.get("tuned") or {}, r.get("ours") or {}
+        cell = lambda d, k, f: fmt(d.get(k), f) if d and "error" not in d else "-"
+        out.append([
+            r["dataset"] + r.get("tag", ""), f"{r['n_train']:,}", str(r["classes"]),
+            fmt(t.get("accuracy") and 100 * t["accuracy"], ".2f") if "error" not in t else "-",
+            f"{t['C']:g}, {t['gamma_x']:g}" if "C" in t else "-",
+            cell(t, "grid_s", ".1f"),
+            fmt(s.get("accuracy") and 100 * s["accuracy"], ".2f") if "error" not in s else "-",
+            f"{s['C']:.3g}, {s['gamma_x']:.3g}" if s.get("gamma_x") else "-",
+            cell(s, "fit_s", ".2f"), cell(s, "predict_s", ".3f"),
+            fmt(r.get("d_acc"), "+.2f"), fmt(r.get("fit_ratio"), ".3f"),
+            cell(t, "predict_s", ".3f"),
+            "; ".join(x for x in (t.get("error") and f"SVC: {t['error']}",
+                                  s.get("error") and f"streamcvm: {s['error']}",
+                                  t.get("cached")) if x)])
+    return B.table(head, out, left=("dataset", "notes"))
+
+
+def main(argv=None):
+    ap = B.parser(__doc__)
+    ap.add_argument("--datasets", nargs="+", default=None, choices=KNOWN, metavar="NAME",
+                    help="default: the seven bench_classify sets")
+    ap.add_argument("--held-out", action="store_true",
+                    help="the held-out sets (no default was chosen on them): "
+                         + " ".join(HELD_OUT))
+    ap.add_argument("--params", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="CVMClassifier parameters (default: none, the defaults)")
+    ap.add_argument("--no-tuned", action="store_true", help="skip the tuned SVC")
+    ap.add_argument("--tuned-cache", metavar="FILE",
+                    help="development only: reuse tuned-SVC results kept in FILE (marked "
+                         "'cached'), measure and keep the missing ones")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also run streamcvm with the library of git revision REV")
+    ap.add_argument("--json", metavar="OUT")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per streamcvm run")
+    ap.add_argument("--tuned-timeout", type=float, default=14400,
+                    help="seconds per tuned-SVC grid search (default 4 h)")
+    ap.add_argument("--quick", action="store_true", help="3,000 train / 1,000 test rows")
+    B.add_raw_dir(ap)
+    a = ap.parse_args(argv)
+    if a.child:
+        return B.child_main(a.child, CHILD_JOBS)
+    names = (a.datasets or ([] if a.held_out else B.CLASSIFICATION)) + \
+        (HELD_OUT if a.held_out else [])
+    params = dict(parse_param(p) for p in a.params)
+    skx_missing = None if a.no_tuned else B.sklearnex_missing()
+    threads = os.cpu_count() or 1
+    session = B.Session(details=f", streamcvm params {params or 'defaults'}",
+                        more=[f"tuned: sklearnex SVC (n_jobs={threads}), C {C_GRID} x gamma "
+                              f"{GAMMA_GRID} x 1/beta, {VAL_SHARE:.0%} of the training rows "
+                              "held out, refit on all"] + ([skx_missing] if skx_missing else []))
+    cache = B.load_json(a.tuned_cache, {}) if a.tuned_cache else {}
+    libs = [("", None)]
+    if a.baseline:
+        sha, path = B.baseline_worktree(a.baseline)
+        libs.append((f" @{sha}", path))
+        session.header.append(f"baseline: {a.baseline} = {sha}")
+    base = {"quick": a.quick, "raw_dir": a.raw_dir}
+    rows, infos = [], {}
+    for ds in names:
+        info = B.run_child(dict(base, kind="prepare", dataset=ds), a.timeout)
+        infos[ds] = info
+        if "error" in info:
+            continue
+        log(f"{ds}: {info['n_train']:,} train / {info['n_test']:,} test rows, d={info['d']}, "
+            f"gamma={info['gamma']:.6g}")
+        spec = dict(base, dataset=ds, gamma=info["gamma"], threads=threads)
+        tuned = None
+        if not a.no_tuned and skx_missing is None:
+            key = f"{ds}|{info['n_train']}|{info['gamma']:.10g}|quick={a.quick}"
+            if key in cache:
+                tuned = dict(cache[key], cached=f"tuned SVC cached {cache[key]['date'][:16]}")
+                log("  tuned SVC: cached")
+            else:
+                log("  tuned SVC ...")
+                tuned = B.run_child(dict(spec, kind="tuned"), a.tuned_timeout)
+                if "error" not in tuned:
+                    tuned["date"] = session.date
+                    if a.tuned_cache:
+                        cache[key] = tuned
+                        B.save_json(a.tuned_cache, cache)
+            if "error" not in tuned:
+                log(f"    {100 * tuned['accuracy']:.2f}% at C={tuned['C']:g}, gamma "
+                    f"{tuned['gamma_x']:g}/beta; grid {tuned['grid_s']:.1f} s")
+        for tag, lib in libs:
+            log(f"  streamcvm{tag} ...")
+            ours = B.run_child(dict(spec, kind="defaults", params=params, lib=lib), a.timeout)
+            row = {"dataset": ds, "tag": tag, "n_train": info["n_train"],
+                   "classes": len(info["train_labels"]), "tuned": tuned, "ours": ours}
+            if "error" not in ours:
+                log(f"    {100 * ours['accuracy']:.2f}% in {ours['fit_s']:.2f} s (C={ours['C']:.3g}"
+                    f", gamma x {fmt(ours.get('gamma_x'), '.3g')})")
+                if tuned and "error" not in tuned:
+                    row["d_acc"] = 100 * (ours["accuracy"] - tuned["accuracy"])
+                    row["fit_ratio"] = ours["fit_s"] / tuned["grid_s"]
+            rows.append(row)
+    print("\n".join(session.header) + "\n")
+    print(table(rows))
+    if a.json:
+        session.write(a.json, args=vars(a), datasets=infos, runs=rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
