@@ -246,7 +246,7 @@ def test_weight_two_is_a_duplicated_row():
     w[::3] = 2.0
     Xd = np.concatenate([X, X[::3]])
     yd = np.concatenate([y, y[::3]])
-    kw = dict(method="cvm", eps=1e-5, full_pass=True, gamma=0.3)
+    kw = dict(method="cvm", eps=1e-5, full_pass=True, gamma=0.3, C=1.0)
     a = CVMClassifier(**kw).fit(X, y, sample_weight=w).decision_function(X)
     b = CVMClassifier(**kw).fit(Xd, yd).decision_function(X)
     c = CVMClassifier(**kw).fit(X, y).decision_function(X)

@@ -24,6 +24,10 @@ from streamcvm.solvers import exact_bvm, meb
 
 from conftest import cli_cmd, cli_env, inproc
 
+# the solvers' and snapshots' machinery at a fixed point (C and gamma not searched:
+# the search runs before the fit's snapshots, tests/test_selection.py)
+FIX = dict(C=1.0, gamma=0.25)
+
 
 # -- the snapshot files --------------------------------------------------------
 def test_write_keeps_the_last_k_and_reads_back(tmp_path):
@@ -87,10 +91,10 @@ def test_snapshots_at_an_fsspec_url(tmp_path):
         assert snapshots.latest(url)[0]["k"] == 2
     fs.rm(root, recursive=True)
     store = _data(n=3000)
-    ref = CVMClassifier(method="cvm", eps=1e-3).fit(store)
-    CVMClassifier(method="cvm", eps=1e-3).fit(store, checkpoint_dir=url, checkpoint_iters=5)
+    ref = CVMClassifier(method="cvm", eps=1e-3, **FIX).fit(store)
+    CVMClassifier(method="cvm", eps=1e-3, **FIX).fit(store, checkpoint_dir=url, checkpoint_iters=5)
     assert len(checkpoint.Place(url).listdir()) == 2
-    got = CVMClassifier(method="cvm", eps=1e-3).fit(store, checkpoint_dir=url, resume=True)
+    got = CVMClassifier(method="cvm", eps=1e-3, **FIX).fit(store, checkpoint_dir=url, resume=True)
     assert got.resumed_from_ is not None
     np.testing.assert_array_equal(got.machines_[0].coef, ref.machines_[0].coef)
     fs.rm(root, recursive=True)
@@ -162,17 +166,17 @@ def _same(a, b):
 @pytest.mark.parametrize("at", [5, 300])
 def test_two_class_resume_is_exact(tmp_path, searches, kill_after, method, at):
     store = _data()
-    ref = CVMClassifier(method=method, eps=1e-3).fit(store)
+    ref = CVMClassifier(method=method, eps=1e-3, **FIX).fit(store)
     n_ref = len(searches)
     kill_after(at)
     with pytest.raises(_Kill):
-        CVMClassifier(method=method, eps=1e-3).fit(store, checkpoint_dir=tmp_path,
+        CVMClassifier(method=method, eps=1e-3, **FIX).fit(store, checkpoint_dir=tmp_path,
                                                    checkpoint_every=0.0)
     kill_after(10 ** 9)                                   # no more kills
     man = snapshots.latest(tmp_path)[0]
     assert man["current"] is not None                    # stopped inside the machine
     n0 = len(searches)
-    res = CVMClassifier(method=method, eps=1e-3).fit(store, checkpoint_dir=tmp_path,
+    res = CVMClassifier(method=method, eps=1e-3, **FIX).fit(store, checkpoint_dir=tmp_path,
                                                      resume=True)
     _same(ref, res)
     assert res.n_iter_ == ref.n_iter_
@@ -200,7 +204,7 @@ def test_multi_class_resume_keeps_finished_machines(tmp_path, monkeypatch):
     store = _data(n=6000, classes=3)
     fit, search = meb.MEBSolver.fit, meb.MEBSolver.search
     fresh = _recording(monkeypatch, fit, search)
-    ref = CVMClassifier(eps=1e-3).fit(store)
+    ref = CVMClassifier(eps=1e-3, method="bvm", **FIX).fit(store)
     assert len(fresh) == 3
     state = {"fits": 0, "searches": 0}
 
@@ -217,11 +221,11 @@ def test_multi_class_resume_keeps_finished_machines(tmp_path, monkeypatch):
     monkeypatch.setattr(meb.MEBSolver, "fit", counting_fit)
     monkeypatch.setattr(meb.MEBSolver, "search", killing_search)
     with pytest.raises(_Kill):
-        CVMClassifier(eps=1e-3).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
+        CVMClassifier(eps=1e-3, method="bvm", **FIX).fit(store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
     man = snapshots.latest(tmp_path)[0]
     assert len(man["machines_done"]) == 1 and man["current"] is not None
     resumed = _recording(monkeypatch, fit, search)
-    res = CVMClassifier(eps=1e-3).fit(store, checkpoint_dir=tmp_path, resume=True)
+    res = CVMClassifier(eps=1e-3, method="bvm", **FIX).fit(store, checkpoint_dir=tmp_path, resume=True)
     monkeypatch.setattr(meb.MEBSolver, "fit", fit)
     monkeypatch.setattr(meb.MEBSolver, "search", search)
     _same(ref, res)
@@ -250,12 +254,13 @@ def test_one_class_resume_is_exact(tmp_path, searches, kill_after):
 
 def test_resume_refuses_another_store_or_other_parameters(tmp_path):
     store = _data(n=3000)
-    CVMClassifier(eps=1e-2).fit(store, checkpoint_dir=tmp_path)
+    CVMClassifier(eps=1e-2, **FIX).fit(store, checkpoint_dir=tmp_path)
     with pytest.raises(CheckpointError, match="params"):
-        CVMClassifier(eps=1e-2, C=2.0).fit(store, checkpoint_dir=tmp_path, resume=True)
+        CVMClassifier(eps=1e-2, C=2.0, gamma=FIX["gamma"]).fit(store, checkpoint_dir=tmp_path,
+                                                               resume=True)
     with pytest.raises(CheckpointError, match="store"):
-        CVMClassifier(eps=1e-2).fit(_data(n=3000, seed=1), checkpoint_dir=tmp_path,
-                                    resume=True)
+        CVMClassifier(eps=1e-2, **FIX).fit(_data(n=3000, seed=1), checkpoint_dir=tmp_path,
+                                           resume=True)
     with pytest.raises(ValueError, match="checkpoint_dir"):
         CVMClassifier().fit(store, resume=True)
 
@@ -391,17 +396,17 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
             raise _Kill()
         return orig(*a)
     monkeypatch.setattr(exact_bvm, "bvm_exact", counting)
-    ref = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ref",
+    ref = CVMClassifier(eps=1e-4, method="bvm", **FIX).fit(store, checkpoint_dir=tmp_path / "ref",
                                       checkpoint_every=0.0)
     assert ref.machines_[0].history[-1].get("exact")
     pieces = calls["n"]
     calls.update(n=0, kill=4)
     with pytest.raises(_Kill):
-        CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
+        CVMClassifier(eps=1e-4, method="bvm", **FIX).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
     man = snapshots.latest(tmp_path / "ck")[0]
     assert man["current"]["solver"]["exact"] and man["progress"]["iteration"] > 0
     calls.update(n=0, kill=None, starts=[])
-    res = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
+    res = CVMClassifier(eps=1e-4, method="bvm", **FIX).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
     _same(ref, res)
     assert res.n_iter_ == ref.n_iter_
     # it continued: its first piece starts from the snapshot's steps, not from none
@@ -451,7 +456,7 @@ def test_weighted_classifier_resume_is_exact(tmp_path, searches, kill_after):
     store = _data()
     w = np.random.default_rng(1).uniform(0.5, 2.0, store.n)
     store = streamcvm.as_store(store.X, store.y, weight=w, chunk_rows=300)
-    kw = dict(method="cvm", eps=1e-3, class_weight="balanced")
+    kw = dict(method="cvm", eps=1e-3, class_weight="balanced", **FIX)
     ref = CVMClassifier(**kw).fit(store)
     n_ref = len(searches)
     kill_after(100)

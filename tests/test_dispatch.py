@@ -40,7 +40,8 @@ def _rows(n, d, seed=0):
 
 def test_small_problem_runs_exact_and_records_it():
     X, y = _rows(8000, 4)
-    m = CVMClassifier(eps=1e-3).fit(streamcvm.as_store(X, y))     # one chunk: pooled
+    m = CVMClassifier(eps=1e-3, method="bvm", C=1.0, gamma=0.25).fit(
+        streamcvm.as_store(X, y))                                   # one chunk: pooled
     rec = [h["dispatch"] for h in m.history_ if "dispatch" in h]
     assert len(rec) == 1 and rec[0]["path"] == "exact" and rec[0]["core_size"] == 0
     assert rec[0]["exact_step_s"] == pytest.approx(StepCosts.of(X, 59).exact())
@@ -114,17 +115,17 @@ def test_resumed_exact_pass_keeps_its_choice(tmp_path, monkeypatch):
             raise Kill()
         return orig(*a)
     monkeypatch.setattr(exact_bvm, "bvm_exact", counting)
-    ref = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ref",
+    ref = CVMClassifier(eps=1e-4, method="bvm", C=1.0, gamma=0.25).fit(store, checkpoint_dir=tmp_path / "ref",
                                       checkpoint_every=0.0)
     want = [h["dispatch"] for h in ref.history_ if "dispatch" in h]
     assert len(want) == 1 and want[0]["path"] == "sampled, then exact"
     assert calls["n"] > 4
     calls.update(n=0, kill=4)
     with pytest.raises(Kill):
-        CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
+        CVMClassifier(eps=1e-4, method="bvm", C=1.0, gamma=0.25).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
     assert calls["n"] == 4                                  # the kill landed in the pass
     calls.update(n=0, kill=None)
-    res = CVMClassifier(eps=1e-4).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
+    res = CVMClassifier(eps=1e-4, method="bvm", C=1.0, gamma=0.25).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
     assert [h["dispatch"] for h in res.history_ if "dispatch" in h] == want
     assert res.n_iter_ == ref.n_iter_
     np.testing.assert_array_equal(res.decision_function(X[:500]), ref.decision_function(X[:500]))

@@ -180,7 +180,10 @@ def test_cli_class_weight(stores, tmp_path, cli):
     r = cli("train", train, "-o", model, "--method", "cvm", "--class-weight=-1:1,1:5", "-q")
     assert r.returncode == 0, r.stderr
     assert load_model(model).class_weight == {-1: 1.0, 1: 5.0}
-    r = cli("train", train, "-o", model, "--class-weight", "balanced", "-q")
+    r = cli("train", train, "-o", model, "--class-weight", "balanced", "-q", "--overwrite")
+    assert r.returncode == 0, r.stderr          # method auto: weighted machines by CVM
+    r = cli("train", train, "-o", model, "--class-weight", "balanced", "--method", "bvm", "-q",
+            "--overwrite")
     assert r.returncode == 1 and "bvm' solves the plain MEB only" in r.stderr
     r = cli("train", train, "-o", model, "--method", "cvm", "--class-weight", "7:2", "-q")
     assert r.returncode == 1 and "label 7 is not among the classes" in r.stderr

@@ -50,13 +50,13 @@ def run(args):
     print(describe_store(store))
     est = CVMClassifier(verbose=show)
     p = est.get_params()
-    print(f"[3/5] training CVMClassifier with its defaults ({p['method']}, C={p['C']:g}, "
-          f"gamma={p['gamma']}, eps={p['eps']}) -> {model}")
+    print(f"[3/5] training CVMClassifier with its defaults (method={p['method']}, "
+          f"C={p['C']}, gamma={p['gamma']}, eps={p['eps']}) -> {model}")
     t = time.perf_counter()
     est.fit(open_store(store))
     save_model(est, model, overwrite=args.overwrite)
-    print(f"      {time.perf_counter() - t:.1f} s, {est.core_set_size_:,} core vectors, "
-          f"eps reached {est.machines_[0].history[-1]['eps']:.2g}")
+    print(f"      {time.perf_counter() - t:.1f} s: C {est.C_:.3g} and gamma {est.gamma_:.3g} "
+          f"chosen on held-out rows, {est.core_set_size_:,} core vectors")
     n_test = max(args.rows // 4, 1000)
     print(f"[4/5] generating a held-out test store ({n_test:,} rows, same mixture) -> {test}")
     synthetic.write_store(test, "gaussian", n_test, seed=args.seed, overwrite=True,

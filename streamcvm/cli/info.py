@@ -119,13 +119,20 @@ def describe_model(path):
         lines.append(f"eps        reached {min(reached):.3g}" +
                      (f"-{max(reached):.3g}" if max(reached) != min(reached) else "") +
                      f" (asked: {man['params'].get('eps')!r})")
+    lines += describe_selection(man.get("selection"))
     stages = [m.get("stage_rows") for m in ms if m.get("stage_rows")]
     if stages:
         why = sorted({m["stages_stopped_by"] for m in ms if m.get("stages_stopped_by")})
         span = f"{min(stages):,}" + (f"-{max(stages):,}" if max(stages) != min(stages) else "")
+        left = [m["stages_gain_left"] for m in ms if m.get("stages_gain_left") is not None]
+        unit = "% of the validation MSE" if man["estimator"] == "CVMRegressor" else " points"
         lines.append(f"sample     progressive: the last stage trained on "
                      f"{span} sampled rows per machine"
                      + (f" (stopped by: {', '.join(why)})" if why else ""))
+        if left:
+            lines.append(f"           estimated gain left from the rest of the sample: "
+                         f"{max(left):.3g}{unit} (tolerance "
+                         f"{man['params'].get('stage_tol', '?')})")
     comp = [m.get("compact") for m in ms if isinstance(m.get("compact"), dict)]
     kept = [c for c in comp if c.get("intercept") is not None]
     if kept and all(c.get("shared") for c in kept):
@@ -151,9 +158,16 @@ def describe_model(path):
         lines.append(f"           {c.get('decision', '')}" + (f" ({rows})" if rows else ""))
     if ms[0].get("epsilon_bar") is not None and man["estimator"] == "CVMRegressor":
         lines.append(f"tube       half width {ms[0]['epsilon_bar']:.6g}")
+    t = ms[0].get("target") if man["estimator"] == "CVMRegressor" else None
+    if t:
+        lines.append(f"targets    standardised for the fit (mean {t['mean']:.6g}, sd "
+                     f"{t['sd']:.6g}); mu_, the tube and predictions are in the targets' units")
     if man.get("scaler"):
-        lines.append("scaling    " + ("standardised features ((x - mean) / sd)"
-                                     if man["scaler"]["centred"] else "x / max |x| per feature"))
+        lines.append("scaling    " + (
+            "standardised features ((x - mean) / sd)" if man["scaler"]["centred"] else
+            "x / max |x| per feature" if man["params"].get("scale") else
+            "x times a power of two (rows beyond float32's safe range; gamma is for the "
+            "scaled rows)"))
     t = man.get("training")
     if t:
         lines.append(f"training   {t['seconds']:.1f} s on {t['rows']:,} rows x "
@@ -168,6 +182,30 @@ def describe_model(path):
     else:
         lines.append("training   not recorded (a model of an older streamcvm)")
     return "\n".join(lines)
+
+
+def describe_selection(sel):
+    """Lines on the hyperparameter search a model records (``selection_``):
+    the chosen point, how it was chosen, and the last rung's candidates."""
+    if not sel:
+        return []
+    if isinstance(sel, list):           # a regressor's trials: mu and gamma
+        best = min(sel, key=lambda t: t["val_rmse"])
+        return [f"search     {len(sel)} (mu, gamma) trials on held-out rows; best validation "
+                f"RMSE {best['val_rmse']:.4g} at mu {best['mu']:.4g}, gamma {best['gamma']:.4g}"]
+    c = sel["chosen"]
+    trials = sel["trials"]
+    last = max(t["rung"] for t in trials)
+    fin = sorted((t for t in trials if t["rung"] == last), key=lambda t: t["val_loss"])
+    won = next(t for t in fin if t["C"] == c["C"] and t["gamma_x"] == c["gamma_x"])
+    per = " / ".join(f"{sum(t['rows'] == r for t in trials)} x {r:,}" for r in sel["rungs"])
+    out = [f"search     chose C {c['C']:.4g}, gamma {c['gamma_x']:.4g} / beta ({c['gamma']:.4g}) "
+           f"on {sel['validation_rows']:,} held-out rows: validation error "
+           f"{100 * won['val_loss']:.2f}% (+- {100 * won['val_se']:.2f}); fits: {per} rows",
+           "           last rung: " + ", ".join(
+               f"C {t['C']:.3g} gamma {t['gamma_x']:.3g} {100 * t['val_loss']:.2f}%"
+               + (" (tied)" if t.get("tied") else "") for t in fin[:6])]
+    return out
 
 
 def run(args):

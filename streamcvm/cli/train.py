@@ -20,11 +20,14 @@ def add(sub):
     p.add_argument("--task", choices=list(TASKS), default="classification",
                    help="what to train (default classification; ranking: pairs within the "
                         "store's qid groups)")
-    option(p, "--method", choices=["bvm", "cvm", "fvm"], lib=estimator_default("method"),
-           help="bvm, cvm or fvm (default %(lib)s); weights, regression, ranking and "
-                "linear/poly kernels need cvm or fvm")
+    option(p, "--method", choices=["auto", "bvm", "cvm", "fvm"], lib=estimator_default("method"),
+           help="auto (classification: machines of at most 16,384 rows solved exactly "
+                "by SMO, larger ones by BVM), bvm, cvm or fvm (default %(lib)s); weights, "
+                "regression, ranking and linear/poly kernels need cvm or fvm")
     option(p, "-c", "--C", lib=estimator_default("C"),
-           help="regularisation (default %(lib)s; regression's 'auto' = 2 x rows solved exactly, 5 x rows by CVM)")
+           help="regularisation (default %(lib)s; classification's 'auto': chosen with "
+                "gamma on held-out rows; regression's 'auto' = 2 x rows solved exactly, "
+                "5 x rows by CVM)")
     option(p, "--mu", lib=estimator_default("mu", ("regression",)),
            help="regression: the mean slack outside the tube, in the target's units; "
                 "'auto' (default %(lib)s): chosen with gamma on held-out rows")
@@ -35,8 +38,10 @@ def add(sub):
            help="rbf, laplacian (L1), exponential (L2: exp(-gamma ||x - z||)), npoly; "
                 "linear, poly (cvm, fvm) (default %(lib)s)")
     option(p, "-g", "--gamma", lib=estimator_default("gamma"),
-           help="kernel width: 'auto' (1 / mean squared distance) or a number "
-                "(default %(lib)s)")
+           help="kernel width: 'auto' or a number (default %(lib)s); 'auto': "
+                "classification and regression choose it on held-out rows among "
+                "multiples of 1 / the mean squared distance between rows, the others "
+                "use 1 / that distance")
     option(p, "-e", "--eps", lib=estimator_default("eps"),
            help="ball tolerance: 'auto' or a number (default %(lib)s)")
     option(p, "-a", "--sample-size", type=positive_int, lib=estimator_default("sample_size"),
@@ -80,17 +85,22 @@ def add(sub):
            lib=estimator_default("train_size", ("classification", "regression")),
            help="classification and regression: 'auto' (a machine of "
                 "more than 65,536 rows trains on random samples of 16,384, 32,768, "
-                "... rows while a held-out validation sample says the last doubling "
-                "helped, by at least a tenth of the gain since the first stage; "
+                "... rows while the stages' learning curve on held-out validation rows "
+                "promises more than --stage-tol from the rest of the sample; "
                 "classification first tries every row while its core set "
                 "stays under 2,048 vectors; regression stops before a stage whose "
                 "core set would pass 11,000), 'all' rows, or at most N rows that way "
                 "(default %(lib)s)")
+    option(p, "--stage-tol", type=float, metavar="POINTS",
+           lib=estimator_default("stage_tol", ("classification",)),
+           help="classification: the points of accuracy progressive stages may leave "
+                "on the table by stopping early, as their learning curve estimates "
+                "them (default %(lib)s; 0: every stage up to the sample)")
     option(p, "--no-compact", dest="compact", action="store_const", const=False,
            help="classification and regression: no compact expansion (by default a "
                 "machine trained on sampled rows also gets one over at most 4,096 "
-                "basis points, kept if its validation errors are not significantly "
-                "worse; predict uses it, predict --exact the full one)")
+                "basis points, kept if its validation errors are within --stage-tol "
+                "points of the full one's; predict uses it, predict --exact the full one)")
     option(p, "--stop", choices=["slack", "validation"],
            lib=estimator_default("stop", ("classification",)),
            help="what ends the eps annealing: the margin slack or, with held-out rows "
@@ -167,6 +177,7 @@ TASK_OPTIONS = {"class_weight": ("--class-weight", ("classification",)),
                 "probability": ("-b", ("classification",)),
                 "multi_class": ("--multi-class", ("classification",)),
                 "stop": ("--stop", ("classification",)),
+                "stage_tol": ("--stage-tol", ("classification",)),
                 "jobs": ("-j", ("classification",)),
                 "mu": ("--mu", ("regression",)),
                 "train_size": ("--train-size", ("classification", "regression")),
@@ -194,12 +205,15 @@ def run(args):
     # the options given; the rest are the estimator's own defaults (one place)
     kw = given(args, method=True, kernel=True, sample_size=True, max_core=True,
                random_state="seed", scale=True, full_pass=True, multi_class=True, stop=True,
-               n_jobs="jobs", compact=True)
+               n_jobs="jobs", compact=True, stage_tol=True)
     for name in ("C", "gamma", "eps", "mu"):
         if getattr(args, name) is not None:
             kw[name] = num_or_auto(getattr(args, name), name)
-    if kw.get("C") == "auto" and task != "regression":
-        raise SystemExit("streamcvm train: error: --C auto is for regression")
+    if kw.get("C") == "auto" and task not in ("regression", "classification"):
+        raise SystemExit("streamcvm train: error: --C auto is for classification and "
+                         "regression")
+    if kw.get("method") == "auto" and task != "classification":
+        raise SystemExit("streamcvm train: error: --method auto is for classification")
     if args.probability:
         kw["probability"] = True
     if args.class_weight is not None:
@@ -225,6 +239,11 @@ def run(args):
     except ValueError as e:     # parameters the estimator refuses (checked before training)
         raise SystemExit(f"streamcvm train: error: {e}") from None
     dt = time.perf_counter() - t
+    from ..estimators.feature_range import check_finite, uniform_factor
+    try:        # a model that predicts NaN is never written
+        check_finite(est)
+    except ValueError as e:
+        raise SystemExit(f"streamcvm train: error: {e}") from None
     save_model(est, args.output, overwrite=args.overwrite, target=args.model_target)
     if not args.quiet:
         nsv = int(np.sum(est.n_support_)) if task != "one-class" else len(est.machine_.coef)
@@ -232,12 +251,21 @@ def run(args):
             if task == "regression" else ""
         print(f"trained {type(est).__name__} ({est.method}) on {store.n:,} rows in {dt:.1f} s: "
               f"{est.core_set_size_:,} core vectors, {nsv:,} support vectors, "
-              f"gamma {est.gamma_:.4g}{extra} -> {args.output}")
+              f"gamma {est.gamma_:.4g}{_scaled(uniform_factor(est))}{extra} -> "
+              f"{args.output}")
         ck = est.checkpoint_stats_
         if ck is not None:
             print(f"checkpoints: {ck['written']} written in {ck['seconds']:.2f} s "
                   f"({100 * ck['seconds'] / max(dt, 1e-9):.1f}% of the training time)")
     return 0
+
+
+def _scaled(s):
+    """How the summary line names a fit's uniform scale (None: none)."""
+    if s is None:
+        return ""
+    import math
+    return f" (on the features times 2^{int(math.log2(s))}, which the model applies)"
 
 
 def _check_train_paths(args):

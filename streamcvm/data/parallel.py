@@ -205,3 +205,36 @@ def as_runner(runner=None):
     """``runner`` itself, or a new default :class:`Runner` (the active
     client's, else threads)."""
     return runner if isinstance(runner, Runner) else Runner(client=runner)
+
+
+def in_order(fn, items, n_jobs=1):
+    """``fn(item)`` for every item on ``n_jobs`` threads (one BLAS thread
+    each; calls that release the GIL run side by side), the results yielded
+    in the items' order as they are ready (at most ``2 n_jobs`` ahead); one
+    thread: in order, here. On an interrupt the calls not started are
+    dropped."""
+    items = list(items)
+    jobs = max(1, min(int(n_jobs), len(items)))
+    if jobs == 1:
+        for it in items:
+            yield fn(it)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+    ex = ThreadPoolExecutor(jobs)
+    try:
+        with thread_limits(1, "blas"):
+            ahead = deque()
+            rest = iter(items)
+            for it in rest:
+                ahead.append(ex.submit(fn, it))
+                if len(ahead) >= 2 * jobs:
+                    break
+            while ahead:
+                got = ahead.popleft().result()
+                nxt = next(rest, ahead)
+                if nxt is not ahead:
+                    ahead.append(ex.submit(fn, nxt))
+                yield got
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)

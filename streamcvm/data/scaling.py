@@ -12,11 +12,34 @@ saved with the model.
 - sparse stores: divided by the column's largest |x| (no centring, which
   would fill every zero: LIBSVM's ``svm-scale -l 0`` for non-negative
   data).
+
+The same :class:`Scaler` also holds a fit's uniform scale (:meth:`Scaler.uniform`):
+rows whose squared norms are outside ``SAFE_SQ_NORM`` are multiplied by a
+power of two (:func:`range_scale`) so that float32 kernel values neither
+overflow nor vanish (``streamcvm.estimators.feature_range``).
 """
 import numpy as np
 import scipy.sparse as sp
 
 from .store import BaseStore, Chunk
+
+# the largest squared row norm of a fit's sampled rows that float32 kernel
+# blocks take as they are: norms ~1e-15 to ~1e15, i.e. squared norms and dot
+# products from 2^-100 to 2^100, 2^28 inside float32's range at either end
+# (3.4e38 = 2^128, normal numbers from 2^-126), for rows the sample missed
+SAFE_SQ_NORM = (2.0 ** -100, 2.0 ** 100)
+
+
+def range_scale(sq_max):
+    """The power of two ``s`` that rows whose largest squared norm is
+    ``sq_max`` are multiplied by: 1 inside ``SAFE_SQ_NORM`` (and for rows of
+    zeros), else the one that brings ``sq_max s^2`` within [1/2, 2]. A
+    power of two, so ``s x`` is exact (unless it is below float32's normal
+    range, where it rounds as any float32 result does)."""
+    lo, hi = SAFE_SQ_NORM
+    if not sq_max > 0 or lo <= sq_max <= hi:
+        return 1.0
+    return float(np.ldexp(1.0, -int(np.round(np.log2(sq_max) / 2))))
 
 
 def _moments_task(i, store):
@@ -42,6 +65,12 @@ class Scaler:
     def __init__(self, offset, scale):
         self.offset = None if offset is None else np.asarray(offset, np.float64)
         self.scale = np.asarray(scale, np.float64)
+
+    @classmethod
+    def uniform(cls, d, s):
+        """Every feature multiplied by ``s`` (a power of two: ``scale`` = 1/s,
+        exact), no centring."""
+        return cls(None, np.full(d, 1.0 / s))
 
     @classmethod
     def fit(cls, store, runner=None):

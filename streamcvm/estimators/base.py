@@ -44,12 +44,18 @@ def positive_number(v):
 
 
 def resolve_gamma(gamma, store):
+    """gamma in the units of the rows the kernel sees: "auto" is 1/beta of
+    ``store``'s rows; a number is in the units of the features given, times
+    the store's ``gamma_factor`` when a fit reads them times a power of two
+    (:func:`~streamcvm.estimators.feature_range.fit_range`). A ValueError
+    (one line) for a gamma outside float32's range."""
+    from .feature_range import float32_gamma, sample
     if isinstance(gamma, str) and gamma == "auto":
         # 1/beta, beta the mean squared distance between rows, on 5,000 rows
-        return 1.0 / estimate_beta(sample_rows(store, 5000), n_sample=5000, seed=0)
+        return float32_gamma(1.0 / estimate_beta(sample(store), n_sample=5000, seed=0))
     if not positive_number(gamma):
         raise ValueError(f"gamma must be 'auto' or a positive finite number, got {gamma!r}")
-    return float(gamma)
+    return float32_gamma(float(gamma) * getattr(store, "gamma_factor", 1.0), float(gamma))
 
 
 MANY_CLASSES = 100      # a warning beyond this many classes (k (k - 1) / 2 machines)
@@ -92,7 +98,11 @@ def store_classes(store, labels=None):
 
 def training_record(est, store, t0):
     """What ``training_`` keeps (and a saved model, and ``streamcvm info``):
-    the fit's wall seconds, the data it saw and the snapshot it resumed from."""
+    the fit's wall seconds, the data it saw and the snapshot it resumed from.
+    The last step of every fit, so first a fitted model whose decision values
+    are not finite is refused (a ValueError: :func:`.feature_range.check_finite`)."""
+    from .feature_range import check_finite
+    check_finite(est, machines=getattr(est, "machines_", None) or [est.machine_])
     return {"seconds": round(time.perf_counter() - t0, 3), "rows": int(store.n),
             "features": int(store.d), "store": getattr(store, "path", None),
             "store_fingerprint": store.fingerprint,
@@ -171,6 +181,10 @@ class Fit:
             if k >= self._resumed:
                 yield k
 
+    def remaining(self):
+        """The indices :meth:`todo` yields, without moving the bar."""
+        return list(range(self._resumed, self.n))
+
     def solve(self, solve, seed, k=0):
         """Machine ``k``'s :class:`~streamcvm.problems.driver.Solve`: ``solve``
         with its seed, progress, checkpointer, resume state and runner."""
@@ -193,6 +207,7 @@ def keep_params(est, params):
 
 
 class _CVMBase(BaseEstimator):
+    auto_C = False          # whether C="auto" (chosen by the data) and method="auto" are allowed
     # The parameters every estimator has; each estimator's own __init__ names
     # its defaults (these are CVMOneClass's) and only keeps its arguments.
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
@@ -206,14 +221,22 @@ class _CVMBase(BaseEstimator):
         return tags
 
     def _check_params(self):
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if not positive_number(self.C):
-            raise ValueError(f"C must be a positive finite number, got {self.C!r}")
+        methods = ("auto",) + METHODS if self.auto_C else METHODS
+        if self.method not in methods:
+            raise ValueError(f"method must be one of {methods}, got {self.method!r}")
+        if not positive_number(self.C) and not (self.auto_C and isinstance(self.C, str)
+                                                and self.C == "auto"):
+            rule = "'auto' or a positive finite number" if self.auto_C else \
+                "a positive finite number"
+            raise ValueError(f"C must be {rule}, got {self.C!r}")
         ts = getattr(self, "train_size", "all")
         if not (ts in ("auto", "all") or (isinstance(ts, numbers.Integral) and ts >= 1000)):
             raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
                              f"least 1,000, got {ts!r}")
+        st = getattr(self, "stage_tol", 0.0)
+        if not (isinstance(st, numbers.Real) and not isinstance(st, bool) and math.isfinite(st)
+                and st >= 0):
+            raise ValueError(f"stage_tol must be a finite number of points >= 0, got {st!r}")
         if getattr(self, "stop", "slack") not in ("slack", "validation"):
             raise ValueError(f"stop must be 'slack' or 'validation', got {self.stop!r}")
         if getattr(self, "compact", False) not in ("auto", False):
@@ -249,13 +272,26 @@ class _CVMBase(BaseEstimator):
 
     def _maybe_scale(self, store):
         """``scale=True``: the per-feature scaling from one pass over the
-        training store (``scaler_``), and the store read through it."""
-        self.scaler_ = None
-        if not getattr(self, "scale", False):
-            return store
+        training store (``scaler_``), and the store read through it. Then,
+        whatever ``scale``, rows beyond float32's safe range are read times
+        a power of two, kept in ``scaler_`` too, and a gamma given as a
+        number is checked (:func:`~streamcvm.estimators.feature_range.fit_range`)."""
         from ..data.scaling import ScaledStore, Scaler
-        self.scaler_ = Scaler.fit(store)
-        return ScaledStore(store, self.scaler_)
+        from .feature_range import fit_range
+        self.scaler_ = None
+        raw = store
+        if getattr(self, "scale", False):
+            self.scaler_ = Scaler.fit(store)
+            store = ScaledStore(store, self.scaler_)
+        store, uniform = fit_range(self, store)
+        if uniform is not None and self.scaler_ is not None:   # one transform for both
+            factor = store.gamma_factor
+            self.scaler_ = Scaler(self.scaler_.offset, self.scaler_.scale * uniform.scale)
+            store = ScaledStore(raw, self.scaler_)
+            store.gamma_factor = factor
+        elif uniform is not None:
+            self.scaler_ = uniform
+        return store
 
     def _kernel(self, store):
         self.gamma_ = resolve_gamma(self.gamma, store)

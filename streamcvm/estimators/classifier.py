@@ -15,7 +15,9 @@ from ..predict import probability
 from ..predict.chunks import class_table
 from ..predict.decision import (active_machines, build_union, class_indices, ovo_votes,
                                 union_values)
+from ..data.parallel import in_order
 from ..problems import pairs, train_machine
+from ..problems.classification import side_by_side
 from ..problems.driver import Solve
 from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, _CVMBase, keep_params,
                    resolve_eps, store_classes, training_record)
@@ -26,11 +28,41 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     Parameters
     ----------
-    method : "bvm", "cvm" or "fvm"
-    C : regularisation (the L2-SVM's; compare LIBSVM's C with care)
+    method : "auto" (default), "bvm", "cvm" or "fvm". "auto": a two-class
+        machine of at most 16,384 rows held in memory (every one-vs-one pair
+        of most data sets, and every fit of the C and gamma search) is
+        solved exactly, by SMO over all its rows
+        (streamcvm.solvers.smo.svc_exact: the same dual, to its optimum);
+        larger machines by BVM (CVM when weighted). BVM's fixed-radius ball
+        stops at a feasible center rather than the optimum: 0.2-0.6 points
+        of accuracy on multi-class sets, measured in docs/solvers.md.
+    C : "auto" (default) or a number: the L2-SVM's regularisation (compare
+        LIBSVM's C with care). "auto": chosen on held-out rows with gamma
+        (below; ``selection_`` lists every candidate and its validation
+        error).
     kernel : "rbf" (default), "laplacian" (L1 distance), "exponential" (L2
         distance: exp(-gamma ||x - z||)), "npoly" (constant k(x, x) needed)
-    gamma : "auto" (1 / mean squared distance between rows) or a number
+    gamma : "auto" (default) or a number. With ``C`` "auto" or for a
+        distance kernel (rbf, laplacian, exponential), "auto" is chosen on
+        held-out rows among multiples of 1 / beta (beta: the mean squared
+        distance between rows); otherwise it is 1 / beta. The search
+        (streamcvm.estimators.search, streamcvm.problems.selection):
+        C in {1, 10, 100} x gamma in {0.5, 1, 2, 4, 8} / beta, grown past
+        an edge where the best point lies on it, by successive halving:
+        every candidate trains on a few thousand random rows, the best
+        third on three times as many, and so on up to 8,192 rows, each
+        scored by the whole model's error on validation rows (20% of the
+        rows, at most 20,000, never trained on); a fit on fewer rows than
+        the final one trains at C (rows / its rows)^0.5, since the best C
+        of an L2-SVM falls as the rows grow. Among the candidates the
+        validation rows cannot tell apart (within one standard error), one
+        that trains at least twice as fast is preferred. Before a
+        progressive fit (below), the search tries no kernel narrower than
+        1 / beta (a narrow kernel's lead on few rows fades as the stages
+        grow) and no C above 100 (the stages' BVM steps grow with C), and
+        the default point (C 1, gamma 1 / beta) is kept unless the
+        validation rows tell a better one apart. The final model trains on every row (or the stages)
+        at the chosen point (``C_``, ``gamma_``).
     eps : approximation tolerance of the enclosing ball, or "auto"
     sample_size : rows per violator search (59: top 5% with 95% odds)
     max_core : cap on core vectors per binary machine
@@ -42,14 +74,17 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         sampled, and keeps that model if its core set stays under 2,048
         vectors (clean data); else it trains by progressive
         subsampling: stages on 16,384, 32,768, ... random rows, each
-        converged, while the last doubling still fixed significantly more
-        rows of a held-out validation sample than it broke (never trained
-        on), and by at least a tenth of what the fit has gained since its
-        first stage: the next stage costs at least all the stages so far
-        (see streamcvm.problems.progressive). Time and the model's size
-        then follow what the data's noise allows, not n. "all": every row
-        (the L2-SVM of the whole store; full_pass implies it). A number:
+        converged, while the learning curve of the stages' errors on
+        held-out validation rows (never trained on) promises more than
+        ``stage_tol`` points of accuracy from training on the rest of the
+        sample (see streamcvm.problems.progressive). Time and the model's
+        size then follow what the data's noise allows, not n. "all": every
+        row (the L2-SVM of the whole store; full_pass implies it). A number:
         "auto" with the sample capped at that many rows.
+    stage_tol : 0.02 (default): the points of accuracy a progressive fit may
+        leave on the table by stopping its stages early, as its learning
+        curve estimates them (each stage's ``gain_left`` in ``history_``,
+        ``streamcvm info``). 0: train every stage up to the sample.
     n_jobs : threads of the exact BVM pass (-1, the default: every core; 1:
         one). The model does not depend on it.
     stop : "slack" (default) or "validation": what ends the eps annealing,
@@ -83,11 +118,12 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     """
 
     task = "classification"  # what `streamcvm train --task` calls it
+    auto_C = True
 
-    def __init__(self, *, method="bvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
+    def __init__(self, *, method="auto", C="auto", kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None, full_pass=False,
                  multi_class="ovo", decision_function_shape="ovr", class_weight=None,
-                 train_size="auto", stop="slack", n_jobs=-1, scale=False,
+                 train_size="auto", stage_tol=0.02, stop="slack", n_jobs=-1, scale=False,
                  probability=False, compact="auto", random_state=0, verbose=False):
         keep_params(self, locals())
 
@@ -123,7 +159,6 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                              "(CVMRegressor, --task regression)")
         labels, classes = store_classes(store, labels)
         self.classes_ = labels
-        kern = self._kernel(store)
         eps = resolve_eps(self.eps)
         seed = 0 if self.random_state is None else int(self.random_state)
         subs = pairs(classes, self.multi_class)
@@ -134,24 +169,29 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         weighted = bool(store.has_weight)
         source = store
         store = small_in_memory(store) if len(subs) > 1 and not weighted else store
+        solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
+                      max_core=self.max_core, n_jobs=self.n_jobs, compact=self.compact)
+        kern = self._choose(store, classes, subs, cw, solve.but(seed=seed, compact=False),
+                            client)
         cv = False
         if self.probability:
             cv = store.n <= probability.CV_MAX_ROWS     # else held-out rows, never trained on
             if not cv:
                 store = probability.HoldoutStore(store, seed, 0.0,
                                                  probability.holdout_fraction(store.n))
-        solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
-                      max_core=self.max_core, n_jobs=self.n_jobs, compact=self.compact)
-        fit_kw = dict(C=self.C, full_pass=self.full_pass, sample_weight=weighted,
-                      train_size=self.train_size, stop=self.stop)
+        fit_kw = dict(C=self.C_, full_pass=self.full_pass, sample_weight=weighted,
+                      train_size=self.train_size, stop=self.stop, stage_tol=self.stage_tol)
         ckpt = Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep,
                            resume, checkpoint_replace)
+        jobs = side_by_side(store, kern, subs, solve, class_weight=cw, **fit_kw)
         with Fit(self, store, kern, len(subs), ckpt, client) as fit:
-            for k in fit.todo():
+            def one(k):
                 pair = subs[k]
-                fit.done(train_machine(store, kern, fit.solve(solve, seed + k, k), classes=pair,
-                                       class_weight=None if cw is None else
-                                       (cw[pair[0]], cw[pair[1]]), **fit_kw))
+                return train_machine(store, kern, fit.solve(solve, seed + k, k), classes=pair,
+                                     class_weight=None if cw is None else
+                                     (cw[pair[0]], cw[pair[1]]), **fit_kw)
+            for _, m in zip(fit.todo(), in_order(one, fit.remaining(), jobs)):
+                fit.done(m)
             self._set_machines(fit.machines)
             self.kernel_ = kern
             if self.compact == "auto" and not any(m.compact_info for m in fit.machines):
@@ -192,6 +232,36 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         check_is_fitted(self)
         return np.array([m.intercept for m in self.machines_])
 
+    def _choose(self, store, classes, subs, cw, solve, client):
+        """``C_``, ``gamma_`` and ``selection_``: "auto" ones chosen on held-out
+        rows (:func:`streamcvm.estimators.search.search`), the others as
+        given. Returns the kernel."""
+        from ..data.parallel import Runner
+        from ..problems import one_blas_thread
+        from ..solvers.kernels import Kernel
+        from ..problems.progressive import plan
+        from .base import resolve_gamma
+        from .progress import SearchProgress
+        from .search import LENGTH_SCALE, search
+        base = resolve_gamma(self.gamma, store)     # "auto": 1 / mean squared distance
+        self.selection_ = None
+        if self.C == "auto" or (self.gamma == "auto" and self.kernel in LENGTH_SCALE):
+            names = [n for n, auto in (("C", self.C == "auto"), ("gamma", self.gamma == "auto"
+                                                                 and self.kernel in LENGTH_SCALE))
+                     if auto]
+            # the rows the final fit trains on (a candidate's C is for them):
+            # all, or a progressive fit's sample
+            sizes = None if self.full_pass else plan(store, None, self.train_size)
+            with one_blas_thread(), Runner(client) as runner, \
+                    SearchProgress(self.verbose, names) as bar:
+                C, gamma, self.selection_ = search(
+                    self, store, classes, subs, cw, base, solve, runner, bar.update,
+                    final_rows=store.n if sizes is None else sizes[1], staged=sizes is not None)
+        else:
+            C, gamma = float(self.C), base
+        self.C_, self.gamma_ = float(C), float(gamma)
+        return Kernel(self.kernel, gamma=self.gamma_, coef0=self.coef0, degree=self.degree)
+
     def _ovo(self, X):
         """Every machine's f(x), one column each. The machines share support
         rows, so kernel blocks are computed once against their union (sorted
@@ -214,10 +284,11 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
              "rows": getattr(self, "n_probability_rows_", None)}
         return self.machines_, {"classes": [c.item() if hasattr(c, "item") else c
                                             for c in self.classes_],
-                                "probability": probability}
+                                "probability": probability, "C_": self.C_}
 
     def _model_restore(self, machines, man):
         self.classes_ = np.asarray(man["classes"])
+        self.C_ = man.get("C_") if man.get("C_") is not None else man["params"]["C"]
         self._set_machines(machines)
         pr = man.get("probability")
         self.probA_ = None if pr is None else np.asarray(pr["A"], np.float64)

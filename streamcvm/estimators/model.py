@@ -40,13 +40,17 @@ def save_model(est, path, overwrite=False, target=None):
     replaced; any other existing file or streamcvm output only with
     ``overwrite=True``, and a folder of other files never (:func:`streamcvm.data.outputs.check_output`).
     ``target``: that check's answer when it was made before training (the
-    command line): a model another run wrote there since is then not replaced."""
+    command line): a model another run wrote there since is then not replaced.
+    A model whose decision values on its own support rows are not finite is
+    refused (ValueError, :func:`~streamcvm.estimators.feature_range.check_finite`)."""
     from ..data.atomic import atomic_dir, is_url
     from ..data.outputs import check_output
     kind = type(est).__name__
     if _estimators().get(kind) is not type(est):
         raise TypeError(f"cannot save {kind}: not a streamcvm estimator")
     machines, fields = est._model_record()
+    from .feature_range import check_finite
+    check_finite(est)       # decision values not finite on its own rows: never written
     path = os.fspath(path)
     if target is None:
         target = check_output(path, what="model folder", own_kind="model",
@@ -76,6 +80,8 @@ def save_model(est, path, overwrite=False, target=None):
             rec["stage_rows"] = last.get("stage_rows")
             if last.get("stopped_by"):
                 rec["stages_stopped_by"] = last["stopped_by"]
+            if last.get("gain_left") is not None:    # what stopping there gave up (estimated)
+                rec["stages_gain_left"] = last["gain_left"]
             for name, arr in arrays.items():
                 put(f"m{k}_{name}", arr)
             recs.append(rec)
@@ -96,6 +102,8 @@ def save_model(est, path, overwrite=False, target=None):
             # the estimator's own fields (_model_record), None where it has none
             "classes": None, "offset": None, "C_": None, "mu_": None, "target_type": None,
             "training": getattr(est, "training_", None),   # seconds, rows, store fingerprint
+            # hyperparameters chosen on held-out rows: every candidate and its score
+            "selection": getattr(est, "selection_", None),
             "scaler": None if scaler is None else {"centred": scaler.offset is not None},
             "probability": None,
             "machines": recs,
@@ -215,6 +223,9 @@ def _check_fields(man):
             raise ValueError(f"machine {j} has support rows of shape {shape!r}, the model "
                              f"{d} features")
         number(r["intercept"], f"machine {j}'s intercept")
+        if r.get("target") is not None:     # a regression's standardised targets
+            number(r["target"]["mean"], f"machine {j}'s target mean")
+            number(r["target"]["sd"], f"machine {j}'s target sd", positive=True)
         names = _array_names(r)
         for n in names:
             if f"m{j}_{n}.npy" not in files:
@@ -323,6 +334,7 @@ def load_model(path):
     est.core_set_size_ = sum(m.core_size for m in machines)
     est.history_ = []
     est.training_ = man.get("training")
+    est.selection_ = man.get("selection")
     est.scaler_ = None
     if man.get("scaler") is not None:
         from ..data.scaling import Scaler

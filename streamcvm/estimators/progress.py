@@ -50,3 +50,32 @@ class FitProgress:
                 (f"{note}  " if note else "") + f"eps {eps:.1e}  core {solver.core_size:,}  "
                 f"radius {np.sqrt(max(solver.radius2 - solver.ball.ce2, 0)):.5f}  "
                 f"iter {solver.n_iter:,}")
+
+
+class SearchProgress:
+    """A tqdm bar over the fits of a hyperparameter search (``verbose``):
+    each fit's parameters and validation error, and the best so far."""
+
+    def __init__(self, verbose, names):
+        self.names, self.bar = names, None
+        if verbose:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(unit="fit", desc=f"choose {', '.join(names)}", mininterval=0.5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+
+    def _point(self, t):
+        return " ".join(f"{n} {t[n]:.3g}" + ("/beta" if n == "gamma" else "")
+                        for n in self.names)
+
+    def update(self, trial, best):
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix_str(
+                f"{trial['rows']:,} rows: {self._point(trial)} error {trial['val_loss']:.2%}"
+                f"  best {self._point(best)} {best['val_loss']:.2%}")

@@ -28,13 +28,30 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     """Kernel L2-SVR trained as a center-constrained MEB: Core Vector
     Regression (cvr paper, eqs. 6-10), by CVM (default) or Frank-Wolfe.
 
+    Targets of any scale: the fit standardises them, ``(y - mean) / sd``,
+    and reports everything in the targets' own units. So y, 1000 y and
+    y + 1e6 give the same model up to that scale and shift: ``predict``,
+    ``score``, ``dual_coef_`` and ``intercept_`` (f(x) = sum dual_coef_
+    k(sv, x) + intercept_), ``epsilon_bar_``, ``mu_``, the ``selection_``
+    trials (``val_rmse``), the progressive stages' validation RMSE and the
+    warnings are in y's units, as is a saved model (which records the mean
+    and sd: ``streamcvm info``). Prices in dollars, counts or salaries need
+    no scaling first. sd is measured once per fit, in float64: on every row
+    (from the arrays, or the pass of row statistics over a store), or for a
+    progressive fit (``train_size``), which reads no such pass, on its
+    4,000 held-out rows; every solve of the fit (the mu / gamma trials, each
+    progressive stage, the final fit) divides by it, centred on the mean of
+    the rows it trains on. A sample's mean and sd move with y as the whole
+    set's do, so the model is the same up to the scale either way.
+
     The tube's half width is not a parameter: ``mu``, the mean slack outside
     the tube in the target's units (at the optimum the slacks sum to mu m,
     whatever C), sets it, and ``epsilon_bar_`` reports the width found:
     larger mu, narrower tube and more support vectors; a mu above the
     residuals' size gives a negative width, i.e. a kernel ridge regression
-    regularised by mu / (C / m). The bias is penalised, as in the paper, so
-    the fit is centred on the targets' mean (added back in ``intercept_``).
+    regularised by mu / (C / m). The bias is penalised, as in the paper,
+    which is one reason the fit is centred on the targets' mean (added back
+    in ``intercept_``).
 
     Parameters
     ----------
@@ -44,7 +61,10 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         (below). In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
         2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
         grow with m to keep a fit as tight (``C_`` holds the value used).
-    mu : positive, or "auto" (default): chosen by the RMSE on 2,000 held-out
+        C weighs the standardised problem, so a C means the same at any
+        scale of y.
+    mu : positive, in the targets' units (the fit uses mu / sd on the
+        standardised targets), or "auto" (default): chosen by the RMSE on 2,000 held-out
         rows of fits on 2,000 others, among 0.03, 0.1, 0.3 and 1 times the
         targets' standard deviation, after gamma="auto" is chosen at 0.3;
         a progressive fit (``train_size`` below) tries every (mu, gamma)
@@ -91,6 +111,10 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     """
 
     task = "regression"  # what `streamcvm train --task` calls it
+    # in every snapshot's run identity (problems.checkpoint.for_fit): the
+    # solver's state is that of the standardised targets, so a snapshot of a
+    # fit on raw targets (an older streamcvm) is another run
+    run_identity = {"targets": "standardised"}
 
     def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
                  coef0=0.0, degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None,
@@ -164,7 +188,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             store, kern, run, C=self.C_, mu=self.mu_,
             stage_core=STAGE_CORE if self.max_core is None else self.max_core,
             full_pass=self.full_pass, stats=stats, train_size=self.train_size,
-            c_per_row=AUTO_C_PER_ROW if auto_c else None, exact=exact),
+            c_per_row=AUTO_C_PER_ROW if auto_c else None, exact=exact, scale=pre["scale"]),
             Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
                         checkpoint_replace), client, t0=t0)
         stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]
@@ -184,6 +208,14 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     def intercept_(self):
         check_is_fitted(self)
         return self.machine_.intercept
+
+    @property
+    def dual_coef_(self):
+        """The support rows' coefficients in the targets' units: sd x C
+        (lambda_i - lambda*_i) (cvr eq. 9 on the standardised targets), so
+        that f(x) = sum dual_coef_ k(sv, x) + intercept_."""
+        check_is_fitted(self)
+        return self.machine_.coef
 
     @property
     def n_support_(self):

@@ -208,6 +208,10 @@ def for_fit(est, store, kern, checkpoint_dir, resume, every, every_iter, keep, r
     base = {"estimator": type(est).__name__, "params": params,
             "store": store.fingerprint, "rows": int(store.n), "features": int(store.d),
             "chunk_rows": int(store.chunk_rows), "gamma": float(kern.gamma)}
+    # what the solver's state depends on beyond these, when the estimator says
+    # (a regressor's standardised targets: a snapshot of a fit on raw targets,
+    # from an older streamcvm, is another run)
+    base.update(getattr(est, "run_identity", {}))
     ck = Checkpointer(checkpoint_dir, base, every=every, every_iter=every_iter,
                       keep=keep).claim(resume, replace)
     try:

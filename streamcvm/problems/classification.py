@@ -13,13 +13,97 @@ center-constrained MEB (:class:`~streamcvm.solvers.points.RowPoints`),
 which CVM and FVM solve and BVM refuses.
 """
 import numpy as np
+import scipy.sparse as sp
 
 from .driver import kernel_bound, row_stats, run_solver
 from .machine import Machine
 from ..solvers.points import RowPoints
-from .progressive import plan, train_progressive
+from .progressive import STAGE_TOL, machine_rows, plan, train_progressive
 
 PROBE_CORE = 2048   # train_size="auto": core vectors of the sampled fit on every row before going progressive
+# method="auto": a plain two-class machine (no weights, cap, full pass or validation stop)
+# of at most EXACT_ROWS rows is solved exactly over every row (solvers.smo.svc_exact), its
+# rows dense in at most EXACT_DENSE_MB (a sparse store's too) and, for kernels other than
+# RBF (whose kernel rows are computed as SMO needs them), its whole kernel matrix in at
+# most EXACT_MATRIX_MB; other machines by BVM (CVM when weighted: BVM needs one C).
+EXACT_ROWS = 16384
+EXACT_DENSE_MB = 512
+EXACT_MATRIX_MB = 512
+
+
+def resolve_method(method, weighted, kernel):
+    """The sampled method of ``method="auto"`` (others as they are)."""
+    if method != "auto":
+        return method
+    return "cvm" if weighted or not kernel.constant_diagonal else "bvm"
+
+
+def exact_route(store, kernel, classes, solve, *, class_weight, sample_weight, full_pass,
+                make_pool, stop):
+    """Whether :func:`_fit` solves this machine by :func:`_fit_exact`."""
+    if solve.method != "auto" or classes is None or class_weight is not None \
+            or sample_weight or full_pass or make_pool is not None or stop != "slack" \
+            or solve.max_core is not None or solve.resume is not None:
+        return False
+    m = machine_rows(store, classes)
+    if m > EXACT_ROWS or 4.0 * m * store.d > EXACT_DENSE_MB * 2 ** 20:
+        return False
+    return kernel.name == "rbf" or 4.0 * m * m <= EXACT_MATRIX_MB * 2 ** 20
+
+
+def side_by_side(store, kernel, subs, solve, *, class_weight=None, sample_weight=False,
+                 full_pass=False, stop="slack", **_):
+    """Threads for the machines ``subs`` (pairs of sides): the fit's
+    (``solve.n_jobs``) when every one is solved exactly (:func:`exact_route`:
+    the solver holds no lock, and one machine's model does not depend on
+    another's), else 1 (the others' solvers use the threads themselves)."""
+    from .compress import threads
+    n = threads(solve.n_jobs)
+    if n == 1 or len(subs) == 1 or class_weight is not None:
+        return 1
+    ok = all(exact_route(store, kernel, pair, solve, class_weight=None,
+                         sample_weight=sample_weight, full_pass=full_pass, make_pool=None,
+                         stop=stop) for pair in subs)
+    return n if ok else 1
+
+
+def _machine_rows(store, classes):
+    """(store row ids, rows, labels +-1) of one machine's rows, in memory."""
+    from .driver import RowSource
+    src = RowSource(store, classes, "binary")
+    parts = [p for i in range(store.n_chunks) for p in src.points(i)]
+    ids = np.concatenate([p[0] for p in parts])
+    X = sp.vstack([p[1] for p in parts], format="csr") if store.sparse else \
+        np.concatenate([np.asarray(p[1]) for p in parts])
+    return ids, X, np.concatenate([np.asarray(p[2], np.float64) for p in parts])
+
+
+def _fit_exact(store, kernel, classes, C, callback=None):
+    """One two-class machine solved exactly (:func:`~streamcvm.solvers.smo.svc_exact`)."""
+    import time
+    from ..solvers.svc import svc_exact
+    t0 = time.perf_counter()
+    ids, X, y = _machine_rows(store, classes)
+    Xd = X.toarray() if sp.issparse(X) else X
+    res = svc_exact(np.asarray(Xd, np.float32), y, kernel, C)
+    a = res["a"]
+    keep = np.flatnonzero(a > 0)
+    coef = a[keep] * y[keep]
+    rows = X[keep]
+    R2 = res["radius2"]
+    cert = float(np.sqrt(max(R2 + res["gap"], 0.0) / R2) - 1.0) if R2 > 0 else None
+    hist = [{"iteration": res["n_iter"], "core_size": int(len(keep)),
+             "radius": float(np.sqrt(max(R2, 0.0))), "c2": res["c2"], "eps": cert,
+             "certified_eps": cert, "exact": "smo", "gap": res["gap"],
+             "rows_computed": res["rows_computed"], "elapsed": time.perf_counter() - t0,
+             "dispatch": {"path": "exact smo", "rows": int(len(y))}}]
+    m = Machine(sv=rows.tocsr(copy=True) if sp.issparse(rows) else rows.copy(), coef=coef,
+                intercept=float(coef.sum()), sv_ids=ids[keep].astype(np.int64),
+                classes=tuple(_side(c) for c in classes), n_iter=res["n_iter"],
+                core_size=int(len(keep)), full_pass_violators=None, history=hist)
+    if callback is not None:
+        callback(_Done(m))
+    return m
 
 
 def class_points(store, kernel, classes, C, class_weight=None, sample_weight=False,
@@ -51,7 +135,7 @@ def class_points(store, kernel, classes, C, class_weight=None, sample_weight=Fal
 
 def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
                   class_weight=None, sample_weight=False, train_size, stop,
-                  make_pool=None, validation=None):
+                  make_pool=None, validation=None, stage_tol=STAGE_TOL):
     """Train one machine on ``store``; ``solve``: the solver's options and
     the run's plumbing (:class:`~streamcvm.problems.driver.Solve`).
 
@@ -63,7 +147,9 @@ def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
     set (:mod:`.progressive`; not with ``full_pass``). ``stop``: "slack" or
     "validation", what ends the eps annealing (:meth:`MEBSolver.set_validation`;
     "validation" needs held-out rows: a progressive fit, or ``validation``).
-    The other arguments are :func:`~streamcvm.problems.driver.run_solver`'s.
+    ``stage_tol``: the progressive stages' stop rule's tolerance, in points
+    of accuracy (:func:`~.progressive.gain_left`). The other arguments are
+    :func:`~streamcvm.problems.driver.run_solver`'s.
     """
     callback, resume = solve.callback, solve.resume
     one_class = classes is None
@@ -99,7 +185,8 @@ def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
         from .compress import compactor
         m = train_progressive(store, kernel, classes, sizes, seed=solve.seed,
                               runner=solve.runner, weighted=sample_weight, resume=resume,
-                              train=stage, compact=compactor(kernel, solve))
+                              train=stage, compact=compactor(kernel, solve, tol=stage_tol),
+                              tol=stage_tol)
         m.classes = tuple(_side(c) for c in classes)
         return m
     return _fit(store, kernel, classes, solve, full_pass=full_pass, make_pool=make_pool,
@@ -107,8 +194,15 @@ def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
 
 
 def _fit(store, kernel, classes, solve, *, C, class_weight, sample_weight, **run_kw):
-    """One machine on every row of ``store``: (Machine, the solver)."""
+    """One machine on every row of ``store``: (Machine, the solver; None when
+    solved exactly: :func:`exact_route`)."""
     one_class = classes is None
+    if exact_route(store, kernel, classes, solve, class_weight=class_weight,
+                   sample_weight=sample_weight, full_pass=run_kw.get("full_pass", False),
+                   make_pool=run_kw.get("make_pool"), stop=run_kw.get("stop", "slack")):
+        return _fit_exact(store, kernel, classes, C, solve.callback), None
+    solve = solve.but(method=resolve_method(solve.method, class_weight is not None
+                                            or sample_weight, kernel))
     points = class_points(store, kernel, classes, C, class_weight, sample_weight, solve.runner)
     solver = run_solver(store, kernel, points, solve, classes=classes,
                         target="ones" if one_class else "binary", b=0.0 if one_class else 1.0,
@@ -164,3 +258,20 @@ def pairs(classes, strategy="ovo"):
         return [(classes[i], classes[j]) for i in range(len(classes))
                 for j in range(i + 1, len(classes))]
     return [(tuple(c for c in classes if c != k), k) for k in classes]
+
+
+class _Done:
+    """What a progress callback reads of a solver, for a machine solved
+    exactly (no eps levels: the final state)."""
+
+    def __init__(self, m):
+        h = m.history[-1]
+        self.level_eps = self.eps = h["eps"] or 0.0
+        self.core_size = m.core_size
+        self.radius2 = h["radius"] ** 2
+        self.n_iter = m.n_iter
+        self.note = "exact"
+
+        class _Ball:
+            ce2 = 0.0
+        self.ball = _Ball()

@@ -329,6 +329,7 @@ SIZES = (256, 512, 1024, 2048, 4096)    # B tried, smallest first
 PAYS = 4                                # only where |S| > PAYS x B
 FIT_ROWS = 8192                         # training rows the least squares fit uses
 RMSE_TOL = 0.005                        # regression: validation RMSE within 0.5% of the full
+ERROR_TOL = 0.02                        # classification: validation errors within 0.02 points
 AGREE = 0.999                           # no held-out rows: labels equal on 99.9% of check rows
 R2_MIN = 0.999                          # features (MMDA): every column's R^2 on the check rows
 CHECK_ROWS = 8192                       # training rows that check B when none are held out
@@ -336,18 +337,23 @@ SAMPLE_CHUNKS = 64                      # ... drawn from at most this many chunk
 
 
 def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
-                    sizes=SIZES, fit_rows=FIT_ROWS, n_jobs=1, full_loss=None):
+                    sizes=SIZES, fit_rows=FIT_ROWS, n_jobs=1, full_loss=None,
+                    tol=ERROR_TOL):
     """A compact expansion of ``machine`` (dense support rows), or None, and
     a record of the choice. For each B in ``sizes`` with ``|S| > PAYS x B``,
     smallest first: B k-means centres of the support rows (weighted by
     abs(a_i)), beta and b~ by least squares on the full model's values at
     up to ``fit_rows`` of the training rows ``Xfit``; the first B whose
-    held-out errors (``Xv``, ``yv``: rows never trained on) are not
-    significantly worse than the full model's is kept. Two classes (labels
-    +-1): the paired rule of the progressive stages, broken - fixed <=
-    sqrt(fixed + broken), fixed / broken counting the rows the compact
-    model gets right / wrong where the full one does not. Regression: a
-    validation RMSE within ``RMSE_TOL`` of the full model's. The compact
+    held-out errors (``Xv``, ``yv``: rows never trained on) are within a
+    tolerance of the full model's is kept. Two classes (labels +-1): broken
+    - fixed at most ``tol`` points of the validation rows (``ERROR_TOL``,
+    the progressive stages' tolerance), fixed / broken counting the rows
+    the compact model gets right / wrong where the full one does not: a
+    compact model measurably less accurate than the full one is not kept.
+    Regression: a validation RMSE within ``RMSE_TOL`` of the full model's.
+    The tries end early when a larger B loses no fewer validation rows than
+    the last one (a basis that stops closing the gap will not reach the
+    tolerance; each try costs more than the last). The compact
     expansion is a :class:`~streamcvm.problems.machine.Machine` of B
     "support rows" (ids -1, -2, ...). ``full_loss``: the full model's
     validation losses if known (the progressive verdict's: 0/1 errors, or
@@ -391,15 +397,22 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
         else:
             rc = (fc > 0) == (yv > 0)
             fixed, broken = int(np.sum(rc & ~right)), int(np.sum(~rc & right))
-            ok = broken - fixed <= np.sqrt(fixed + broken)
+            ok = broken - fixed <= tol / 100.0 * len(yv)
             t.update(error=float(1.0 - rc.mean()), fixed=fixed, broken=broken,
                      agree=float(np.mean((fc > 0) == full_pos)))
         rec["tried"].append(t)
+        if not regression and not ok and len(rec["tried"]) >= 2 and \
+                t["broken"] - t["fixed"] >= rec["tried"][-2]["broken"] - rec["tried"][-2]["fixed"]:
+            rec["decision"] = (f"kept the full expansion: the loss stopped shrinking at "
+                               f"B = {len(Z):,} (larger B not tried)")
+            return None, rec
         if ok:
             rec.update(B=int(len(Z)), decision=f"B = {len(Z):,}: validation "
                        + (f"RMSE {t['rmse']:.4g} against {full:.4g}" if regression else
-                          f"errors not significantly worse (fixed {t['fixed']}, broken "
-                          f"{t['broken']}), labels {100 * t['agree']:.2f}% equal"))
+                          f"errors within {tol:g} points of the full model's (fixed "
+                          f"{t['fixed']}, broken {t['broken']}: "
+                          f"{100 * (t['broken'] - t['fixed']) / len(yv):+.3f} points), labels "
+                          f"{100 * t['agree']:.2f}% equal"))
             ids = -1 - np.arange(len(Z), dtype=np.int64)
             return dataclasses.replace(machine, sv=Z, coef=np.asarray(beta, np.float64),
                                        intercept=float(b), sv_ids=ids, sv_sq=None,
@@ -415,9 +428,10 @@ def threads(n_jobs):
     return (os.cpu_count() or 1) if n_jobs in (None, -1) else max(1, int(n_jobs))
 
 
-def compactor(kernel, solve, regression=False):
+def compactor(kernel, solve, regression=False, tol=ERROR_TOL):
     """The ``compact`` hook of :func:`~streamcvm.problems.progressive.train_progressive`
-    for the options ``solve`` (its ``compact``: "auto" or False), or None."""
+    for the options ``solve`` (its ``compact``: "auto" or False), or None;
+    ``tol``: :func:`compact_machine`'s, in points of accuracy."""
     if solve.compact is False or solve.compact is None:
         return None
     jobs = threads(solve.n_jobs)
@@ -425,7 +439,7 @@ def compactor(kernel, solve, regression=False):
     def hook(machine, Xfit, Xv, yv, loss=None):
         machine.compact, machine.compact_info = compact_machine(
             machine, kernel, Xfit, Xv, yv, regression=regression, seed=solve.seed, n_jobs=jobs,
-            full_loss=loss)
+            full_loss=loss, tol=tol)
     return hook
 
 

@@ -73,8 +73,10 @@ def _stats_task(i, store, classes):
     sq = sq_norms(c.X)[keep]
     w = 1.0 if c.weight is None else float(np.min(np.asarray(c.weight)[keep]))
     yk = y[keep]
+    mean = float(yk.mean())
     return (float(sq.max()), float(sq.min()), float(np.abs(yk).max()), w, len(yk),
-            float(yk.sum()), float(yk.min()), float(yk.max()), float((yk * yk).sum()))
+            float(yk.sum()), float(yk.min()), float(yk.max()), float((yk * yk).sum()),
+            mean, float(((yk - mean) ** 2).sum()))
 
 
 def row_stats(store, classes=None, runner=None):
@@ -82,10 +84,14 @@ def row_stats(store, classes=None, runner=None):
     some problems' eta needs. Returns ``{"max_sq", "min_sq"}`` (squared row
     norms), and ``"max_abs_y"`` and ``"min_w"`` (smallest sample weight, 1
     without a weight column), ``"n"``, ``"sum_y"``, ``"sum_y2"``, ``"min_y"``,
-    ``"max_y"``, over the rows of ``classes`` when given."""
+    ``"max_y"``, and ``"mean_y"`` and ``"m2_y"`` (the sum of squared
+    deviations from that mean: chunks' moments merged by their deviations,
+    Chan et al., so a target far from 0 loses nothing to cancellation), over
+    the rows of ``classes`` when given."""
     from ..data.parallel import as_runner
     out = {"max_sq": 0.0, "min_sq": np.inf, "max_abs_y": 0.0, "min_w": np.inf, "n": 0,
-           "sum_y": 0.0, "sum_y2": 0.0, "min_y": np.inf, "max_y": -np.inf}
+           "sum_y": 0.0, "sum_y2": 0.0, "min_y": np.inf, "max_y": -np.inf,
+           "mean_y": 0.0, "m2_y": 0.0}
     for r in as_runner(runner).map(_stats_task, store.n_chunks, store, classes):
         if r is None:
             continue
@@ -93,6 +99,10 @@ def row_stats(store, classes=None, runner=None):
         out["min_sq"] = min(out["min_sq"], r[1])
         out["max_abs_y"] = max(out["max_abs_y"], r[2])
         out["min_w"] = min(out["min_w"], r[3])
+        n, k = out["n"], r[4]
+        delta = r[9] - out["mean_y"]
+        out["m2_y"] += r[10] + delta * delta * (n * k / (n + k))
+        out["mean_y"] += delta * (k / (n + k))
         out["n"] += r[4]
         out["sum_y"] += r[5]
         out["min_y"] = min(out["min_y"], r[6])

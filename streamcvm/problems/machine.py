@@ -25,6 +25,8 @@ class Machine:
     epsilon_bar: float = None     # regression: the tube width the L2-SVR found (cvr eq. 10)
     compact: object = None        # a compact expansion of f (a Machine of B basis rows), or None
     compact_info: dict = None     # how it was chosen (streamcvm.problems.compress.compact_machine)
+    target: tuple = None          # regression: (mean, sd) of the targets its fit standardised
+                                  # ((y - mean) / sd); coef, intercept, epsilon_bar are in y's units
 
     def decision(self, kernel, X, sq=None, n_jobs=1):
         """f(x) (binary) or R^2 - d^2(x) (one-class), for rows X, in kernel
@@ -62,6 +64,8 @@ def machine_arrays(m):
            "history": m.history, "regression": m.regression, "epsilon_bar": m.epsilon_bar,
            "compact": None if m.compact_info is None else
            dict(m.compact_info, intercept=None if m.compact is None else m.compact.intercept)}
+    if m.target is not None:
+        rec["target"] = {"mean": float(m.target[0]), "sd": float(m.target[1])}
     return rec, arrays
 
 
@@ -86,6 +90,9 @@ def machine_from(rec, arrays):
                 core_size=rec["core_size"], full_pass_violators=rec["full_pass_violators"],
                 history=rec.get("history", []), regression=rec.get("regression", False),
                 epsilon_bar=rec.get("epsilon_bar"))
+    t = rec.get("target")       # (models of an older streamcvm: none recorded)
+    if isinstance(t, dict):
+        m.target = (float(t["mean"]), float(t["sd"]))
     info = rec.get("compact")
     if isinstance(info, dict):
         m.compact_info = {k: v for k, v in info.items() if k not in ("intercept", "basis_of")}

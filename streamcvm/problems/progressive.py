@@ -19,27 +19,28 @@ that hash, at most ``SAMPLE_BYTES`` of it. Stages train the usual machine
 (:func:`~streamcvm.problems.classification.train_machine`: exact or sampled
 by cost, eps annealed) on the first m rows of the sample, m = ``FIRST_ROWS``,
 doubling, up to the whole sample. After each stage the validation rows are
-predicted and compared, row by row, with the stage before: the next, 4x
-costlier, stage is trained only while the last doubling fixed significantly
-more validation rows than it broke (fixed - broken > (1 - 2 e) sqrt(fixed +
-broken): one standard error of the paired difference, shrunk as label noise
-at the stage's validation error e would shrink a true gain,
-:func:`keep_going`), and while that doubling's gain was still worth the next
-stage's time: at least ``FLAT`` of all the fit has gained since its first
-stage (:func:`worth_next`). The last stage trained is the model. The
-sample, the stages and the decisions depend only on the seed and the data,
-so a resumed run (the stage, its solver and the first stage's validation
-loss are in the snapshot) gives the same model.
+predicted, and the stages' learning curve decides: the next, costlier stage
+is trained only while the gain it promises up to the sample's last stage is
+more than ``tol`` (``STAGE_TOL``: points of accuracy for a classifier, percent
+of the validation mean squared error for a regression; :func:`gain_left`:
+the learning curve ``a + b m^-c`` from the last two doublings' gains, the
+last one taken one standard error up, and divided by ``1 - 2 e`` for the
+label noise that a validation error ``e`` may hide, since flipped
+validation labels shrink every gain seen on them). Each stage records the
+estimate (``gain_left``, in the tolerance's unit): what stopping there
+gave up. The last stage trained is the model. The sample, the stages and
+the decisions depend only on the seed and the data, so a resumed run (the
+stage, its solver and the gains so far are in the snapshot) gives the
+same model.
 
 Regression (:func:`~streamcvm.problems.regression.train_regressor`) runs the
-same stages judged by squared errors (:class:`SquaredVerdict`: the next
-stage while the last doubling lowered the held-out squared errors by more
-than one standard error of the paired difference, :func:`improved`, and
-by at least ``FLAT`` of the drop since the first stage), each
-stage a fresh L2-SVR with C scaled to its rows. An L2-SVR keeps most rows
-outside its tube as support vectors, so its core set, and the |S|^2 kernel
-cache, grow like the stage's rows: the stages also end before one whose core
-set, extrapolated from the last, would pass a budget (``admit``).
+same stages judged by squared errors (:class:`SquaredVerdict`; noisy
+targets add their variance to both losses, so the drops need no noise
+correction), each stage a fresh L2-SVR with C scaled to its rows. An
+L2-SVR keeps most rows outside its tube as support vectors, so its core
+set, and the |S|^2 kernel cache, grow like the stage's rows: the stages
+also end before one whose core set, extrapolated from the last, would pass
+a budget (``admit``).
 """
 import numpy as np
 import scipy.sparse as sp
@@ -54,8 +55,12 @@ SAMPLE_BYTES = 256 << 20    # the training sample's memory (rows x features x 4,
 CAP_ROWS, CAP_SQRT = 262144, 185.0
 VAL_FRACTION = 0.1          # validation rows: this share of the machine's rows,
 VAL_MIN, VAL_MAX = 1000, 50000   # clipped to [VAL_MIN, VAL_MAX] and a quarter of the rows
-FLAT = 0.1                  # the next stage only while the last doubling gained at least
-                            # this share of the drop since the first stage (worth_next)
+# the next stage only while the gain the learning curve promises up to the sample's
+# last stage (gain_left) is more than STAGE_TOL: points of accuracy (classification),
+# percent of the validation mean squared error (regression)
+STAGE_TOL = 0.02
+RHO_PRIOR = 0.7             # a doubling's gain over the last one's before two are seen
+RHO_MIN, RHO_MAX = 0.25, 0.9    # (error ~ a + b m^-c: 2^-c; c = 0.5 at RHO_PRIOR)
 
 
 def row_keys(ids, seed):
@@ -168,41 +173,29 @@ def paired(ok_prev, ok_new):
     return int(np.sum(ok_new & ~ok_prev)), int(np.sum(ok_prev & ~ok_new))
 
 
-def keep_going(fixed, broken, noise=0.0):
-    """Train the next stage? When the last doubling fixed more validation
-    rows than it broke by more than ``1 - 2 noise`` standard errors of the
-    paired difference, sqrt(fixed + broken) (with ``noise`` 0:
-    :func:`improved` of 0/1 losses).
+def gain_left(gains, ses, rows, last_rows, noise=0.0):
+    """The drop in validation loss (per row) still expected from training up
+    to ``last_rows`` rows rather than ``rows``, and the gain ratio used.
 
-    Why ``1 - 2 noise``: if each validation label is flipped with
-    probability ``noise``, independently of the models, a row the new model
-    truly fixes counts as fixed with probability ``1 - noise`` and as broken
-    with ``noise`` (and the reverse for a row it truly breaks): the expected
-    ``fixed - broken`` is ``(1 - 2 noise)`` times the true one, while
-    ``fixed + broken`` (the rows where the models disagree) is unchanged. A
-    true gain the clean-label rule would see at one standard error shows at
-    ``1 - 2 noise`` of one: the threshold scales with it, so the stages go on
-    for the same true gains as they would on clean labels."""
-    return bool(fixed - broken > (1.0 - 2.0 * noise) * np.sqrt(fixed + broken))
-
-
-def worth_next(first, last, new, flat=FLAT):
-    """Is the next stage worth its time? Only while the last doubling's drop
-    in summed validation loss, ``last - new``, is at least ``flat`` of the
-    whole drop since the first stage, ``first - new``.
-
-    Why: a stage's cost grows at least like its rows, so the next stage
-    (twice the rows) costs at least as much as all stages so far together,
-    and on a concave learning curve it gains at most what the last doubling
-    did. Its gain per second is then at most ``(last - new) / (first -
-    new)`` of the fit's average so far: below ``flat`` the fit has reached
-    the flat end of its curve (at 20M mixture rows, a 512K-row stage gained
-    19 validation rows of the 380 since the first, 5%, and the 827K stage
-    after it doubled the fit's time for 0.01 test points). Label noise
-    flipping each validation label with probability rho, independently of
-    the models, shrinks both drops by (1 - 2 rho) in expectation: the ratio,
-    and the rule, do not depend on it."""
-    return bool(last - new >= flat * (first - new))
+    The stages' learning curve, ``loss(m) = a + b m^-c``, gains ``rho =
+    2^-c`` times the last doubling's gain with each doubling: the doublings
+    left to ``last_rows`` (``J = log2(last_rows / rows)``, fractional for a
+    last step of less than a doubling) gain ``g rho (1 - rho^J) / (1 -
+    rho)``. ``g`` is the last doubling's gain plus one standard error of it
+    (``ses``: a gain the validation rows cannot rule out); ``rho`` the last
+    two gains' ratio, within ``[RHO_MIN, RHO_MAX]`` (``RHO_PRIOR`` after
+    the first doubling). ``noise``: the validation labels' flip rate (an
+    upper bound; :func:`label_noise`): flips shrink every gain seen on them
+    by ``1 - 2 noise``, so the gain on clean labels is the one seen divided
+    by it."""
+    g = max(gains[-1] + ses[-1], 0.0)
+    if len(gains) >= 2 and gains[-2] > 0:
+        rho = float(min(max(gains[-1] / gains[-2], RHO_MIN), RHO_MAX))
+    else:
+        rho = RHO_PRIOR
+    J = max(np.log2(last_rows / rows), 0.0)
+    left = g * rho * (1.0 - rho ** J) / (1.0 - rho) / max(1.0 - 2.0 * noise, 0.1)
+    return float(left), rho
 
 
 def label_noise(loss):
@@ -211,15 +204,6 @@ def label_noise(loss):
     one half), capped at 0.45. Class overlap counts as noise here too: for
     the rows where the classes overlap the same shrinking holds."""
     return float(min(np.mean(loss), 0.45))
-
-
-def improved(loss_prev, loss_new):
-    """Did the last doubling lower the validation loss significantly? The
-    per-row gains ``d = loss_prev - loss_new`` sum to more than
-    sqrt(sum d^2), one standard error of their sum (for 0/1 losses this is
-    :func:`keep_going`: sum d = fixed - broken, sum d^2 = fixed + broken)."""
-    d = np.asarray(loss_prev, np.float64) - np.asarray(loss_new, np.float64)
-    return bool(d.sum() > np.sqrt(np.dot(d, d)))
 
 
 class ErrorVerdict:
@@ -239,8 +223,12 @@ class ErrorVerdict:
             rec.update(fixed=fixed, broken=broken, noise_bound=label_noise(loss))
         return rec
 
-    def go(self, prev, loss):
-        return keep_going(*paired(prev == 0, loss == 0), noise=label_noise(loss))
+    def noise(self, loss):
+        return label_noise(loss)
+
+    def points(self, left, loss):
+        """A loss drop as the tolerance's unit: points of accuracy."""
+        return 100.0 * left
 
     def encode(self, loss):
         return np.packbits(loss == 0).tobytes().hex()
@@ -267,8 +255,12 @@ class SquaredVerdict:
             rec.update(gain=float(d.mean()), gain_se=float(np.sqrt(np.dot(d, d)) / len(d)))
         return rec
 
-    def go(self, prev, loss):
-        return improved(prev, loss)
+    def noise(self, loss):
+        return 0.0          # noisy targets add their variance to both losses: drops are unbiased
+
+    def points(self, left, loss):
+        """A loss drop as the tolerance's unit: percent of the validation MSE."""
+        return 100.0 * left / max(float(loss.mean()), 1e-300)
 
     def encode(self, loss):
         return np.asarray(loss, "<f8").tobytes().hex()
@@ -293,7 +285,7 @@ class StagePool:
 
 def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weighted=False,
                       resume=None, train=None, callback=None, verdict=None, admit=None,
-                      compact=None):
+                      compact=None, tol=STAGE_TOL):
     """Train the stages of a progressive fit; ``sizes = plan(...)``.
     ``train(stage_store, validation, make_pool, resume, warm)`` trains one
     stage's machine on an in-memory store of the sample's first rows (labels
@@ -309,8 +301,9 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
     chosen on the validation rows). Returns
     the machine (support ids mapped to the store's rows) with the stages
     recorded in its history, the last one with why it was the last
-    (``stopped_by``: "no significant gain", "flat learning curve", "core
-    budget" or "the whole sample")."""
+    (``stopped_by``: "gain left below tolerance", "core budget" or "the
+    whole sample"). ``tol``: the stop rule's tolerance (:data:`STAGE_TOL`,
+    :func:`gain_left`)."""
     from ..data.sampling import ChunkPool
     from ..data.store import ArrayStore
     n_val, n_train = sizes
@@ -319,7 +312,7 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
     stages = stage_sizes(len(tid))
     verdict = ErrorVerdict() if verdict is None else verdict
     key = verdict.key
-    progress = {"stage": 0, "records": [], key: None, "first_loss": None}
+    progress = {"stage": 0, "records": [], key: None, "gains": [], "ses": []}
     cur = None if resume is None else resume.get("current")
     if cur is not None:
         progress = dict(cur["pool"]["progressive"])
@@ -346,15 +339,18 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
         go = k + 1 < len(stages)
         if not go:
             rec["stopped_by"] = "the whole sample"
-        first = progress.get("first_loss")     # None: a snapshot from before the rule
-        if go and prev is not None:
-            if not verdict.go(prev, loss):
-                rec["stopped_by"] = "no significant gain"
-                go = False
-            elif first is not None and not worth_next(first, float(prev.sum()),
-                                                      float(loss.sum())):
-                rec["stopped_by"] = "flat learning curve"
-                go = False
+        gains = list(progress.get("gains", []))
+        ses = list(progress.get("ses", []))
+        if prev is not None:
+            d = prev - loss
+            gains.append(float(d.mean()))
+            ses.append(float(np.sqrt(np.dot(d, d)) / len(d)))
+            if go:
+                left, rho = gain_left(gains, ses, m, stages[-1], verdict.noise(loss))
+                rec.update(gain_left=verdict.points(left, loss), gain_ratio=rho)
+                if rec["gain_left"] <= tol:
+                    rec["stopped_by"] = "gain left below tolerance"
+                    go = False
         if go and admit is not None and not admit(stages[k + 1], machine, m):
             rec["stopped_by"] = "core budget"
             go = False
@@ -363,8 +359,7 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
             h["stage_rows"] = int(m)
         new[-1].update(rec)                 # the stage's last level: its verdict
         progress = {"stage": k + 1, "records": progress["records"] + [rec],
-                    key: verdict.encode(loss),
-                    "first_loss": float(loss.sum()) if k == 0 else first}
+                    key: verdict.encode(loss), "gains": gains, "ses": ses}
         prev = loss
         if callback is not None:
             callback(rec)

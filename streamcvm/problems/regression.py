@@ -11,9 +11,13 @@ and ``q = eta + (2/C) s t`` (eq. 15), i.e. a center-constrained MEB
 (:class:`~streamcvm.solvers.points.SignedPoints`). The tube width ``epsbar``
 is not a parameter: ``mu`` (the mean slack, like nu-SVR's nu) sets it, and
 it is recovered from the solution (eq. 10). The regression function is
-``f(x) = C sum_p a_p s_p (k(x_p, x) + 1)`` (eq. 9), fitted to the targets
-less their mean (added back as part of the intercept), since the bias is
-penalised.
+``f(x) = C sum_p a_p s_p (k(x_p, x) + 1)`` (eq. 9), fitted to the
+standardised targets ``(y - mean) / sd`` (the mean of the rows the solve
+trains on, the sd of the fit's training set) and returned in the targets'
+units (coefficients, intercept and tube width times sd, the mean added to
+the intercept): the bias is penalised, and in the targets' own units
+``||w||^2`` would weigh against the slacks differently at every scale of y,
+so y, 1000 y and y + 1e6 would give different models.
 
 The furthest point of a row is the sign of its residual: ``d^2 = ||c||^2 +
 eta + 2 s (t - f(x)) / C`` away from the core set, so the violator search
@@ -27,16 +31,40 @@ from .machine import Machine
 from ..solvers.points import SignedPoints
 
 
-def regression_points(store, kernel, C, mu, stats=None, runner=None, centred=True):
+def regression_points(store, kernel, C, mu, stats=None, runner=None, centred=True,
+                      scale=None):
     """The SVR points of ``store`` (``stats``: :func:`row_stats`, computed
-    here when not given: the targets' mean (the offset the fit is centred
-    on) and range and, for kernels without a constant diagonal, the row
-    norms, fix eta). ``centred=False``: the raw targets are fitted (offset
-    0), as surface fitting needs: f = 1 on every point is not the bias's."""
+    here when not given: the targets' mean and standard deviation
+    (:func:`target_moments`) and range and, for kernels without a constant
+    diagonal, the row norms, fix eta). The problem's targets are ``(y -
+    mean) / scale``: ``scale`` is the fit's unit, the same for all its
+    solves (:func:`prepare_fit`), or None: these rows' sd. ``mu`` is in the
+    targets' units. ``centred=False``: the raw targets are fitted (offset
+    0, scale 1 unless given), as surface fitting needs: f = 1 on every
+    point is not the bias's."""
     stats = row_stats(store, runner=runner) if stats is None else stats
-    offset = stats["sum_y"] / max(stats["n"], 1) if centred else 0.0
+    offset, sd = target_moments(stats) if centred else (0.0, 1.0)
+    scale = (sd if centred else 1.0) if scale is None else float(scale)
+    scale = scale if scale > TINY_SD * max(abs(offset), 1.0) else 1.0
     tmax = max(stats["max_y"] - offset, offset - stats["min_y"], 0.0)
-    return SignedPoints(C, mu, store.n, tmax, kmax=kernel_bound(kernel, stats), offset=offset)
+    return SignedPoints(C, mu, store.n, tmax, kmax=kernel_bound(kernel, stats), offset=offset,
+                        scale=scale)
+
+
+# a target whose standard deviation is below this share of its size (or of
+# 1) is constant: it is only centred, not divided by its sd
+TINY_SD = 1e-12
+
+
+def in_target_units(points, coef, epsbar, **fields):
+    """A regression :class:`Machine` in the targets' units from the solution
+    of ``points``' problem (its coefficients ``coef`` and tube half width
+    ``epsbar`` on the targets as the points see them): ``f(x) = scale sum
+    coef (k(x_p, x) + 1) + offset``, the tube half width times the scale."""
+    coef = np.asarray(coef, np.float64) * points.scale
+    return Machine(coef=coef, intercept=float(coef.sum() + points.offset),
+                   epsilon_bar=float(epsbar) * points.scale, classes=None, regression=True,
+                   target=(points.offset, points.scale), **fields)
 
 
 # train_size="auto" on more than progressive.MIN_ROWS rows: the stages stop
@@ -47,7 +75,7 @@ STAGE_CORE = 11000
 
 def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
                     warn=True, train_size, c_per_row=None, stage_core=STAGE_CORE,
-                    centred=True, exact=False):
+                    centred=True, exact=False, scale=None):
     """Train an L2-SVR on ``store`` (targets in its ``y``); returns a
     :class:`Machine` with ``regression=True`` whose support rows are the
     distinct rows with weight (a row's two signs merged into one
@@ -62,8 +90,13 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
     ending before one whose core set, extrapolated from the last (core
     vectors grow like the rows), would pass ``stage_core`` (and
     ``max_core``); ``stats`` is then unused (each stage's are its sample's).
-    ``centred=False`` (every row, no stages): the raw targets are fitted
-    rather than their deviations from the mean (:func:`regression_points`).
+    Every solve (the fit on every row, each stage) standardises the targets:
+    centred on the mean of the rows it trains on, divided by ``scale`` (the
+    fit's unit, the sd of its training set; None: each solve's rows' sd),
+    and returns its machine in the targets' units (:func:`regression_points`,
+    :func:`in_target_units`); ``mu`` is in the targets' units.
+    ``centred=False`` (every row, no stages): the raw targets are fitted,
+    neither centred nor scaled.
     ``exact``: a fit on every row of a small store may be solved exactly
     (:func:`exact_applies`; ``max_core`` then does not apply)."""
     from .progressive import SquaredVerdict, plan, train_progressive
@@ -76,7 +109,7 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
         raise ValueError("centred=False fits every row: use train_size='all'")
     if sizes is None:
         machine, solver = _fit(store, kernel, solve, C=C, mu=mu, full_pass=full_pass,
-                               stats=stats, centred=centred, exact=exact)
+                               stats=stats, centred=centred, exact=exact, scale=scale)
     else:
         budget = stage_core if max_core is None else min(stage_core, max_core)
 
@@ -88,7 +121,7 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
             return _fit(sub, kernel, solve.but(resume=stage_resume, pass_progress=None,
                                                callback=None if callback is None else shown),
                         C=C if c_per_row is None else c_per_row * sub.n, mu=mu,
-                        make_pool=make_pool)
+                        make_pool=make_pool, scale=scale)
 
         def admit(rows, machine, m):
             return machine.core_size * rows / m <= budget
@@ -172,7 +205,7 @@ def _fit_exact(store, kernel, solve, points, C, mu, K=None):
     from ..solvers.smo import svr_exact
     t0 = time.perf_counter()
     X, y = _all_rows(store)
-    t = np.asarray(y, np.float64) - points.offset
+    t = points.targets(y)
     if solve.eps == "auto":
         # every point's KKT violation (C / 2 x its gradient's distance from
         # the weighted points') within EXACT_TOL x the targets' sd
@@ -181,7 +214,7 @@ def _fit_exact(store, kernel, solve, points, C, mu, K=None):
     else:       # as CVM's eps: no point further than (1 + eps) R from the center
         e = float(solve.eps)
         tol, rel_tol = 0.0, e * (2.0 + e)
-    res = svr_exact(X, t, kernel, C, mu, points.eta, tol, rel_tol, K=K)
+    res = svr_exact(X, t, kernel, C, points.mu, points.eta, tol, rel_tol, K=K)
     ap, am = res["ap"], res["am"]
     keep = np.flatnonzero((ap > 0) | (am > 0))
     coef = C * (ap[keep] - am[keep])
@@ -194,19 +227,18 @@ def _fit_exact(store, kernel, solve, points, C, mu, K=None):
              "radius": float(np.sqrt(max(R2, 0.0))), "c2": res["c2"],
              "eps": solve.eps if solve.eps != "auto" else cert, "certified_eps": cert,
              "exact": True, "gap": res["gap"], "elapsed": time.perf_counter() - t0}]
-    machine = Machine(sv=rows.copy() if not hasattr(rows, "tocsr") else rows.tocsr(copy=True),
-                      coef=coef, intercept=float(coef.sum() + points.offset),
-                      sv_ids=keep.astype(np.int64), classes=None, regression=True,
-                      epsilon_bar=epsbar, n_iter=res["n_iter"],
-                      core_size=hist[0]["core_size"], full_pass_violators=None, history=hist)
-    return machine
+    return in_target_units(
+        points, coef, epsbar,
+        sv=rows.copy() if not hasattr(rows, "tocsr") else rows.tocsr(copy=True),
+        sv_ids=keep.astype(np.int64), n_iter=res["n_iter"], core_size=hist[0]["core_size"],
+        full_pass_violators=None, history=hist)
 
 
 def _fit(store, kernel, solve, *, C, mu, full_pass=False, stats=None, make_pool=None,
-         centred=True, exact=False):
+         centred=True, exact=False, scale=None):
     """One L2-SVR on every row of ``store``: (Machine, the solver; None when
     solved exactly: ``exact`` and :func:`exact_applies`)."""
-    points = regression_points(store, kernel, C, mu, stats, solve.runner, centred)
+    points = regression_points(store, kernel, C, mu, stats, solve.runner, centred, scale)
     if exact and exact_applies(store, solve, full_pass, make_pool):
         return _fit_exact(store, kernel, solve, points, C, mu), None
     solver = run_solver(store, kernel, points, solve, classes=None, target="raw", b=1.0, C=C,
@@ -221,16 +253,14 @@ def _fit(store, kernel, solve, *, C, mu, full_pass=False, stats=None, make_pool=
     np.add.at(coef, inv, C * alpha * s)
     rows = cs.rows()[slots[first]]
     # eq. 10: epsbar = sum_p a_p s_p t_p - C a'K~a, with s_p t_p = C (q_p - eta) / 2
-    # (t_p centred on the offset)
+    # (t_p as the points see the targets)
     st = 0.5 * C * (cs.q[slots] - points.eta)
     epsbar = float(alpha @ st - C * solver.ball.c2)
-    return Machine(sv=rows.copy() if not hasattr(rows, "tocsr") else rows.tocsr(copy=True),
-                   coef=coef, intercept=float(coef.sum() + points.offset),
-                   sv_ids=uniq.astype(np.int64),
-                   classes=None, regression=True, epsilon_bar=epsbar, n_iter=solver.n_iter,
-                   core_size=cs.n,
-                   full_pass_violators=solver.full_pass_violators,
-                   history=solver.history), solver
+    return in_target_units(
+        points, coef, epsbar,
+        sv=rows.copy() if not hasattr(rows, "tocsr") else rows.tocsr(copy=True),
+        sv_ids=uniq.astype(np.int64), n_iter=solver.n_iter, core_size=cs.n,
+        full_pass_violators=solver.full_pass_violators, history=solver.history), solver
 
 
 # mu="auto" / gamma="auto" (CVMRegressor): the candidates tried on held-out rows.
@@ -261,8 +291,11 @@ TUBE_WARN, BIAS_WARN = 0.95, 0.25   # fit_warnings: tube share of rows, |mean re
 
 
 def target_moments(stats):
-    """(mean, standard deviation) of the targets from :func:`row_stats`."""
+    """(mean, standard deviation) of the targets from :func:`row_stats`
+    (from their deviations: exact for a target far from 0)."""
     n = max(stats["n"], 1)
+    if "m2_y" in stats:
+        return float(stats["mean_y"]), float(np.sqrt(max(stats["m2_y"], 0.0) / n))
     mean = stats["sum_y"] / n
     return mean, float(np.sqrt(max(stats["sum_y2"] / n - mean * mean, 0.0)))
 
@@ -282,7 +315,7 @@ def rmse(f, y):
 
 
 def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
-                  eps, seed=0, runner=None, sample=None, full_grid=False):
+                  eps, seed=0, runner=None, sample=None, full_grid=False, scale=None):
     """mu and gamma for :func:`train_regressor` by validation RMSE: each
     ``"auto"`` one over its grid (``MU_GRID`` x ``sd``, ``GAMMA_GRID`` x
     ``base_gamma``; gamma first, at the grid's third mu, then mu at the best
@@ -290,8 +323,11 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
     ``SELECT_FIT`` rows with ``C = c`` x rows and scoring on ``SELECT_VAL``
     others; among the trials within ``SELECT_SLACK`` of the best RMSE, the
     one with the fewest support vectors. Returns
-    (mu, gamma, trials: a list of dicts). ``make_kernel(gamma)``: the
-    kernel. ``sample``: (fit, val) rows from :func:`held_out`, else drawn."""
+    (mu, gamma, trials: a list of dicts; mu and val_rmse in the targets'
+    units). ``make_kernel(gamma)``: the kernel. ``sample``: (fit, val) rows
+    from :func:`held_out`, else drawn. ``scale``: the fit's unit, which the
+    trials' targets are divided by as the final fit's are
+    (:func:`regression_points`; None: each trial's rows' sd)."""
     from ..data.store import ArrayStore
     mus = [m * sd for m in MU_GRID] if mu == "auto" else [float(mu)]
     gammas = [g * base_gamma for g in GAMMA_GRID] if gamma == "auto" else [float(gamma)]
@@ -316,13 +352,14 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
             if g not in kcache:
                 kcache[g] = (kernel_rows(kern, Xf), kern.block(Xv, Xf))
             Kff, Kvf = kcache[g]
-            mach = _fit_exact(sub, kern, solve, regression_points(sub, kern, c * len(yf), m),
+            mach = _fit_exact(sub, kern, solve, regression_points(sub, kern, c * len(yf), m,
+                                                                  scale=scale),
                               c * len(yf), m, K=Kff)
             # f(x) = sum coef (k + 1) + offset = K_vf coef + intercept
             f = np.asarray(Kvf[:, mach.sv_ids], np.float64) @ mach.coef + mach.intercept
         else:
             mach = train_regressor(sub, kern, solve, C=c * len(yf), mu=m, warn=False,
-                                   train_size="all")
+                                   train_size="all", scale=scale)
             f = mach.decision(kern, Xv)
         trials.append({"mu": m, "gamma": g, "val_rmse": rmse(f, yv),
                        "n_support": int(len(mach.coef))})
@@ -378,8 +415,13 @@ def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method, eps,
     ``SELECT_VAL`` to score), and mu and gamma
     (:func:`select_params`, over the full grid when ``progressive``;
     ``log(message)`` first says what is chosen).
-    Returns a dict: mu, gamma, trials, stats, sd, check (the validation rows
-    (X, y), for :func:`fit_warnings`)."""
+    Returns a dict: mu, gamma, trials, stats, sd, scale, check (the
+    validation rows (X, y), for :func:`fit_warnings`). ``scale`` is the
+    fit's unit, the targets' sd (float64, from their deviations): from
+    ``stats`` (every row), or for a progressive fit, which reads no row
+    statistics, the held-out sample's; every solve of the fit, the trials
+    and each stage included, divides its centred targets by it
+    (:func:`train_regressor`), so the fit is the same at any scale of y."""
     stats = None if progressive else row_stats(store, runner=runner)
     few = exact and store.n >= SELECT_EXACT_MIN_ROWS
     sample = held_out(store, SELECT_FIT_EXACT if few else SELECT_FIT, SELECT_VAL, seed, runner)
@@ -390,6 +432,7 @@ def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method, eps,
     sd = float(ys.std()) if len(ys) >= SELECT_MIN_ROWS or stats is None else \
         target_moments(stats)[1]
     sd = sd if sd > 0 else 1.0
+    scale = sd if stats is None else target_moments(stats)[1]
     chosen = [name for name, v in (("mu", mu), ("gamma", gamma)) if v == "auto"]
     if log is not None and chosen:
         log(f"choosing {' and '.join(chosen)} on {len(sample[0][1]):,} + "
@@ -397,6 +440,6 @@ def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method, eps,
     mu_, gamma_, trials = select_params(store, make_kernel, c=c, mu=mu, gamma=gamma,
                                         base_gamma=base_gamma, sd=sd, method=method, eps=eps,
                                         seed=seed, runner=runner, sample=sample,
-                                        full_grid=progressive)
+                                        full_grid=progressive, scale=scale)
     return {"mu": mu_, "gamma": gamma_, "trials": trials, "stats": stats, "sd": sd,
-            "check": sample[1]}
+            "scale": scale, "check": sample[1]}

@@ -68,28 +68,39 @@ class SignedPoints:
     twice, with sign ``s = +1`` (lambda_i) and ``s = -1`` (lambda*_i);
     ``K~ = s s' (K + 1) + (mu m / C) I`` and ``q = eta + (2/C) s t``, with
     ``eta = kmax + 1 + mu m / C + (2/C) max|t|`` (the smallest eta making
-    ``Delta >= 0``). Point id ``2 i + (s < 0)``. The targets are seen less
-    ``offset`` (their mean: the bias is penalised, so the fit is centred on
-    the offset, which the machine's intercept adds back); ``tmax`` is max
-    |t - offset|."""
+    ``Delta >= 0``). Point id ``2 i + (s < 0)``. The targets are seen as
+    ``(y - offset) / scale`` (their mean and standard deviation: the bias is
+    penalised, so the fit is centred on the offset, which the machine's
+    intercept adds back, and a problem in the targets' own units would
+    weigh the slacks against ``||w||^2`` differently at every scale of y);
+    ``mu`` and ``tmax`` (max |y - offset|) are in the targets' units, and
+    ``self.mu`` is mu as the problem sees it, ``mu / scale``."""
 
     plain = False
     weighted = False
     check_core = True           # drawn points may be core points (nothing excluded)
 
-    def __init__(self, C, mu, m, tmax, kmax=1.0, offset=0.0):
+    def __init__(self, C, mu, m, tmax, kmax=1.0, offset=0.0, scale=1.0):
         self.C = float(C)
         self.offset = float(offset)
-        self.ic0 = float(mu) * float(m) / self.C
+        self.scale = float(scale)
+        if not self.scale > 0:
+            raise ValueError(f"the targets' scale must be positive, got {scale!r}")
+        self.mu = float(mu) / self.scale
+        self.ic0 = self.mu * float(m) / self.C
         self.two_over_C = 2.0 / self.C
-        self.eta = float(kmax) + 1.0 + self.ic0 + self.two_over_C * float(tmax)
+        self.eta = float(kmax) + 1.0 + self.ic0 + self.two_over_C * float(tmax) / self.scale
+
+    def targets(self, y):
+        """The targets ``y`` (their units) as the problem sees them, float64."""
+        return (np.asarray(y, np.float64) - self.offset) / self.scale
 
     def from_rows(self, ids, t, w=None):
         """Both signs of every row."""
         n = len(ids)
         ids = np.asarray(ids, np.int64)
         s = np.concatenate([np.ones(n), -np.ones(n)])
-        tt = np.concatenate([t, t]).astype(np.float64) - self.offset
+        tt = self.targets(np.concatenate([t, t]))
         return (np.concatenate([2 * ids, 2 * ids + 1]), np.concatenate([np.arange(n)] * 2),
                 s, self.eta + self.two_over_C * s * tt, np.full(2 * n, self.ic0))
 
@@ -97,7 +108,7 @@ class SignedPoints:
         """One point per row, the sign of its target (the furthest of the
         two from the empty center: d^2 = eta + (2/C) s t)."""
         n = len(ids)
-        t = np.asarray(t, np.float64) - self.offset
+        t = self.targets(t)
         s = np.where(t >= 0, 1.0, -1.0)
         return (2 * np.asarray(ids, np.int64) + (s < 0), np.arange(n), s,
                 self.eta + self.two_over_C * s * t, np.full(n, self.ic0))

@@ -480,7 +480,7 @@ def svr_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap
 
 
 CACHE_MB = 2000     # kernel_rows: the default cache of rows (MB): the bench's SVR(cache_size=2000)
-CACHE_MIN_ROWS = 2  # at least rows i and j of a step
+CACHE_MIN_ROWS, BLAS_ROWS = 2, 4096  # a step's rows i, j; kernel_rows(blas=True) by BLAS up to
 
 
 def cache_rows(m, cache_mb=CACHE_MB):
@@ -491,20 +491,21 @@ def cache_rows(m, cache_mb=CACHE_MB):
     return int(min(m, max(CACHE_MIN_ROWS, cache_mb * 2 ** 20 // (4 * max(m, 1)))))
 
 
-def kernel_rows(kernel, X, sq=None, lazy=True, block=2048, cache_mb=CACHE_MB):
+def kernel_rows(kernel, X, sq=None, lazy=True, block=2048, cache_mb=CACHE_MB, blas=False):
     """The rows' kernel rows for :func:`svr_smo`, as a tuple ``(K, slot,
     owner, last, st, X, XT, sq, gamma, kbuf)`` (the cache above). Dense rows
     with the RBF kernel and ``lazy``: a cache of :func:`cache_rows` rows
     (``cache_mb``; None: every row), each computed when SMO needs it and does
     not hold it (:func:`~.kernels.rbf_rows`; memory never used is never paged in).
-    Others: the whole m x m matrix, computed first (blocks of
-    :meth:`Kernel.block` in place; RBF by :func:`~.kernels.rbf_rows`)."""
+    Others, and ``blas`` up to ``BLAS_ROWS`` rows: the whole m x m matrix,
+    computed first (:meth:`Kernel.block`; RBF by rbf_rows if not ``lazy``)."""
     import scipy.sparse as sp
     from .kernels import RBF, sq_norms
     m = X.shape[0]
     sq = sq_norms(X) if sq is None else sq
     kbuf = np.empty(max(m, 1), np.int32)
     rbf = kernel.code == RBF and not sp.issparse(X)
+    rbf, lazy = (False, False) if rbf and blas and m <= BLAS_ROWS else (rbf, lazy)
     cap = cache_rows(m, cache_mb) if rbf and lazy else m
     K = np.empty((cap, m), np.float32)
     st = np.zeros(3, np.int64)

@@ -1,0 +1,253 @@
+"""Features at any scale: what a fit does before any work so that its
+float32 kernel values neither overflow nor vanish, and the check that a
+model whose decision values are not finite is never kept.
+
+Kernel blocks are float32 (the stores' dtype): rows of norm ~1e20 give
+squared norms and dot products of ~1e40, past float32's largest value
+(3.4e38), and rows of norm ~1e-20 give ~1e-40, below its smallest normal
+number. The distance kernels (rbf, laplacian, exponential) and the
+polynomial ones (poly, npoly) give the same model on ``s x`` as on ``x``
+when gamma is divided by ``s^2`` (rbf, poly, npoly: gamma ||x - z||^2 and
+gamma x'z) or by ``s`` (laplacian, exponential: gamma ||x - z||). So a fit
+whose sampled rows have a largest squared norm outside ``SAFE_SQ_NORM``
+reads its rows multiplied by a power of two ``s`` (exact in floating point),
+chosen to bring that norm near 1, with gamma converted to match: the
+model's ``scaler_`` holds the factor, so predict, evaluate and a saved
+model apply it to raw rows. Rows inside the range (all ordinary data) are
+read as they are: the same model, bit for bit, as without this module. The
+linear kernel's values ``x'z`` change with the scale (and the model with
+them), so such rows are refused in one line for it.
+
+A gamma given as a number is in the units of the features the estimator
+is given (after ``scale=True``'s standardisation, when asked): the internal
+factor never changes its meaning. A gamma for which every kernel value
+between two distinct sampled rows is exactly 0 or exactly 1 in float32
+cannot give a model and is refused in one line before any training work.
+"""
+import weakref
+
+import numpy as np
+
+from ..data.sampling import sample_rows
+from ..data.scaling import SAFE_SQ_NORM, ScaledStore, Scaler, range_scale
+from ..data.store import ArrayStore
+from ..solvers.kernels import (EXPONENTIAL, LAPLACIAN, LINEAR, NPOLY, POLY, RBF,
+                               estimate_beta, kernel_code, sq_norms)
+
+SAMPLE_ROWS = 5000      # rows drawn once per fit: the range, and gamma="auto"'s 1/beta
+PAIR_ROWS = 512         # of them, the rows whose pairwise distances judge a given gamma
+# gamma d above this for every sampled pair: exp(-gamma d) is 0 in float32 (below
+# exp(-103.3), the smallest subnormal) with a factor 4 to spare
+ZERO_EXPONENT = 4 * 104.0
+# gamma d below this for every sampled pair: exp(-gamma d) rounds to 1 in float32
+# (1 - t is 1 below t = 2^-25), with a factor 4 to spare
+ONE_EXPONENT = 2.0 ** -27
+# poly / npoly: (gamma x'z + coef0)^degree at most this on the sampled rows
+# (float32 kernel caches hold up to 3.4e38 = 2^128; 2^8 to spare for rows outside)
+POLY_LIMIT = 2.0 ** 120
+NPOLY_LIMIT = 2.0 ** 480    # npoly divides by sqrt(k(x, x) k(z, z)), in float64 (2^1024)
+F32_MAX = float(np.finfo(np.float32).max)
+F32_TINY = float(np.finfo(np.float32).tiny)
+CHECK_ROWS = 256        # support rows whose decision values a model must have finite
+
+_last = [None, None]        # (weak reference to a store, its sample): the last one only
+
+
+def sample(store):
+    """``sample_rows(store, SAMPLE_ROWS)``, drawn once for the store object a
+    fit is working on (the range check and gamma="auto" share it: the same
+    rows as before); only the last store's sample is kept."""
+    ref, got = _last
+    if ref is not None and ref() is store:
+        return got
+    got = sample_rows(store, SAMPLE_ROWS)
+    try:
+        _last[:] = [weakref.ref(store), got]
+    except TypeError:           # not weak-referable: not kept
+        _last[:] = [None, None]
+    return got
+
+
+def _distances(code, S):
+    """Distances between distinct sampled rows (float64, those > 0): squared
+    Euclidean (rbf), L1 (laplacian) or Euclidean (exponential), as the
+    kernel's exponent takes them."""
+    from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
+    m = S.shape[0]
+    if m > PAIR_ROWS:
+        S = S[np.sort(np.random.default_rng(0).choice(m, PAIR_ROWS, replace=False))]
+        m = PAIR_ROWS
+    S = S.astype(np.float64)
+    D = manhattan_distances(S) if code == LAPLACIAN else \
+        euclidean_distances(S, squared=code == RBF)
+    d = D[np.triu_indices(m, 1)]
+    return d[d > 0], m
+
+
+def check_gamma(code, gamma, coef0, degree, S, auto=False):
+    """A ValueError (one line) for a gamma (a number, in the units of the
+    sampled rows ``S``) that cannot give a model: for the distance kernels,
+    exp(-gamma d) exactly 0 or exactly 1 in float32 for every pair of
+    distinct sampled rows; for poly / npoly, kernel values past float32.
+    ``auto``: the gamma is gamma="auto"'s (1/beta of these rows)."""
+    if code == LINEAR or S.shape[0] < 2:
+        return
+    if code in (POLY, NPOLY):
+        top = np.float64(sq_norms(S).max())     # |x'z| <= the largest squared norm
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = float((gamma * top + abs(coef0)) ** degree)
+        if not v <= (POLY_LIMIT if code == POLY else NPOLY_LIMIT):
+            name, fix = (f"gamma='auto' ({gamma:.3g}, 1 / the rows' mean squared distance)",
+                         "standardise the features (scale=True, --scale) or give a smaller "
+                         "gamma") if auto else (f"gamma={gamma:g}", "use gamma='auto' or a "
+                                                                    "smaller one")
+            held = "float32 kernel values hold (3.4e38)" if code == POLY else \
+                "the float64 normalisation holds (its square must stay below 1.8e308)"
+            raise ValueError(f"{name} is too large for these features: (gamma x'z + "
+                             f"coef0)^degree reaches {v:.3g} on sampled rows, past what "
+                             f"{held}; {fix}")
+        return
+    d, m = _distances(code, S)
+    if not len(d):
+        return                  # every sampled row alike: nothing to judge by
+    lo, hi = float(d.min()), float(d.max())     # Python floats: gamma d may be inf
+    what = {RBF: "||x - z||^2", LAPLACIAN: "||x - z||_1", EXPONENTIAL: "||x - z||"}[code]
+    hint = f"the median {what} between them is {np.median(d):.3g}: use gamma='auto' or " \
+           f"about 1 / that"
+    if gamma * lo > ZERO_EXPONENT:
+        raise ValueError(f"gamma={gamma:g} is too large for these features: exp(-gamma "
+                         f"{what}) is 0 in float32 for every pair of {m:,} sampled rows "
+                         f"(the closest pair: gamma {what} = {gamma * lo:.3g}), so no "
+                         f"two rows are alike to the kernel and no model can be learnt; "
+                         f"{hint}")
+    if gamma * hi < ONE_EXPONENT:
+        raise ValueError(f"gamma={gamma:g} is too small for these features: exp(-gamma "
+                         f"{what}) is 1 in float32 for every pair of {m:,} sampled rows "
+                         f"(the farthest pair: gamma {what} = {gamma * hi:.3g}), so "
+                         f"all rows are alike to the kernel and no model can be learnt; "
+                         f"{hint}")
+
+
+def gamma_factor(code, s):
+    """What a gamma in the units of x is multiplied by for rows ``s x``."""
+    return 1.0 / s if code in (LAPLACIAN, EXPONENTIAL) else 1.0 / (s * s)
+
+
+def fit_range(est, store):
+    """``(store, scaler)`` for a fit of ``est`` on ``store``: the store
+    itself and None when its sampled rows are in float32's safe range (the
+    same fit as ever), else the rows times a power of two ``s`` (a uniform
+    :class:`~streamcvm.data.scaling.Scaler`, and the store read through it,
+    with ``gamma_factor``, what :func:`~streamcvm.estimators.base.resolve_gamma`
+    multiplies a given gamma by).
+    A gamma given as a number is checked first (:func:`check_gamma`); the
+    linear kernel refuses rows out of range. ValueError, one line."""
+    from .base import positive_number
+    code = kernel_code(est.kernel)
+    S = sample(store)
+    top = float(sq_norms(S).max()) if S.shape[0] else 0.0
+    s = range_scale(top)
+    if code == LINEAR and s != 1.0:
+        lo, hi = SAFE_SQ_NORM
+        raise ValueError(f"the rows' squared norms reach {top:.3g}, outside what float32 "
+                         f"linear kernel values x'z hold safely ({lo:.3g} to {hi:.3g}), and "
+                         f"a linear model changes with the features' scale: standardise "
+                         f"them (scale=True, streamcvm train --scale) or rescale X")
+    gamma = getattr(est, "gamma", "auto")
+    if positive_number(gamma):
+        check_gamma(code, float(gamma), float(est.coef0), float(est.degree), S)
+    elif code in (POLY, NPOLY) and S.shape[0] > 1:     # "auto": 1/beta of these rows
+        check_gamma(code, 1.0 / estimate_beta(S, n_sample=SAMPLE_ROWS, seed=0),
+                    float(est.coef0), float(est.degree), S, auto=True)
+    if s == 1.0:
+        return store, None
+    scaler = Scaler.uniform(store.d, s)
+    if isinstance(store, ArrayStore):       # in memory: the scaled rows, held as before
+        X = scaler.transform(store.X) if store.sparse else \
+            np.multiply(store.X, np.float32(s))         # exact: s is a power of two
+        out = ArrayStore(X, store.y, qid=store.qid, weight=store.weight,
+                         chunk_rows=store.chunk_rows)
+    else:
+        out = ScaledStore(store, scaler)
+    out.gamma_factor = gamma_factor(code, s)
+    return out, scaler
+
+
+def float32_gamma(g, given=None):
+    """``g``, the gamma the kernel uses, when it is a float32 number (1.2e-38
+    to 3.4e38: the kernels compute in float32), else a ValueError (one
+    line). ``given``: the user's gamma it comes from (None: gamma="auto")."""
+    if F32_TINY <= g <= F32_MAX:
+        return g
+    if given is not None:
+        seen = "" if g == given else f" ({g:.3g} on the rows as the fit scaled them)"
+        raise ValueError(f"gamma={given:g}{seen} is outside float32's range (1.2e-38 to "
+                         f"3.4e38), where the kernels are computed: no model can be "
+                         f"learnt; use gamma='auto'")
+    raise ValueError(f"gamma='auto' is {g:.3g} for these rows (1 / their mean squared "
+                     f"distance), outside float32's range (1.2e-38 to 3.4e38), where the "
+                     f"kernels are computed: the rows' scale or spread is too extreme; "
+                     f"standardise the features (the estimators' scale=True, streamcvm "
+                     f"train --scale)")
+
+
+def uniform_factor(est):
+    """The power of two a fit multiplied its rows by (:func:`fit_range`),
+    or None (no scaling, or ``scale=True``'s own)."""
+    sc = getattr(est, "scaler_", None)
+    if sc is None or getattr(est, "scale", False) or sc.offset is not None or \
+            not len(sc.scale) or not np.all(sc.scale == sc.scale[0]):
+        return None
+    return float(1.0 / sc.scale[0])
+
+
+def _rows(sv, k):
+    """At most ``k`` support rows, evenly spread."""
+    n = sv.shape[0]
+    return sv[::max(1, -(-n // k))][:k]
+
+
+def check_finite(est, rows=CHECK_ROWS, machines=None):
+    """A ValueError (one line) when a fitted model is not fit to keep: its
+    decision values on each machine's own support rows (up to ``rows``, split
+    between the machines, at least 8 each), which are training rows, are not
+    all finite, by its full expansion or its
+    compact one, or its coefficients, intercepts, probability sigmoids or
+    scaling are not finite. Called when a fit ends and before a model is
+    saved; ``machines``: the fitted machines (default: the model record's)."""
+    machines = est._model_record()[0] if machines is None else machines
+    kern = est.kernel_
+    bad = None
+    per = max(8, rows // len(machines))     # many machines (one-vs-one): fewer rows each
+    for k, m in enumerate(machines):
+        where = f"machine {k + 1} of {len(machines)}" if len(machines) > 1 else "its machine"
+        X = _rows(m.sv, per) if m.sv.shape[0] else None
+        for name, mm in (("", m), ("compact ", m.compact)):
+            if mm is None:
+                continue
+            if not (np.all(np.isfinite(mm.coef)) and np.isfinite(mm.intercept)):
+                bad = f"{where}'s {name}coefficients are not finite"
+            elif X is not None:
+                with np.errstate(all="ignore"):
+                    f = mm.decision(kern, X)
+                if not np.all(np.isfinite(f)):
+                    bad = (f"its {name}decision values are not finite (NaN or inf) on "
+                           f"{int(np.sum(~np.isfinite(f))):,} of {X.shape[0]:,} of {where}'s "
+                           f"own support rows")
+            if bad:
+                break
+        if bad:
+            break
+    sc = getattr(est, "scaler_", None)
+    if bad is None and sc is not None and not (
+            np.all(np.isfinite(sc.scale)) and (sc.offset is None or
+                                               np.all(np.isfinite(sc.offset)))):
+        bad = "its feature scaling is not finite"
+    for name in ("probA_", "probB_"):
+        v = getattr(est, name, None)
+        if bad is None and v is not None and not np.all(np.isfinite(v)):
+            bad = "its probability sigmoids are not finite"
+    if bad:
+        raise ValueError(f"the fitted {type(est).__name__} is not usable: {bad} (kernel "
+                         f"{kern.name}, gamma {kern.gamma:.3g}); it is not saved. Check "
+                         f"the features' scale and gamma")

@@ -1,0 +1,197 @@
+"""C and gamma chosen by held-out rows for :class:`CVMClassifier`
+(``C="auto"``, ``gamma="auto"``): the rows, each candidate's machines and
+their validation errors. The search itself (successive halving on a grid
+that grows past its edges) is :func:`streamcvm.problems.selection.halving`.
+
+The rows: rows in memory, or a store of at most ``WHOLE_ROWS`` rows, are
+read whole and split, class by class, into ``VAL_SHARE`` validation rows
+(at most ``VAL_MAX``) and fit rows; a larger store gives ``VAL_MAX`` validation rows and
+``SEARCH_ROWS`` fit rows from one pass (by a hash of the seed and row id:
+the rows a progressive fit validates on too). The last rung trains on at
+most ``SEARCH_ROWS`` fit rows. The fit rows are ordered so that every
+prefix holds each class in proportion (a class's i-th row comes at i / its
+rows), and a rung trains on a prefix. The machines of a candidate are those
+of the final model (every class pair or every class against the rest, the
+class and sample weights), trained as a small in-memory fit on the rung's
+rows; the validation error is the whole model's.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from ..predict.decision import build_union, class_indices, union_values
+from ..problems import train_machine
+from ..problems.compress import threads
+from ..problems.progressive import draw_sample, row_keys
+from ..problems.selection import Axis, halving, rung_sizes
+
+SEARCH_ROWS = 8192          # fit rows of the search's last rung, at most
+VAL_EARLY = 5000            # validation rows of the rungs before the last, at most
+WHOLE_ROWS = 131072         # a store on disk of at most this many rows is read whole
+VAL_SHARE = 0.2             # validation rows of a store read whole
+VAL_MAX = 20000             # validation rows of a larger store
+FIRST_ROWS = 400            # the smallest rung's rows, at least
+C_AXIS = Axis("C", (1.0, 10.0, 100.0), 10.0, 1e-3, 1000.0)
+GAMMA_AXIS = Axis("gamma", (0.5, 1.0, 2.0, 4.0, 8.0), 2.0, 1.0 / 64, 64.0)   # x 1/beta
+# before a progressive fit, no narrower kernel than 1/beta: a narrow kernel's lead on the
+# search's few thousand rows fades as the stages grow (the Gaussian mixture: 8/beta
+# ahead by 4.4 standard errors at 8,192 rows, behind by 0.13 points at a 262,144-row
+# stage, with twice the support vectors and no compact expansion)
+STAGED_GAMMA_AXIS = Axis("gamma", (0.25, 0.5, 1.0), 2.0, 1.0 / 64, 1.0)
+# ... and no C above 100: BVM's steps, and a stage's time, grow with C (clean 200K-row
+# boundary data chose C = 10^4, and its stages took 1,264 s against 212 s at C = 100)
+STAGED_C_AXIS = Axis("C", (1.0, 10.0, 100.0), 10.0, 1e-3, 100.0)
+LENGTH_SCALE = ("rbf", "laplacian", "exponential")     # kernels whose gamma is searched
+# A candidate's C is the final fit's, on all its rows; a rung on fewer rows trains at
+# C (rows / rung rows)^C_ROWS_EXP. The best C of an L2-SVM falls as the rows grow (its
+# loss sums over them): on ijcnn1 30 at 5,000 rows, 10 at 16,000, 3-10 at 50,000;
+# ranking candidates at their own rows favours a C too large (and costly) for the
+# final fit. The exponent is between 0 (C per row fixed) and 1 (C x rows fixed).
+C_ROWS_EXP = 0.5
+
+
+def _read_all(store):
+    """(X, y, w or None) of every row of a small store."""
+    if hasattr(store, "X") and store.y is not None:
+        return store.X, np.asarray(store.y, np.float64), getattr(store, "weight", None)
+    parts = [store.chunk(i) for i in range(store.n_chunks)]
+    X = sp.vstack([p.X for p in parts], format="csr") if store.sparse else \
+        np.concatenate([np.asarray(p.X) for p in parts])
+    y = np.concatenate([np.asarray(p.y, np.float64) for p in parts])
+    w = None
+    if store.has_weight:
+        w = np.concatenate([np.ones(len(p.y)) if p.weight is None else
+                            np.asarray(p.weight, np.float64) for p in parts])
+    return X, y, w
+
+
+def _stratified(y, keys):
+    """An order of the rows in which every prefix holds each class in
+    proportion: a class's rows by key, the i-th of n_c at i / n_c."""
+    pos = np.empty(len(y))
+    for c in np.unique(y):
+        idx = np.flatnonzero(y == c)
+        idx = idx[np.argsort(keys[idx], kind="stable")]
+        pos[idx] = np.arange(len(idx)) / len(idx)
+    return np.lexsort((keys, pos))
+
+
+def split_rows(store, seed, runner=None):
+    """((X, y, w) fit rows in :func:`_stratified` order, (X, y) validation
+    rows); ``w`` None without sample weights."""
+    from ..data.store import ArrayStore
+    if isinstance(store, ArrayStore) or store.n <= WHOLE_ROWS:
+        X, y, w = _read_all(store)
+        keys = row_keys(np.arange(len(y)), seed)
+        val = np.zeros(len(y), bool)
+        share = min(VAL_SHARE, VAL_MAX / max(len(y), 1))
+        for c in np.unique(y):
+            idx = np.flatnonzero(y == c)
+            k = int(round(share * len(idx))) if len(idx) >= 5 else 0
+            val[idx[np.argsort(keys[idx], kind="stable")[:k]]] = True
+        v, f = np.flatnonzero(val), np.flatnonzero(~val)
+        f = f[_stratified(y[f], keys[f])]
+        return (X[f], y[f], None if w is None else np.asarray(w)[f]), (X[v], y[v])
+    n_val = int(min(VAL_MAX, VAL_SHARE * store.n))
+    (_, Xv, yv, _), (ids, Xf, yf, wf) = draw_sample(store, None, n_val, SEARCH_ROWS, seed,
+                                                    runner, weighted=store.has_weight)
+    o = _stratified(yf, row_keys(ids, seed))
+    return (Xf[o], yf[o], None if wf is None else wf[o]), (Xv, yv)
+
+
+def fit_machines(store, kern, solve, subs, C, class_weight, **kw):
+    """A candidate's machines: every sub-problem of ``subs`` trained on
+    ``store`` (in memory) at ``C``, side by side where they can be
+    (:func:`~streamcvm.problems.classification.side_by_side`)."""
+    from ..data.parallel import in_order
+    from ..problems.classification import side_by_side
+
+    def one(k):
+        pair = subs[k]
+        return train_machine(store, kern, solve.but(seed=solve.seed + k), classes=pair, C=C,
+                             class_weight=None if class_weight is None else
+                             (class_weight[pair[0]], class_weight[pair[1]]), **kw)
+    jobs = side_by_side(store, kern, subs, solve, class_weight=class_weight, **kw)
+    return list(in_order(one, range(len(subs)), jobs))
+
+
+def search(est, store, classes, subs, class_weight, base_gamma, solve, runner=None,
+           progress=None, final_rows=None, staged=False):
+    """(C, gamma, record) chosen by :func:`~streamcvm.problems.selection.halving`
+    on held-out rows of ``store`` for ``est`` (a :class:`CVMClassifier`;
+    its ``C`` and ``gamma``: "auto" is searched, a number is kept).
+    ``classes``: the codes of the store's y, in the model's order;
+    ``solve``: the fits' :class:`~streamcvm.problems.driver.Solve`;
+    ``progress(trial, best)``: after each fit; ``final_rows``: the rows the
+    final fit trains on (default: the store's), to which a candidate's C
+    refers (:data:`C_ROWS_EXP`); ``staged``: the final fit is progressive
+    (its stages train on more rows: the narrower axes ``STAGED_*_AXIS``).
+    ``record`` is what ``selection_`` keeps."""
+    from ..data.store import ArrayStore
+    from ..solvers.kernels import Kernel
+    (Xf, yf, wf), (Xv, yv) = split_rows(store, solve.seed, runner)
+    index = {float(c): i for i, c in enumerate(classes)}
+    truth = np.array([index.get(float(v), -1) for v in yv])
+    axes, fixed = [], {}
+    if est.C == "auto":
+        axes.append(STAGED_C_AXIS if staged else C_AXIS)
+    else:
+        fixed["C"] = float(est.C)
+    if est.gamma == "auto" and est.kernel in LENGTH_SCALE:
+        axes.append(STAGED_GAMMA_AXIS if staged else GAMMA_AXIS)
+    else:
+        fixed["gamma"] = 1.0 if est.gamma == "auto" else float(est.gamma) / base_gamma
+    weighted = wf is not None
+    final_rows = int(store.n if final_rows is None else final_rows)
+    rungs = rung_sizes(min(len(yf), SEARCH_ROWS), FIRST_ROWS)
+
+    def evaluate(p, rows):
+        kern = Kernel(est.kernel, gamma=p["gamma"] * base_gamma, coef0=est.coef0,
+                      degree=est.degree)
+        sub = ArrayStore(Xf[:rows], yf[:rows], weight=None if wf is None else wf[:rows])
+        present = set(np.unique(yf[:rows]).tolist())
+        todo = [s for s in subs if all(_present(side, present) for side in s)]
+        c_fit = p["C"] * (final_rows / rows) ** C_ROWS_EXP
+        ms = fit_machines(sub, kern, solve, todo, c_fit, class_weight,
+                          sample_weight=weighted, train_size="all", stop="slack")
+        nv = len(yv) if rows == rungs[-1] else min(len(yv), VAL_EARLY)
+        F = union_values(kern, build_union(ms), np.array([m.intercept for m in ms]), Xv[:nv],
+                         n_jobs=threads(solve.n_jobs))
+        if len(todo) == len(subs):
+            pred = class_indices(F, est.multi_class, len(classes))
+        else:           # a class missing from the rung's rows: never predicted
+            pred = _partial_indices(F, todo, classes, est.multi_class)
+        n_sv = len(np.unique(np.concatenate([m.sv_ids for m in ms])))
+        return {"losses": (pred != truth[:nv]).astype(np.float64), "n_support": int(n_sv),
+                "n_iter": int(sum(m.n_iter for m in ms)), "C_fit": float(c_fit)}
+
+    # before a progressive fit, the default point, kept unless the validation rows
+    # tell a better one: the stages train on far more rows than the search saw
+    anchor = {a.name: 1.0 for a in axes} if staged else None
+    chosen, trials = halving(axes, rungs, evaluate, fixed=fixed, callback=progress,
+                             cost="n_iter", anchor=anchor)
+    record = {"searched": [a.name for a in axes], "fixed": fixed, "final_rows": final_rows,
+              "c_rows_exp": C_ROWS_EXP,
+              "gamma_unit": float(base_gamma), "fit_rows": int(len(yf)),
+              "validation_rows": int(len(yv)), "rungs": [int(r) for r in rungs],
+              "chosen": {"C": chosen["C"], "gamma": chosen["gamma"] * base_gamma,
+                         "gamma_x": chosen["gamma"]},
+              "trials": [dict(t, gamma_x=t["gamma"], gamma=t["gamma"] * base_gamma)
+                         for t in trials]}
+    return chosen["C"], chosen["gamma"] * base_gamma, record
+
+
+def _present(side, present):
+    if isinstance(side, tuple):
+        return any(float(c) in present for c in side)
+    return float(side) in present
+
+
+def _partial_indices(F, todo, classes, multi_class):
+    """Class indices from the machines of the classes a rung holds."""
+    if multi_class == "ovr":
+        ks = [list(classes).index(s[1]) for s in todo]
+        return np.asarray(ks)[np.argmax(F, axis=1)]
+    have = sorted({list(classes).index(c) for s in todo for c in s})
+    local = class_indices(F, multi_class, len(have)) if len(have) > 1 else \
+        np.zeros(F.shape[0], np.int64)
+    return np.asarray(have)[local]
