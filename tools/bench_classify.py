@@ -279,19 +279,6 @@ def table(rows, with_store, with_base=False):
     return B.table(head, lines, left=("dataset", "method", "notes"))
 
 
-def parse_param(text):
-    """"key=value" -> (key, value), the value an int or float when it reads as one."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise SystemExit(f"--params: expected KEY=VALUE, got {text!r}")
-    for kind in (int, float):
-        try:
-            return key, kind(value)
-        except ValueError:
-            pass
-    return key, value
-
-
 def main(argv=None):
     ap = B.parser(__doc__)
     ap.add_argument("--datasets", nargs="+", default=DATASETS, choices=DATASETS, metavar="NAME")
@@ -348,7 +335,7 @@ def main(argv=None):
         header.append(f"SVC: cached results from {a.svc_cache} where present "
                       "(marked 'cached' in the notes): not this session's")
         log(header[-1])
-    params = dict(parse_param(p) for p in a.params)
+    params = dict(B.parse_param(p) for p in a.params)
     base = {"quick": a.quick, "raw_dir": a.raw_dir, "C": a.C, "eps": eps, "params": params,
             "repeat": a.repeat}
     libs = [("", None)]

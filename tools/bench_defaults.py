@@ -131,18 +131,6 @@ def child_defaults(spec):
 CHILD_JOBS = {"prepare": child_prepare, "tuned": child_tuned, "defaults": child_defaults}
 
 
-def parse_param(text):
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise SystemExit(f"--params: expected KEY=VALUE, got {text!r}")
-    for kind in (int, float):
-        try:
-            return key, kind(value)
-        except ValueError:
-            pass
-    return key, value
-
-
 def table(rows):
     head = ["dataset", "rows", "classes", "tuned SVC %", "C, gamma x 1/beta", "grid s",
             "streamcvm %", "chosen C, gamma x 1/beta", "fit s", "predict s", "d acc pt",
@@ -193,7 +181,7 @@ def main(argv=None):
         return B.child_main(a.child, CHILD_JOBS)
     names = (a.datasets or ([] if a.held_out else B.CLASSIFICATION)) + \
         (HELD_OUT if a.held_out else [])
-    params = dict(parse_param(p) for p in a.params)
+    params = dict(B.parse_param(p) for p in a.params)
     skx_missing = None if a.no_tuned else B.sklearnex_missing()
     threads = os.cpu_count() or 1
     session = B.Session(details=f", streamcvm params {params or 'defaults'}",

@@ -314,6 +314,20 @@ def svc_key(ds, info, C):
             f"|sklearn={importlib.metadata.version('scikit-learn')}")
 
 
+def parse_param(text):
+    """ "key=value" -> (key, value), the value an int or float when it reads as
+    one (the ``--params`` of bench_classify and bench_defaults)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--params: expected KEY=VALUE, got {text!r}")
+    for kind in (int, float):
+        try:
+            return key, kind(value)
+        except ValueError:
+            pass
+    return key, value
+
+
 def fmt(v, spec, none="-"):
     return none if v is None else format(v, spec)
 

@@ -249,6 +249,9 @@ def run(args):
         nsv = int(np.sum(est.n_support_)) if task != "one-class" else len(est.machine_.coef)
         extra = f", mu {est.mu_:.4g}, tube half width {est.epsilon_bar_:.4g}" \
             if task == "regression" else ""
+        if task == "classification":
+            extra = f", C {est.C_:.4g}" + (" (C, gamma chosen on held-out rows: streamcvm "
+                                            "info)" if est.selection_ else "")
         print(f"trained {type(est).__name__} ({est.method}) on {store.n:,} rows in {dt:.1f} s: "
               f"{est.core_set_size_:,} core vectors, {nsv:,} support vectors, "
               f"gamma {est.gamma_:.4g}{_scaled(uniform_factor(est))}{extra} -> "
