@@ -13,7 +13,9 @@ prefix holds each class in proportion (a class's i-th row comes at i / its
 rows), and a rung trains on a prefix. The machines of a candidate are those
 of the final model (every class pair or every class against the rest, the
 class and sample weights), trained as a small in-memory fit on the rung's
-rows; the validation error is the whole model's.
+rows; the validation error is the whole model's. With fewer than
+``MIN_VALIDATION_ROWS`` validation rows there is no search: the default
+point is chosen, and the record says so (``reason``).
 """
 import numpy as np
 import scipy.sparse as sp
@@ -47,6 +49,13 @@ LENGTH_SCALE = ("rbf", "laplacian", "exponential")     # kernels whose gamma is 
 # ranking candidates at their own rows favours a C too large (and costly) for the
 # final fit. The exponent is between 0 (C per row fixed) and 1 (C x rows fixed).
 C_ROWS_EXP = 0.5
+# Fewer held-out rows than this and there is no search: an error rate then moves
+# in steps of 10% or more, the candidates tie, and ties go to the smallest C and
+# gamma, which grows the grid to its far corner (C = 1e-3, gamma 1/64 of its unit:
+# 9 rows, one held out, scored 56% on their own rows). The point chosen instead
+# is the default one, C = 1 and gamma = 1/beta (a C or gamma given is kept).
+MIN_VALIDATION_ROWS = 10
+NO_SEARCH = "too few rows to hold any out"
 
 
 def _read_all(store):
@@ -142,6 +151,8 @@ def search(est, store, classes, subs, class_weight, base_gamma, solve, runner=No
         fixed["gamma"] = 1.0 if est.gamma == "auto" else float(est.gamma) / base_gamma
     weighted = wf is not None
     final_rows = int(store.n if final_rows is None else final_rows)
+    if len(yv) < MIN_VALIDATION_ROWS:
+        return _default_point(axes, fixed, base_gamma, final_rows, len(yf), len(yv))
     rungs = rung_sizes(min(len(yf), SEARCH_ROWS), FIRST_ROWS)
 
     def evaluate(p, rows):
@@ -177,6 +188,24 @@ def search(est, store, classes, subs, class_weight, base_gamma, solve, runner=No
                          "gamma_x": chosen["gamma"]},
               "trials": [dict(t, gamma_x=t["gamma"], gamma=t["gamma"] * base_gamma)
                          for t in trials]}
+    return chosen["C"], chosen["gamma"] * base_gamma, record
+
+
+def _default_point(axes, fixed, base_gamma, final_rows, fit_rows, val_rows):
+    """(C, gamma, record) without a search: the searched parameters at the
+    default point (C = 1, gamma = 1 x ``base_gamma``), the others as given;
+    the record says why (``reason``) and holds no trials."""
+    chosen = dict({a.name: 1.0 for a in axes}, **fixed)
+    record = {"searched": [], "not_searched": [a.name for a in axes], "fixed": fixed,
+              "reason": f"{NO_SEARCH}: {val_rows} held-out row(s), the search needs "
+                        f"{MIN_VALIDATION_ROWS} (a class holds rows out from 5 rows on, "
+                        f"{VAL_SHARE:.0%} of them)",
+              "final_rows": final_rows, "c_rows_exp": C_ROWS_EXP,
+              "gamma_unit": float(base_gamma), "fit_rows": int(fit_rows),
+              "validation_rows": int(val_rows), "rungs": [],
+              "chosen": {"C": chosen["C"], "gamma": chosen["gamma"] * base_gamma,
+                         "gamma_x": chosen["gamma"]},
+              "trials": []}
     return chosen["C"], chosen["gamma"] * base_gamma, record
 
 

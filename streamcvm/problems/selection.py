@@ -135,7 +135,10 @@ def halving(axes, rungs, evaluate, *, eta=ETA, fixed=None, callback=None, cost=N
             t0 = time.perf_counter()
             got = dict(evaluate(p, rows))
             losses = np.asarray(got.pop("losses"), np.float64)
-            n = max(len(losses), 1)
+            if not len(losses):     # every candidate would score 0 +- NaN: no ranking
+                raise ValueError("halving needs validation rows: evaluate returned no "
+                                 "losses, so the candidates cannot be ranked")
+            n = len(losses)
             t = dict(p, rung=r, rows=int(rows), val_loss=float(losses.sum() / n),
                      val_se=float(losses.std() / math.sqrt(n)),
                      seconds=round(time.perf_counter() - t0, 4), **got)

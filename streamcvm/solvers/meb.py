@@ -10,7 +10,10 @@ method for a step, and asks whether the method wants a follow-up (BVM's core
 violators), an away step (FVM) or a final averaging (BVM).
 
 eps is annealed from 0.1, halved down to the target; a level ends after
-``patience`` consecutive samples without a violator. ``eps="auto"`` halves
+``patience`` consecutive samples without a violator and, since the samples
+skip the core set, a check of the core points themselves
+(:meth:`~.methods.Method.settle_core`: CVM re-solves, FVM steps over them;
+the level samples on if the center moved). ``eps="auto"`` halves
 until eps is small against the margin ``||c||^2`` rather than the radius
 (:meth:`MEBSolver.margin_slack` at most ``MARGIN_TOL``), which on the
 benchmark sets lands between 2e-4 and 1e-5. Full passes over every point
@@ -185,6 +188,10 @@ class MEBSolver:
         self.t0 = time.perf_counter()
         core, kernel = self.ball.core, self.kernel
         pid, ridx, s, q, ic = self.points.init_points(ids, y, w)
+        if not len(pid):
+            raise ValueError("no training points: the first sample drew none (no rows, "
+                             "or, for ranking, no pair of rows of different relevance "
+                             "within a query)")
         for k in range(len(pid)):
             if pid[k] not in core:
                 r = ridx[k]
@@ -329,24 +336,34 @@ class MEBSolver:
                 continue
             self.level_eps = eps
             calm = calm0 if li == li0 else 0
-            while calm < self.patience:
-                if checkpoint is not None:
-                    checkpoint(self, (li, calm))
-                drawn = pool.draw(self.sample_size, classes=classes,
-                                  exclude=self.points.exclude(self.ball.core), target=target,
-                                  with_weight=weighted)
-                if callback is not None and time.perf_counter() - shown > 0.25:
-                    callback(self)          # progress: at most 4 times a second
-                    shown = time.perf_counter()
-                if self.search(*drawn[:3], eps, w=drawn[3] if weighted else None):
-                    calm = 0
-                    if switch is not None and switch(self):
-                        self.switched = True
-                        return self
-                else:
-                    calm += 1
-                    if self.max_core is not None and self.ball.core.n >= self.max_core:
-                        break
+            capped = False
+            while True:
+                while calm < self.patience:
+                    if checkpoint is not None:
+                        checkpoint(self, (li, calm))
+                    drawn = pool.draw(self.sample_size, classes=classes,
+                                      exclude=self.points.exclude(self.ball.core),
+                                      target=target, with_weight=weighted)
+                    if callback is not None and time.perf_counter() - shown > 0.25:
+                        callback(self)          # progress: at most 4 times a second
+                        shown = time.perf_counter()
+                    if self.search(*drawn[:3], eps, w=drawn[3] if weighted else None):
+                        calm = 0
+                        if switch is not None and switch(self):
+                            self.switched = True
+                            return self
+                    else:
+                        calm += 1
+                        capped = self.max_core is not None and \
+                            self.ball.core.n >= self.max_core
+                        if capped:
+                            break
+                # the draws skip the core set: its points are checked here (the
+                # only points left when it holds every row); a step on one moves
+                # the center, and the level samples on
+                if capped or not self.method.settle_core(self, eps):
+                    break
+                calm = 0
             self.record(eps)
             if callback is not None:
                 callback(self)

@@ -82,6 +82,16 @@ class Method:
     def after_search(self, solver, eps):
         """After a search that took a step (BVM: core violators)."""
 
+    def settle_core(self, solver, eps):
+        """At the end of an eps level: steps on the core points that violate
+        at ``eps``. The draws skip the core set, so without this a level that
+        finds no violator outside it leaves the center as the last step left
+        it, coarser than ``eps`` (every level, when the core set holds every
+        point). Returns the number of steps (0: none violates). The default
+        takes none: BVM steps on its core violators after every search
+        (:meth:`BVM.after_search`), and small problems run its exact pass."""
+        return 0
+
     def away_gap(self):
         """Delta- of the nearest weighted core vector (away steps only)."""
         return 0.0
@@ -143,6 +153,22 @@ class CVM(Method):
     def move(self, slot, d2, eps, kx=None):
         self.solve(eps)
         return None
+
+    def settle_core(self, solver, eps):
+        """Re-solve the core QP at ``eps`` when a core point violates there:
+        SMO was last run at the tolerance of the level a point last entered
+        at. A core point's squared distance is ``||c||^2 - g_i`` (O(|S|)
+        from the gradient); after the solve none exceeds ``R^2 (1 + eps)``."""
+        ball = self.ball
+        n = ball.core.n
+        if n == 0 or len(self.g) < n:
+            return 0
+        d2 = ball.c2 + ball.ce2 - self.g[:n]
+        if float(d2.max()) <= (1.0 + eps) ** 2 * self.radius2():
+            return 0
+        self.solve(eps)
+        solver.n_iter += 1
+        return 1
 
     def state(self):
         return {}, {"g": self.g}
@@ -257,6 +283,25 @@ class FVM(Method):
         ball.c2 = (1 - lam) ** 2 * ball.c2 + 2 * lam * (1 - lam) * p + lam * lam * kd
         ball.Ka = (1.0 - lam) * ball.Ka + lam * ball.column(slot)
         return 1.0 - lam
+
+    def settle_core(self, solver, eps, max_steps=100000):
+        """Frank-Wolfe and away steps over the core points alone (their (K~a)
+        is tracked: O(|S|) a search, one cached kernel column a step), with
+        :meth:`MEBSolver.search`'s rule, until none violates at ``eps``."""
+        ball = self.ball
+        cs = ball.core
+        for t in range(max_steps):
+            d2 = ball.core_distances()
+            k = int(np.argmax(d2))
+            R2 = self.radius2()
+            if self.away_gap() > max(d2[k] / R2 - 1.0, (1.0 + eps) ** 2 - 1.0) \
+                    and solver.away() is not None:
+                continue
+            if d2[k] <= (1.0 + eps) ** 2 * R2:
+                return t
+            solver.step(int(cs.ids[k]), None, float(cs.y[k]), cs.q[k], cs.ic[k],
+                        float(d2[k]), eps)
+        return max_steps
 
     def _nearest(self):
         """(slot, d^2) of the weighted core vector nearest to the center."""
