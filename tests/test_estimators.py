@@ -7,33 +7,30 @@ from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import streamcvm
-from streamcvm import CVMClassifier, CVMOneClass, CVMRegressor
+from streamcvm import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor, MMDATransformer
 from streamcvm.data import synthetic
 
 
 def _expected_failures(est):
-    """BVM solves only the plain MEB: sample and class weights (a per-row C) are
-    refused with a ValueError naming cvm/fvm, which sklearn's weight checks
-    count as failures; the cvm instance runs them."""
-    if isinstance(est, CVMClassifier) and est.method == "bvm":
-        why = "bvm refuses sample weights (center-constrained MEB): use cvm or fvm"
-        return {c: why for c in ("check_sample_weights_pandas_series", "check_class_weight_classifiers",
-                                 "check_sample_weights_not_an_array",
-                                 "check_sample_weights_list", "check_sample_weights_shape",
-                                 "check_sample_weights_not_overwritten",
-                                 "check_sample_weight_equivalence_on_dense_data",
-                                 "check_sample_weight_equivalence_on_sparse_data",
-                                 "check_sample_weights_invariance")}
-    if isinstance(est, CVMClassifier):
-        why = ("weight 2 equals a duplicated row only at the optimum: a sampled "
-               "(1 + eps) solver gives close, not equal, models (tested in test_ccmeb)")
-        return {c: why for c in ("check_sample_weight_equivalence_on_dense_data",
-                                 "check_sample_weight_equivalence_on_sparse_data")}
-    return {}
+    """The weight-equivalence checks compare a fit with weight-2 rows against
+    one with those rows repeated, to rtol 1e-7. Each instance misses them for
+    the reason given (each shown true in test_sklearn_parity)."""
+    if not isinstance(est, CVMClassifier):
+        return {}
+    eq = ("check_sample_weight_equivalence_on_dense_data",
+          "check_sample_weight_equivalence_on_sparse_data")
+    why = ("C and gamma are chosen from the rows, which count rows, not weights: the "
+           "weighted and the repeated data get another gamma unit (1/beta) and other "
+           "held-out rows, so they train at another (C_, gamma_); at a fixed C and gamma "
+           "the exact route agrees to SMO's tolerance (3e-4 relative), not rtol 1e-7")
+    if est.method == "cvm":
+        why += ", and CVM's (1 + eps)-approximate solutions at eps=1e-2 by about 1e-2"
+    return {c: why for c in eq}
 
 
 @parametrize_with_checks([CVMClassifier(eps=1e-2), CVMClassifier(method="cvm", eps=1e-2),
-                          CVMOneClass(eps=1e-2), CVMRegressor(eps=1e-4)],
+                          CVMOneClass(), CVMRegressor(eps=1e-4), CVMRanker(),
+                          MMDATransformer()],
                          expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
@@ -103,13 +100,16 @@ def test_verbose_shows_progress(capsys):
 @pytest.mark.parametrize("centers", [2, 4])
 def test_decision_matches_each_machine(centers):
     """The estimator combines machines over their shared support rows; each
-    column must equal that machine's own f(x) = sum coef k(sv, x) + b."""
+    column must equal that machine's own f(x) = sum coef k(sv, x) + b (the
+    machines' values are positive for class j of the pair i < j; the ovo
+    columns, as SVC's, for class i)."""
     X, y = make_blobs(n_samples=800, centers=centers, cluster_std=2.5, random_state=1)
     clf = CVMClassifier(eps=1e-3, decision_function_shape="ovo").fit(X, y)
     F = clf.decision_function(X)
+    sign = 1.0 if F.ndim == 1 else -1.0
     F = F[:, None] if F.ndim == 1 else F
     for k, m in enumerate(clf.machines_):
-        np.testing.assert_allclose(F[:, k], m.decision(clf.kernel_, X.astype(np.float32)),
+        np.testing.assert_allclose(sign * F[:, k], m.decision(clf.kernel_, X.astype(np.float32)),
                                    rtol=1e-5, atol=1e-9)
 
 

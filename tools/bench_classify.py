@@ -108,7 +108,7 @@ import sys
 import time
 
 import benchlib as B     # standard library only
-from benchlib import QUICK_TEST, QUICK_TRAIN, ROOT, fmt, log, peak_rss_bytes
+from benchlib import QUICK_TEST, QUICK_TRAIN, fmt, log, peak_rss_bytes
 
 B.use_source_tree()
 
@@ -229,7 +229,7 @@ def child_run(spec):
     else:
         ms = clf.machines_
         out["n_sv"] = int(len(np.unique(np.concatenate([m.sv_ids for m in ms]))))
-        out["n_sv_total"] = int(np.sum(clf.n_support_))
+        out["n_sv_total"] = int(np.sum(getattr(clf, "machine_n_support_", clf.n_support_)))
         out["n_machines"] = len(ms)
         out["core_set_size"] = int(clf.core_set_size_)
         out["n_iter"] = int(clf.n_iter_)

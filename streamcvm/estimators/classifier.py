@@ -19,6 +19,7 @@ from ..data.parallel import in_order
 from ..problems import pairs, train_machine
 from ..problems.classification import side_by_side
 from ..problems.driver import Solve
+from .svc_compat import _labels_at, _weighted_rows, one_vs_rest, support_classes, svc_layout
 from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, _CVMBase, keep_params,
                    resolve_eps, store_classes, training_record)
 
@@ -32,8 +33,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         machine of at most 16,384 rows held in memory (every one-vs-one pair
         of most data sets, and every fit of the C and gamma search) is
         solved exactly, by SMO over all its rows
-        (streamcvm.solvers.smo.svc_exact: the same dual, to its optimum);
-        larger machines by BVM (CVM when weighted). BVM's fixed-radius ball
+        (streamcvm.solvers.svc.svc_exact: the same dual, to its optimum; class
+        and sample weights as a per-row C); larger machines by BVM (CVM when
+        weighted). BVM's fixed-radius ball
         stops at a feasible center rather than the optimum: 0.2-0.6 points
         of accuracy on multi-class sets, measured in docs/solvers.md.
     C : "auto" (default) or a number: the L2-SVM's regularisation (compare
@@ -95,18 +97,24 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         {label: weight}: class c's rows get C * weight_c (generalized-cvm
         sec. IV-A). Weighted rows, like ``sample_weight`` and kernels without
         a constant k(x, x) ("linear", "poly"), make a center-constrained MEB,
-        which methods "cvm" and "fvm" solve ("bvm" refuses it).
-    scale : False (default) or True: standardise each feature (dense data:
-        (x - mean) / sd; sparse: x / max |x|, no centring) from one streamed
-        pass over the training rows, as LIBSVM's svm-scale does; ``scaler_``
-        keeps the transform, which predict applies and a saved model keeps.
+        which "auto" (small machines exactly, larger ones by CVM), "cvm" and
+        "fvm" solve ("bvm" refuses it).
+    scale : False (default), True or "standard": standardise each feature
+        (dense data: (x - mean) / sd; sparse: x / max |x|, no centring);
+        "range": map each dense feature to [-1, 1] from its min and max, as
+        LIBSVM's svm-scale (sparse: x / max |x| too). From one streamed pass
+        over the training rows; ``scaler_`` keeps the transform, which
+        predict applies and a saved model keeps.
         Use it when raw columns have very different ranges (byte counts next
         to flags): the RBF distance would see only the largest.
     probability : False (default) or True: also fit Platt's sigmoid per
-        machine on rows held out from training (10% of the rows, 1,000 to
-        50,000, a quarter at most; streamcvm.predict.probability), for
-        ``predict_proba`` and ``predict_log_proba`` (more than two classes:
-        pairwise coupling, as LIBSVM). The held-out rows are not trained on.
+        machine, for ``predict_proba`` and ``predict_log_proba`` (more than
+        two classes: pairwise coupling, as LIBSVM). Up to 100,000 rows, as
+        LIBSVM: on 5-fold cross-validated decision values of every row, the
+        model itself trained on every row (five more fits). Beyond: on rows
+        held out from training (10% of the rows, 1,000 to 50,000, a quarter
+        at most), which the model is not trained on
+        (streamcvm.predict.probability).
     compact : "auto" (default) or False. "auto": a machine trained by
         progressive subsampling also gets a compact expansion over B <= 4,096
         basis points, B chosen on its held-out validation rows
@@ -115,6 +123,54 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         fitted or loaded model to predict exactly).
     random_state : seed of the row sampling
     verbose : show a progress bar (eps level, core-set size, radius)
+
+    Attributes
+    ----------
+    Where a name is :class:`sklearn.svm.SVC`'s, it means what SVC's means, for
+    the full expansion (not the compact one); with ``multi_class="ovo"``
+    (and for two classes) ``decision_function`` equals, row by row, what SVC
+    computes from them: ``dual_coef_``, ``support_vectors_``, ``intercept_``
+    and the kernel ``kernel_`` (k(x, z); for rbf, exp(-gamma_ ||x - z||^2)).
+
+    classes_ : the class labels, sorted.
+    support_ : indices of the distinct support rows in the training data
+        (the arrays given, rows of weight 0 included; a store's rows),
+        sorted by class, then by index. A row several one-vs-one machines
+        share is one support vector.
+    n_support_ : distinct support rows per class, in ``classes_`` order;
+        ``n_support_.sum()`` is ``len(support_)``.
+    support_vectors_ : those rows, in ``support_`` order, as the kernel saw
+        them (after ``scaler_``, when it is set).
+    dual_coef_ : the support rows' coefficients (alpha_i y_i) in SVC's
+        layout. Two classes: shape (1, n_SV), positive for classes_[1].
+        One-vs-one: shape (n_classes - 1, n_SV); the machine of classes
+        i < j counts positive for i, as SVC's; a support row of class c has
+        its coefficient in machine (c, o) in row o if o < c, else in row
+        o - 1 (LIBSVM's layout), 0 where it is not a support row of that
+        machine. ``multi_class="ovr"`` (no SVC counterpart): shape
+        (n_classes, n_SV), row k machine k's coefficients (positive for
+        class k against the rest); column k of ``decision_function`` is
+        ``dual_coef_[k] @ K(support_vectors_, x) + intercept_[k]``.
+    intercept_ : one per machine, in the sign above: one-vs-one, shape
+        (n_classes (n_classes - 1) / 2,) in the order (0, 1), (0, 2), ...,
+        (1, 2), ...; two classes, shape (1,); one-vs-rest, shape (n_classes,).
+    machines_ : the trained machines themselves (one-vs-one, classes i < j
+        in the order above, or one per class for "ovr"), each a
+        :class:`streamcvm.problems.machine.Machine`: its own support rows
+        (``sv``), their indices (``sv_ids``), coefficients (``coef``, positive
+        for its second class ``classes[1]``: j, or class k), ``intercept`` and
+        compact expansion (``compact``, or None). The per-machine view: a
+        row shared by machines appears in each.
+    machine_n_support_ : support rows per machine (``machines_`` order).
+    C_, gamma_ : the C and gamma trained with (chosen on held-out rows when
+        "auto"); ``selection_``: every candidate tried, or None.
+    n_iter_, core_set_size_, history_ : solver iterations and core vectors,
+        summed over the machines, and each eps level's record.
+    probA_, probB_ : Platt's sigmoid per machine (``probability=True``), as
+        SVC's: P(class i | x) = 1 / (1 + exp(probA_ f + probB_)) for f the
+        machine's value in SVC's sign (``decision_function_shape="ovo"``'s
+        column; two classes: f = -decision_function, P(classes_[0])).
+        One-vs-rest: P(class k | x) before normalising, for f machine k's value.
     """
 
     task = "classification"  # what `streamcvm train --task` calls it
@@ -133,8 +189,10 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             client=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
 
-        ``sample_weight``: per-row multipliers of C (arrays only); a store's
-        weight column, when it has one, is used instead.
+        ``sample_weight``: per-row multipliers of C (arrays only), >= 0; a
+        row of weight 0 is dropped, as SVC drops it (``support_`` still
+        indexes the rows given), and weights that are all 1 are no weights.
+        A store's weight column, when it has one, is used instead.
         ``checkpoint_dir``: snapshot the run there every ``checkpoint_every``
         seconds (None: never by time) and/or ``checkpoint_iters`` iterations,
         at each eps level and after each machine, keeping the last
@@ -152,6 +210,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                 and not hasattr(X, "__fspath__"):
             raise ValueError(f"{type(self).__name__} requires y to be passed, "
                              "but the target y is None")
+        kept = None
+        if sample_weight is not None and not (is_store_like(X) or is_dask_array(X)):
+            X, y, sample_weight, kept = _weighted_rows(self, X, y, sample_weight)
         store, labels = self._prepare(X, y, sample_weight)
         if store.classes is None:
             raise ValueError("Unknown label type: the store's y has more than 1,000 "
@@ -192,6 +253,15 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                                      (cw[pair[0]], cw[pair[1]]), **fit_kw)
             for _, m in zip(fit.todo(), in_order(one, fit.remaining(), jobs)):
                 fit.done(m)
+            self._support_classes = None
+            if one_vs_rest(fit.machines):   # "the rest" does not tell a row's class: the store does
+                uniq, cls = support_classes(fit.machines, len(classes), True)
+                unknown = np.flatnonzero(cls < 0)
+                cls[unknown] = _labels_at(store, uniq[unknown], classes)
+                self._support_classes = cls
+            if kept is not None:    # rows of weight 0 were dropped: ids of the rows given
+                for m in fit.machines:
+                    m.sv_ids = kept[m.sv_ids]
             self._set_machines(fit.machines)
             self.kernel_ = kern
             if self.compact == "auto" and not any(m.compact_info for m in fit.machines):
@@ -211,26 +281,50 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         self.training_ = training_record(self, source, t0)
         return self
 
+    def _svc(self):
+        """The machines in :class:`sklearn.svm.SVC`'s layout (:func:`svc_layout`)."""
+        check_is_fitted(self)
+        return svc_layout(self.machines_, len(self.classes_), one_vs_rest(self.machines_),
+                          getattr(self, "_support_classes", None))
+
+    @property
+    def support_(self):
+        """Indices of the distinct support rows in the training data, sorted
+        by class (``classes_`` order), then by index, as SVC's."""
+        return self._svc().support
+
     @property
     def n_support_(self):
-        check_is_fitted(self)
-        return np.array([len(m.coef) for m in self.machines_])
+        """Distinct support rows per class, in ``classes_`` order, as SVC's
+        (their sum: the rows the model keeps)."""
+        return self._svc().n_support
 
     @property
     def support_vectors_(self):
-        check_is_fitted(self)
-        svs = [m.sv for m in self.machines_]
-        return sp.vstack(svs).tocsr() if sp.issparse(svs[0]) else np.concatenate(svs)
+        """The distinct support rows, in ``support_`` order (as trained on:
+        scaled when ``scaler_`` is set)."""
+        return self._svc().rows
 
     @property
     def dual_coef_(self):
-        check_is_fitted(self)
-        return [m.coef for m in self.machines_]
+        """SVC's layout: [n_classes - 1, n_SV] (one-vs-one), [1, n_SV] (two
+        classes), [n_classes, n_SV] (``multi_class="ovr"``); see the class
+        docstring."""
+        return self._svc().dual_coef
 
     @property
     def intercept_(self):
+        """SVC's layout: one per one-vs-one machine (classes i < j, positive
+        for i), [1] for two classes (positive for classes_[1]), one per
+        class with ``multi_class="ovr"``."""
+        return self._svc().intercept
+
+    @property
+    def machine_n_support_(self):
+        """Support rows of each machine of ``machines_`` (a row shared by
+        machines counted in each)."""
         check_is_fitted(self)
-        return np.array([m.intercept for m in self.machines_])
+        return np.array([len(m.coef) for m in self.machines_])
 
     def _choose(self, store, classes, subs, cw, solve, client):
         """``C_``, ``gamma_`` and ``selection_``: "auto" ones chosen on held-out
@@ -280,19 +374,29 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         """(machines, this estimator's fields of the model manifest): what
         :func:`streamcvm.estimators.model.save_model` writes (with :meth:`_model_restore`)."""
         probability = None if getattr(self, "probA_", None) is None else \
-            {"A": [float(v) for v in self.probA_], "B": [float(v) for v in self.probB_],
+            {"A": [float(v) for v in self.probA_],      # B: the machines' own sign
+             "B": [float(v) for v in self.probB_ * self._platt_sign()],
              "rows": getattr(self, "n_probability_rows_", None)}
         return self.machines_, {"classes": [c.item() if hasattr(c, "item") else c
                                             for c in self.classes_],
-                                "probability": probability, "C_": self.C_}
+                                "probability": probability, "C_": self.C_,
+                                "n_support": [int(v) for v in self.n_support_]}
 
-    def _model_restore(self, machines, man):
+    def _model_arrays(self):
+        """Arrays a saved model keeps besides its machines': one-vs-rest, the
+        class of each distinct support row (sorted by row id)."""
+        cls = getattr(self, "_support_classes", None)
+        return {} if cls is None else {"support_classes": np.asarray(cls, np.int64)}
+
+    def _model_restore(self, machines, man, arrays=None):
         self.classes_ = np.asarray(man["classes"])
         self.C_ = man.get("C_") if man.get("C_") is not None else man["params"]["C"]
+        self._support_classes = (arrays or {}).get("support_classes")
         self._set_machines(machines)
         pr = man.get("probability")
         self.probA_ = None if pr is None else np.asarray(pr["A"], np.float64)
-        self.probB_ = None if pr is None else np.asarray(pr["B"], np.float64)
+        self.probB_ = None if pr is None else \
+            np.asarray(pr["B"], np.float64) * self._platt_sign()
 
     def _set_machines(self, machines):
         """Set ``machines_``; the union of their support rows
@@ -355,16 +459,17 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         if self.multi_class == "ovr":       # machine k: class k against the rest
             return self.classes_[np.argmax(F, axis=1)], F
         V = ovo_votes(F, len(self.classes_))
-        dec = F if self.decision_function_shape == "ovo" else V
+        dec = -F if self.decision_function_shape == "ovo" else V   # SVC's: positive for i
         return self.classes_[np.argmax(V, axis=1)], dec
 
     def decision_function(self, X):
         """Binary: f(x), positive for classes_[1]. Multi-class one-vs-one:
         with ``decision_function_shape="ovr"`` (default, as SVC) one column
         per class, the one-vs-one votes plus a confidence below 1/3 that
-        breaks ties; with "ovo", one column per machine (classes i < j,
-        positive for j). Multi-class one-vs-rest (``multi_class="ovr"``):
-        column k is machine k's f(x), positive for class k."""
+        breaks ties; with "ovo", one column per machine (classes i < j, in
+        the order (0, 1), (0, 2), ..., (1, 2), ...), positive for i, as
+        SVC's. Multi-class one-vs-rest (``multi_class="ovr"``): column k is
+        machine k's f(x), positive for class k."""
         return self.predict_with_decision(X)[1]
 
     def predict(self, X):
@@ -373,14 +478,22 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return self.predict_with_decision(X)[0]
 
 
+    def _platt_sign(self):
+        """-1 where ``probB_`` is in SVC's sign (two classes, one-vs-one), the
+        negative of the machines' own: their sigmoids give P(second class | f),
+        f positive for it; SVC's give P(first class | -f), the same A and -B."""
+        return 1.0 if one_vs_rest(self.machines_) else -1.0
+
     def _set_sigmoids(self, F, y, subs):
         """``probA_``, ``probB_``: Platt's sigmoid per machine
         (:func:`~streamcvm.predict.probability.fit_sigmoids`)."""
-        self.probA_, self.probB_ = probability.fit_sigmoids(F, y, subs)
+        A, B = probability.fit_sigmoids(F, y, subs)
+        self.probA_, self.probB_ = A, B * self._platt_sign()
         self.n_probability_rows_ = int(len(y))
 
     def _proba_rows(self, X):
-        return probability.probabilities(self._ovo_rows(X), self.probA_, self.probB_,
+        return probability.probabilities(self._ovo_rows(X), self.probA_,
+                                         self.probB_ * self._platt_sign(),
                                          self.multi_class, len(self.classes_))
 
     @available_if(lambda self: self.probability)

@@ -8,6 +8,9 @@ A model is a folder::
     m{k}_sv.npy         its support rows (dense), or
     m{k}_sv_indptr.npy / _indices.npy / _data.npy   (CSR)
     m{k}_ids.npy        the support rows' ids in the training store
+    {name}.npy          the estimator's own arrays, listed in model.json's
+                        "arrays" (a one-vs-rest classifier: support_classes,
+                        the class of each distinct support row)
 
 It is written under a temporary name next to the destination and renamed
 (a model that exists is complete; :mod:`streamcvm.data.atomic`). The folder may
@@ -85,6 +88,9 @@ def save_model(est, path, overwrite=False, target=None):
             for name, arr in arrays.items():
                 put(f"m{k}_{name}", arr)
             recs.append(rec)
+        extra = getattr(est, "_model_arrays", dict)()     # the estimator's own arrays
+        for name, arr in extra.items():
+            put(name, arr)
         scaler = getattr(est, "scaler_", None)
         if scaler is not None:          # scale=True: the transform predict applies
             put("scale_scale", scaler.scale)
@@ -101,11 +107,13 @@ def save_model(est, path, overwrite=False, target=None):
             "n_features_in": int(est.n_features_in_),
             # the estimator's own fields (_model_record), None where it has none
             "classes": None, "offset": None, "C_": None, "mu_": None, "target_type": None,
+            "n_support": None,      # a classifier's distinct support rows per class
             "training": getattr(est, "training_", None),   # seconds, rows, store fingerprint
             # hyperparameters chosen on held-out rows: every candidate and its score
             "selection": getattr(est, "selection_", None),
             "scaler": None if scaler is None else {"centred": scaler.offset is not None},
             "probability": None,
+            "arrays": sorted(extra),
             "machines": recs,
             "files": files,
         }
@@ -254,6 +262,12 @@ def _check_fields(man):
             raise ValueError("the probability sigmoids do not match the machines")
     elif kind != "MMDATransformer" and len(machines) != 1:
         raise ValueError(f"a {kind} has one machine, the model has {len(machines)}")
+    extra = man.get("arrays") or []
+    if not isinstance(extra, list):
+        raise TypeError("arrays is not a list")
+    for n in extra:
+        if f"{n}.npy" not in files:
+            raise ValueError(f"no {n} file")
     sc = man.get("scaler")
     if sc is not None:
         for n in ["scale_scale"] + (["scale_offset"] if sc["centred"] else []):
@@ -340,7 +354,11 @@ def load_model(path):
         from ..data.scaling import Scaler
         est.scaler_ = Scaler(get("scale_offset") if man["scaler"]["centred"] else None,
                              get("scale_scale"))
-    est._model_restore(machines, man)
+    extra = {n: get(n) for n in man.get("arrays") or []}
+    if extra:
+        est._model_restore(machines, man, extra)
+    else:
+        est._model_restore(machines, man)
     return est
 
 

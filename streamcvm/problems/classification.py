@@ -21,11 +21,12 @@ from ..solvers.points import RowPoints
 from .progressive import STAGE_TOL, machine_rows, plan, train_progressive
 
 PROBE_CORE = 2048   # train_size="auto": core vectors of the sampled fit on every row before going progressive
-# method="auto": a plain two-class machine (no weights, cap, full pass or validation stop)
+# method="auto": a two-class machine (weighted or not; no cap, full pass or validation stop)
 # of at most EXACT_ROWS rows is solved exactly over every row (solvers.smo.svc_exact), its
 # rows dense in at most EXACT_DENSE_MB (a sparse store's too) and, for kernels other than
 # RBF (whose kernel rows are computed as SMO needs them), its whole kernel matrix in at
-# most EXACT_MATRIX_MB; other machines by BVM (CVM when weighted: BVM needs one C).
+# most EXACT_MATRIX_MB (class and sample weights: a per-row C, its diagonal); other
+# machines by BVM (CVM when weighted: BVM needs one C).
 EXACT_ROWS = 16384
 EXACT_DENSE_MB = 512
 EXACT_MATRIX_MB = 512
@@ -41,9 +42,8 @@ def resolve_method(method, weighted, kernel):
 def exact_route(store, kernel, classes, solve, *, class_weight, sample_weight, full_pass,
                 make_pool, stop):
     """Whether :func:`_fit` solves this machine by :func:`_fit_exact`."""
-    if solve.method != "auto" or classes is None or class_weight is not None \
-            or sample_weight or full_pass or make_pool is not None or stop != "slack" \
-            or solve.max_core is not None or solve.resume is not None:
+    if solve.method != "auto" or classes is None or full_pass or make_pool is not None \
+            or stop != "slack" or solve.max_core is not None or solve.resume is not None:
         return False
     m = machine_rows(store, classes)
     if m > EXACT_ROWS or 4.0 * m * store.d > EXACT_DENSE_MB * 2 ** 20:
@@ -59,33 +59,48 @@ def side_by_side(store, kernel, subs, solve, *, class_weight=None, sample_weight
     another's), else 1 (the others' solvers use the threads themselves)."""
     from .compress import threads
     n = threads(solve.n_jobs)
-    if n == 1 or len(subs) == 1 or class_weight is not None:
+    if n == 1 or len(subs) == 1:
         return 1
-    ok = all(exact_route(store, kernel, pair, solve, class_weight=None,
+    ok = all(exact_route(store, kernel, pair, solve, class_weight=class_weight,
                          sample_weight=sample_weight, full_pass=full_pass, make_pool=None,
                          stop=stop) for pair in subs)
     return n if ok else 1
 
 
-def _machine_rows(store, classes):
-    """(store row ids, rows, labels +-1) of one machine's rows, in memory."""
+def _machine_rows(store, classes, weighted=False):
+    """(store row ids, rows, labels +-1, sample weights or None) of one
+    machine's rows, in memory."""
     from .driver import RowSource
-    src = RowSource(store, classes, "binary")
+    src = RowSource(store, classes, "binary", weighted=weighted)
     parts = [p for i in range(store.n_chunks) for p in src.points(i)]
     ids = np.concatenate([p[0] for p in parts])
     X = sp.vstack([p[1] for p in parts], format="csr") if store.sparse else \
         np.concatenate([np.asarray(p[1]) for p in parts])
-    return ids, X, np.concatenate([np.asarray(p[2], np.float64) for p in parts])
+    w = np.concatenate([np.asarray(p[3], np.float64) for p in parts]) if weighted else None
+    return ids, X, np.concatenate([np.asarray(p[2], np.float64) for p in parts]), w
 
 
-def _fit_exact(store, kernel, classes, C, callback=None):
-    """One two-class machine solved exactly (:func:`~streamcvm.solvers.smo.svc_exact`)."""
+def _fit_exact(store, kernel, classes, C, callback=None, class_weight=None,
+               sample_weight=False):
+    """One two-class machine solved exactly (:func:`~streamcvm.solvers.svc.svc_exact`);
+    ``class_weight`` (w_neg, w_pos) and the store's sample weights
+    (``sample_weight``) multiply each row's C. Rows of weight 0 are left out
+    (as SVC leaves them out: their C is 0); negative weights are refused."""
     import time
     from ..solvers.svc import svc_exact
     t0 = time.perf_counter()
-    ids, X, y = _machine_rows(store, classes)
+    ids, X, y, w = _machine_rows(store, classes, sample_weight)
+    mult = None
+    if class_weight is not None or sample_weight:
+        mult = _row_multipliers(y, w, class_weight)
+        keep = np.flatnonzero(mult > 0)
+        if len(keep) < len(y):
+            ids, X, y, mult = ids[keep], X[keep], y[keep], mult[keep]
+        if (y > 0).all() or (y < 0).all():
+            raise ValueError("every row of one side of the machine "
+                             f"{tuple(_side(c) for c in classes)} has weight 0")
     Xd = X.toarray() if sp.issparse(X) else X
-    res = svc_exact(np.asarray(Xd, np.float32), y, kernel, C)
+    res = svc_exact(np.asarray(Xd, np.float32), y, kernel, C, weight=mult)
     a = res["a"]
     keep = np.flatnonzero(a > 0)
     coef = a[keep] * y[keep]
@@ -106,6 +121,22 @@ def _fit_exact(store, kernel, classes, C, callback=None):
     return m
 
 
+def _row_multipliers(y, w, class_weight):
+    """Each row's multiplier of C: its class's weight (``class_weight``:
+    (w_neg, w_pos), or None) times its sample weight (``w``, or None).
+    Negative weights are refused."""
+    wn, wp = (1.0, 1.0) if class_weight is None else (float(class_weight[0]),
+                                                       float(class_weight[1]))
+    mult = np.where(np.asarray(y) > 0, wp, wn)
+    if w is not None:
+        mult = mult * np.asarray(w, np.float64)
+    if min(wn, wp) <= 0 or (mult < 0).any():
+        raise ValueError(f"class weights must be positive and sample weights >= 0 "
+                         f"(smallest: class {min(wn, wp):g}, sample "
+                         f"{np.min(w) if w is not None and len(w) else 1.0:g})")
+    return mult
+
+
 def class_points(store, kernel, classes, C, class_weight=None, sample_weight=False,
                  runner=None):
     """The points of one machine: rows, sign = label (+-1, or 1 for one
@@ -119,9 +150,17 @@ def class_points(store, kernel, classes, C, class_weight=None, sample_weight=Fal
     stats = row_stats(store, classes, runner)
     wn, wp = (1.0, 1.0) if class_weight is None else (float(class_weight[0]),
                                                        float(class_weight[1]))
-    if min(wn, wp) <= 0 or (sample_weight and stats["min_w"] <= 0):
-        raise ValueError("class and sample weights must be positive "
-                         f"(smallest: class {min(wn, wp)}, sample {stats['min_w']})")
+    if min(wn, wp) <= 0:
+        raise ValueError(f"class weights must be positive (smallest: {min(wn, wp):g})")
+    if sample_weight and stats["min_w"] < 0:
+        raise ValueError(f"sample weights must be >= 0 (smallest: {stats['min_w']:g})")
+    if sample_weight and stats["min_w"] == 0:
+        # (arrays never get here: the estimator drops their rows of weight 0)
+        raise ValueError(
+            "a sample weight of 0 in the store's weight column: the sampled solvers "
+            "(bvm, cvm, fvm) need a positive weight on every row; method='auto' leaves "
+            f"rows of weight 0 out of machines of at most {EXACT_ROWS:,} rows, else drop "
+            "them when ingesting")
     min_mult = min(wn, wp) * (stats["min_w"] if sample_weight else 1.0)
 
     def mult(y, w):
@@ -200,7 +239,8 @@ def _fit(store, kernel, classes, solve, *, C, class_weight, sample_weight, **run
     if exact_route(store, kernel, classes, solve, class_weight=class_weight,
                    sample_weight=sample_weight, full_pass=run_kw.get("full_pass", False),
                    make_pool=run_kw.get("make_pool"), stop=run_kw.get("stop", "slack")):
-        return _fit_exact(store, kernel, classes, C, solve.callback), None
+        return _fit_exact(store, kernel, classes, C, solve.callback, class_weight,
+                          sample_weight), None
     solve = solve.but(method=resolve_method(solve.method, class_weight is not None
                                             or sample_weight, kernel))
     points = class_points(store, kernel, classes, C, class_weight, sample_weight, solve.runner)

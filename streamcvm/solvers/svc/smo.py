@@ -39,8 +39,9 @@ def _svc_update(Ki, Kj, ai, aj, y, h):
 def svc_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, r, a, y, u, tol, max_iter):
     """:func:`svr_smo` for a two-class L2-SVM: one point per row, its label's
     sign ``y`` (float32 +-1), a constant linear term: minimise ``a'Qa`` on
-    the simplex, ``Q = y y' (K + 1) + r I``, in place. ``u = (K + 1)(a y)``
-    on entry (not kept); the gradients ``h = 2 y u + 2 r a`` in float32.
+    the simplex, ``Q = y y' (K + 1) + diag(r)``, in place (``r``: each row's
+    1 / C, float64). ``u = (K + 1)(a y)`` on entry (not kept); the gradients
+    ``h = 2 y u + 2 r a`` in float32.
     Stops when ``max_{a_j > 0} h_j - min h <= tol`` or after ``max_iter``
     steps. Returns (steps, the final gap)."""
     m = len(u)
@@ -75,12 +76,11 @@ def svc_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, r, a, y, u, to
         step = (np.float64(h[j]) - np.float64(hi)) / (2.0 * e)
         if step >= a[j]:
             step = a[j]
-        rs = np.float32(2.0 * r * step)
         a[i] += step
-        h[i] += rs
+        h[i] += np.float32(2.0 * r[i] * step)
         w[i] = 1
         a[j] = 0.0 if step == a[j] else a[j] - step
-        h[j] -= rs
+        h[j] -= np.float32(2.0 * r[j] * step)
         if a[j] == 0.0:
             w[j] = 0
         i = _svc_update(Ki, Kj, np.float32(2.0 * step) * yi, np.float32(2.0 * step) * y[j],
@@ -97,10 +97,14 @@ SVC_TOL = 2e-3
 SVC_START = 32      # rows of each class weighted at the start (svc_exact)
 
 
-def svc_exact(X, y, kernel, C, tol=SVC_TOL, max_iter=None, K=None, cache_mb=CACHE_MB):
+def svc_exact(X, y, kernel, C, tol=SVC_TOL, max_iter=None, K=None, cache_mb=CACHE_MB,
+              weight=None):
     """The two-class L2-SVM's MEB dual over every row of ``X`` (labels ``y``,
     +-1): minimise ``a'Qa`` on the simplex, ``Q = y y' (K + 1) + I / C``
     (generalized-cvm sec. II, b = 1), with ``r = 1 / C``, to ``max_{a_j > 0} g_j - min g <= tol ||c||^2`` (:data:`SVC_TOL`).
+    ``weight``: per-row multipliers of C (> 0; class and sample weights):
+    row i's ``r_i = 1 / (C weight_i)``, the diagonal of ``Q`` (the
+    center-constrained MEB of generalized-cvm sec. IV-A, solved the same way).
     The same QP as BVM, CVM and Frank-Wolfe, solved to its optimum (BVM's
     fixed-radius ball stops at a feasible center instead), by
     :func:`svc_smo`. Starts from
@@ -116,7 +120,11 @@ def svc_exact(X, y, kernel, C, tol=SVC_TOL, max_iter=None, K=None, cache_mb=CACH
     rows = kernel_rows(kernel, X, sq, cache_mb=cache_mb, blas=True) if K is None else K
     done = int(rows[4][2])
     kd = np.asarray(kernel.diag(X, sq), np.float64)
-    r = 1.0 / float(C)
+    r = np.full(m, 1.0 / float(C)) if weight is None else \
+        1.0 / (float(C) * np.asarray(weight, np.float64))
+
+    def ridge(a):       # a' diag(r) a (one C: r a'a, as it always was computed)
+        return float(r[0] * (a @ a)) if weight is None else float((r * a) @ a)
     pos = y > 0
     y32 = y.astype(np.float32)
     start = np.concatenate([np.flatnonzero(pos)[:SVC_START], np.flatnonzero(~pos)[:SVC_START]])
@@ -126,14 +134,14 @@ def svc_exact(X, y, kernel, C, tol=SVC_TOL, max_iter=None, K=None, cache_mb=CACH
     _rebuild(*rows, np.where(pos, a, 0.0), np.where(pos, 0.0, a), u)
     cap = int(100 * m + 100000 if max_iter is None else max_iter)
     it = 0
-    c2 = float((a * y) @ u + r * (a @ a))
+    c2 = float((a * y) @ u) + ridge(a)
     for _ in range(8):
         # SMO to the rule at the last ||c||^2 (it only falls), then the gap
         # and ||c||^2 again from u in float64
         steps, _ = svc_smo(*rows, kd, r, a, y32, u, float(tol) * c2, cap - it)
         it += steps
         _rebuild(*rows, np.where(pos, a, 0.0), np.where(pos, 0.0, a), u)
-        c2 = float((a * y) @ u + r * (a @ a))
+        c2 = float((a * y) @ u) + ridge(a)
         g = 2.0 * y * u + 2.0 * r * a
         gap = float(g[a > 0].max() - g.min())
         if gap <= tol * c2 or it >= cap:
