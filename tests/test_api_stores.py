@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import streamcvm
-from streamcvm import CVMClassifier, CVMOneClass, CVMRanker, CVMRegressor
+from streamcvm import CVMClassifier, CVMOneClass, CVMRegressor
 from streamcvm.data import synthetic
 from streamcvm.data.store import DaskStore, DiskStore
 

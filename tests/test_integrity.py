@@ -19,7 +19,7 @@ from streamcvm.data.atomic import OutputRaced, publish
 from streamcvm.data.writer import StoreWriter
 from streamcvm.data.store import StoreError, open_store
 
-from conftest import REPO, cli_env, inproc, one_line_error, run_cli, tree
+from conftest import REPO, cli_env, inproc, one_line_error, tree
 
 
 @pytest.fixture(scope="module")

@@ -111,3 +111,21 @@ def test_cli_b1_train_and_predict(tmp_path, capsys):
         main(["predict", st, m2, "-o", str(tmp_path / "q.txt"), "-b", "1"])
     with pytest.raises(SystemExit, match="for classification"):
         main(["train", st, "-o", str(tmp_path / "r"), "--task", "regression", "-b", "1"])
+
+
+def test_a_pair_whose_held_out_rows_hold_one_side_gets_the_smoothed_prior():
+    """A rare class can leave a machine's held-out rows one-sided (kddcup99's
+    23 classes with -b 1): that machine's sigmoid is Platt's smoothed prior,
+    (n + 1) / (n + 2) for the side seen and 1/2 with no row, with a warning,
+    and the other machines are fitted as ever."""
+    from streamcvm.predict.probability import fit_sigmoids, platt_predict
+    rng = np.random.default_rng(0)
+    f = rng.normal(size=60)
+    y = np.r_[np.zeros(40), np.ones(20)]            # no row of class 2, 3 or 4
+    F = np.c_[f, f, f]
+    subs = [(0.0, 1.0), (0.0, 2.0), (3.0, 4.0)]     # (0, 2): class 0 only; (3, 4): none
+    with pytest.warns(UserWarning, match="machine 2 of 3 hold rows of one side only"):
+        A, B = fit_sigmoids(F, y, subs)
+    assert A[1] == 0.0 and platt_predict([0.0], A[1], B[1])[0] == pytest.approx(1 / 42)
+    assert A[2] == 0.0 and platt_predict([0.0], A[2], B[2])[0] == pytest.approx(0.5)
+    assert A[0] != 0.0

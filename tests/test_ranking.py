@@ -46,8 +46,8 @@ def test_ranker_learns_the_order_and_roundtrips(tmp_path):
 
 def test_ranker_refuses_what_it_cannot_do():
     X, y, q = _queries(nq=4)
-    with pytest.raises(ValueError, match="needs y .relevance. and qid"):
-        CVMRanker().fit(X, y)
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        CVMRanker().fit(X, None, q)
     with pytest.raises(ValueError, match="use method='cvm' or 'fvm'"):
         CVMRanker(method="bvm").fit(X, y, q)
     with pytest.raises(ValueError, match="no qid column"):

@@ -44,7 +44,6 @@ fresh process: numba's cache load included); "peak RSS MB" the child's
 ``ru_maxrss``. ``--quick``: 3,000 random training rows and 1,000 test rows
 (``datasets.subsample_index``, seed 0).
 """
-import os
 import sys
 
 import benchlib as B     # standard library only

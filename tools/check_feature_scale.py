@@ -39,7 +39,6 @@ subsample, seed 0). Classification sets run CVMClassifier() (the
 defaults), CVMClassifier(C=1, gamma=G/s^2, method="bvm") and
 CVMOneClass(); regression sets CVMRegressor() and CVMRegressor(gamma=G/s^2).
 """
-import argparse
 import os
 import shutil
 import subprocess

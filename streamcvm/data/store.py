@@ -193,6 +193,10 @@ class BaseStore:
 
 # ---------------------------------------------------------------------------
 
+NOT_A_STORE = ("{}: {}, not a streamcvm store: make one with `streamcvm ingest` (text files) "
+               "or streamcvm.as_store(X, y) (arrays)")
+
+
 class DiskStore(BaseStore):
     """A store on disk: a Zarr v3 group (a directory, or any fsspec URL zarr
     reads: ``file://``, ``s3://``, ``gs://`` ... with their fsspec package
@@ -223,14 +227,18 @@ class DiskStore(BaseStore):
         self.backend = "zarr" if url or os.path.isdir(path) else "hdf5"
         try:
             self._src = FORMATS[self.backend](path, "r")
-        except StoreOpenError as e:
-            raise StoreError(f"{path}: {e}") from None
+        except StoreOpenError as e:     # a Zarr array, a folder of other files: say so
+            meta = [n for n in ("zarr.json", ".zgroup", ".zarray") if os.path.exists(f"{path}/{n}")]
+            what = "a Zarr array" if "ContainsArrayError" in str(e) or ".zarray" in meta else None \
+                if meta or url or self.backend != "zarr" else "a folder without Zarr metadata"
+            raise StoreError(NOT_A_STORE.format(path, what) if what else f"{path}: {e}") from None
         attrs = self._src.attrs
         self._arr, self._has = self._src.array, self._src.has
         self.checksums = self._src.checksums
         ver = attrs.get("streamcvm_format")
         if ver is None:
-            raise StoreError(f"{path}: not a streamcvm store (no streamcvm_format attribute)")
+            raise StoreError(NOT_A_STORE.format(path, {"zarr": "a Zarr group"}.get(
+                self.backend, "an HDF5 file")))
         if not isinstance(ver, int) or ver > FORMAT_VERSION:
             raise StoreError(f"{path}: store format {ver!r} is newer than this streamcvm "
                              f"reads ({FORMAT_VERSION}); upgrade streamcvm")
@@ -421,7 +429,8 @@ class DiskStore(BaseStore):
 
 
 class ArrayStore(BaseStore):
-    """The store interface over in-memory arrays; chunks are views, not copies."""
+    """The store interface over in-memory arrays; chunks are views, not copies
+    (of ``X`` as float32: other dtypes are converted once, a copy)."""
 
     def __init__(self, X, y=None, qid=None, weight=None, chunk_rows=None):
         import scipy.sparse as sp
@@ -575,7 +584,10 @@ def open_store(path, check_finite=True):
 
 
 def as_store(X, y=None, **kw):
-    """A store for ``X``: a path or store is opened, arrays are wrapped."""
+    """A store for ``X``: a path or store is opened, arrays are wrapped:
+    float32 ones (dense, or CSR) as they are, without a copy; any other
+    dtype is converted to float32 once, which copies it (the kernels compute
+    in float32)."""
     if isinstance(X, BaseStore):
         return X
     if isinstance(X, (str, os.PathLike)):

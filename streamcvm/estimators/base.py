@@ -21,7 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data.parallel import Runner
-from ..data.sampling import SAMPLE_SIZE, sample_rows
+from ..data.sampling import SAMPLE_SIZE
 from ..data.snapshots import KEEP
 from ..data.store import DaskStore, as_store, is_dask_array, is_store_like
 from ..problems import checkpoint, one_blas_thread
@@ -198,6 +198,18 @@ class Fit:
         checkpoint.machine_done(self.ck, m, self.n)
 
 
+def no_labels_with_store(X, what="y", **given):
+    """A store (a path, URL or opened store) brings its own labels: a ``y``
+    (or ``qid``) passed with it would be ignored, so it is refused instead."""
+    extra = [name for name, v in given.items() if v is not None]
+    if extra and is_store_like(X):
+        names = " and ".join(extra)
+        raise ValueError(f"{names} passed with a store: a store's own {names} "
+                         f"{'is' if len(extra) == 1 else 'are'} used for training; pass "
+                         f"{' and '.join(f'{n}=None' for n in extra)}, or give arrays (or "
+                         f"ingest a store with the other labels)")
+
+
 def keep_params(est, params):
     """scikit-learn's rule for ``__init__``: keep each argument, as given,
     under its own name; ``params``: the ``__init__``'s ``locals()``."""
@@ -243,12 +255,18 @@ class _CVMBase(BaseEstimator):
             raise ValueError(f"compact must be 'auto' or False, got {self.compact!r}")
 
     def _prepare(self, X, y=None, sample_weight=None, regression=False):
+        from .feature_range import with_offset
+        self._row_offset = None
         store, labels = self._prepare_store(X, y, sample_weight, regression)
-        return self._maybe_scale(store), labels
+        store = self._maybe_scale(store)
+        # columns centred before the float32 cast (feature_range.float32_rows)
+        self.scaler_ = with_offset(self.scaler_, self._row_offset)
+        return store, labels
 
     def _prepare_store(self, X, y=None, sample_weight=None, regression=False):
         """A store for the training data, and the labels sklearn validated
         (None for a store, a dask array, or for regression)."""
+        no_labels_with_store(X, y=y)
         if is_store_like(X) or is_dask_array(X):
             if sample_weight is not None:
                 raise ValueError("sample_weight with a store or a dask array: put the "
@@ -256,11 +274,16 @@ class _CVMBase(BaseEstimator):
             store = as_store(X) if is_store_like(X) else DaskStore(X, y)
             self.n_features_in_ = store.d
             return store, None
+        from .feature_range import float32_rows
+        # float64 kept until float32_rows has judged what the float32 cast loses
         if y is None:
-            X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=True)
+            X = validate_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32),
+                              reset=True)
+            X, self._row_offset = float32_rows(X, self.kernel)
             return as_store(X, np.zeros(X.shape[0])), None
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32, reset=True,
-                             y_numeric=regression)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
+                             reset=True, y_numeric=regression)
+        X, self._row_offset = float32_rows(X, self.kernel)
         if sample_weight is not None:
             from sklearn.utils.validation import _check_sample_weight
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
@@ -271,17 +294,24 @@ class _CVMBase(BaseEstimator):
         return as_store(X, codes.astype(np.float64), weight=sample_weight), labels
 
     def _maybe_scale(self, store):
-        """``scale=True``: the per-feature scaling from one pass over the
-        training store (``scaler_``), and the store read through it. Then,
-        whatever ``scale``, rows beyond float32's safe range are read times
-        a power of two, kept in ``scaler_`` too, and a gamma given as a
-        number is checked (:func:`~streamcvm.estimators.feature_range.fit_range`)."""
+        """``scale=True`` or "standard" (standardised), "range" (svm-scale's
+        [-1, 1]): the per-feature scaling from one pass over the training
+        store (``scaler_``, :mod:`streamcvm.data.scaling`), and the store
+        read through it. Then, whatever ``scale``, rows beyond float32's safe
+        range are read times a power of two, kept in ``scaler_`` too, and a
+        gamma given as a number is checked
+        (:func:`~streamcvm.estimators.feature_range.fit_range`)."""
         from ..data.scaling import ScaledStore, Scaler
         from .feature_range import fit_range
+        scale = getattr(self, "scale", False)
+        if not (isinstance(scale, (bool, np.bool_)) or
+                (isinstance(scale, str) and scale in ("standard", "range"))):
+            raise ValueError(f"scale must be False, True (= 'standard'), 'standard' or "
+                             f"'range', got {scale!r}")
         self.scaler_ = None
         raw = store
-        if getattr(self, "scale", False):
-            self.scaler_ = Scaler.fit(store)
+        if scale:
+            self.scaler_ = Scaler.fit(store, kind="range" if scale == "range" else "standard")
             store = ScaledStore(store, self.scaler_)
         store, uniform = fit_range(self, store)
         if uniform is not None and self.scaler_ is not None:   # one transform for both
@@ -299,8 +329,10 @@ class _CVMBase(BaseEstimator):
 
     def _validate_X(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
         scaler = getattr(self, "scaler_", None)
+        # rows the scaler shifts stay float64 until it has (Scaler.transform: float32 out)
+        X = validate_data(self, X, accept_sparse="csr", reset=False,
+                          dtype=np.float32 if scaler is None else (np.float64, np.float32))
         return X if scaler is None else scaler.transform(X)
 
     def _streamed(self, X):
@@ -313,6 +345,12 @@ class _CVMBase(BaseEstimator):
         check_is_fitted(self)
         from ..predict.chunks import predict_chunks
         store = as_store(X) if is_store_like(X) else DaskStore(X)
+        sources = getattr(store, "attrs", {}).get("sources") or []
+        if store.d < self.n_features_in_ and "csv" not in {s.get("format") for s in sources}:
+            # svm-predict's rule: features past the file's last index are 0
+            # (not for CSV columns, matched by position)
+            from ..data.scaling import PaddedStore
+            store = PaddedStore(store, self.n_features_in_)
         if store.d != self.n_features_in_:
             raise ValueError(f"{getattr(store, 'path', 'X')}: {store.d} features, the model "
                              f"expects {self.n_features_in_}")

@@ -128,6 +128,77 @@ def check_gamma(code, gamma, coef0, degree, S, auto=False):
                          f"{hint}")
 
 
+PRECISION_TOL = 1e-5    # float32 may move a value by at most this much of its column's range
+
+
+def float32_rows(X, kernel, *, warn=True):
+    """``(X as float32, offsets or None)``: the rows the kernels see. Where
+    the float32 cast would move some value of a column by more than
+    ``PRECISION_TOL`` of that column's range (a Unix timestamp, ~1.7e9, has a
+    float32 step of 128 s: 400 distinct seconds become 2 values), the
+    translation-invariant kernels (rbf, laplacian, exponential) get that
+    column centred first, in float64: the same kernel values, and the
+    offsets go into the model's scaler so predict centres raw rows the same
+    way. Other kernels change with a shift, so the columns are named in a
+    one-line warning instead (``warn``). Dense float64 input only: float32
+    and sparse rows are returned as they are (sparse: a warning when lossy)."""
+    import scipy.sparse as sp
+    if X.dtype == np.float32 or X.shape[0] == 0:
+        return X, None
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        lossy = _lossy_columns(X.data, X.indices, X.shape[1]) if X.nnz else []
+        if len(lossy) and warn:
+            _warn_lossy(lossy, "sparse rows cannot be centred without filling their zeros")
+        return X.astype(np.float32), None
+    X = np.asarray(X, np.float64)
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    X32 = X.astype(np.float32)
+    err = np.max(np.abs(X32.astype(np.float64) - X), axis=0)
+    lossy = np.flatnonzero(err > PRECISION_TOL * (hi - lo))
+    if not len(lossy):
+        return X32, None
+    if kernel_code(kernel) not in (RBF, LAPLACIAN, EXPONENTIAL):
+        if warn:
+            _warn_lossy(lossy, f"the {kernel} kernel changes with a shift, so they are "
+                               f"not centred here: subtract each column's mean (in "
+                               f"float64) before fitting")
+        return X32, None
+    offset = np.zeros(X.shape[1])
+    offset[lossy] = (lo[lossy] + hi[lossy]) / 2
+    return (X - offset).astype(np.float32), offset
+
+
+def _lossy_columns(values, cols, d):
+    """Sparse: the columns whose stored values float32 moves by more than
+    ``PRECISION_TOL`` of their range (zeros included)."""
+    err = np.zeros(d)
+    lo, hi = np.zeros(d), np.zeros(d)
+    np.maximum.at(err, cols, np.abs(values.astype(np.float32).astype(np.float64) - values))
+    np.minimum.at(lo, cols, values)
+    np.maximum.at(hi, cols, values)
+    return np.flatnonzero(err > PRECISION_TOL * (hi - lo))
+
+
+def _warn_lossy(cols, why):
+    import warnings
+    shown = ", ".join(str(int(c)) for c in cols[:5]) + (", ..." if len(cols) > 5 else "")
+    warnings.warn(f"streamcvm: float32 (the kernels' precision) loses the variation of "
+                  f"{len(cols):,} feature(s) (column {shown}): their spread is tiny next to "
+                  f"their magnitude; {why}", UserWarning, stacklevel=4)
+
+
+def with_offset(scaler, offset):
+    """``scaler`` (or None) applied to rows already shifted by ``offset``
+    (or None), as one :class:`~streamcvm.data.scaling.Scaler` of raw rows."""
+    if offset is None:
+        return scaler
+    if scaler is None:
+        return Scaler(offset, np.ones(len(offset)))
+    inner = np.zeros(len(offset)) if scaler.offset is None else scaler.offset
+    return Scaler(offset + inner, scaler.scale)
+
+
 def gamma_factor(code, s):
     """What a gamma in the units of x is multiplied by for rows ``s x``."""
     return 1.0 / s if code in (LAPLACIAN, EXPONENTIAL) else 1.0 / (s * s)

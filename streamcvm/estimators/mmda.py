@@ -22,8 +22,9 @@ from ..data.store import as_store, is_store_like
 from ..problems.machine import Machine
 from ..solvers.kernels import Kernel
 from ..solvers.mmda import Basis, Direction, MMDASolver, RowKernels
-from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, keep_params, positive_number,
-                   resolve_gamma, store_classes, training_record)
+from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, keep_params,
+                   no_labels_with_store, positive_number, resolve_gamma, store_classes,
+                   training_record)
 
 # classes side by side (threads) only for dense rows of at most this many bytes: each
 # thread holds its own copy of them (its pool, its row kernels)
@@ -72,6 +73,12 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                  sample_size=SAMPLE_SIZE, max_core=None, compact="auto", random_state=0, verbose=False):
         keep_params(self, locals())
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True           # CSR rows, as the estimators take them
+        tags.target_tags.required = True        # the classes to separate
+        return tags
+
     def _check_params(self):
         if not (isinstance(self.n_components, numbers.Integral) and self.n_components >= 1):
             raise ValueError(f"n_components must be a positive integer, got "
@@ -97,6 +104,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         t0 = time.perf_counter()
         self._check_params()
         if is_store_like(X):
+            no_labels_with_store(X, y=y)
             store, labels = as_store(X), None
             self.n_features_in_ = store.d
         else:

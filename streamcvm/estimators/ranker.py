@@ -9,7 +9,7 @@ from ..problems.driver import Solve
 from ..problems.ranking import RANKING, train_ranker
 from ..solvers.methods import method_class
 from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, _OneMachine, keep_params,
-                   resolve_eps)
+                   no_labels_with_store, resolve_eps)
 
 
 class CVMRanker(_OneMachine):
@@ -34,21 +34,27 @@ class CVMRanker(_OneMachine):
             checkpoint_iters=None, checkpoint_keep=KEEP, resume=False,
             checkpoint_replace=False,
             client=None):
-        """Fit on arrays (X, y, qid) or a store with a qid column. The
+        """Fit on arrays (X, y, qid) or a store with a qid column; arrays
+        without ``qid`` are one query (every pair of rows whose relevance
+        differs). The
         checkpoint arguments and ``client`` are those of :meth:`CVMClassifier.fit`."""
         t0 = time.perf_counter()
         self._check_params()
         method_class(self.method, plain=False, problem=RANKING)
         if isinstance(X, (BaseStore, str)) or hasattr(X, "__fspath__"):
+            no_labels_with_store(X, y=y, qid=qid)
             store, _ = self._prepare(X)
         else:
-            if y is None or qid is None:
-                raise ValueError("CVMRanker.fit needs y (relevance) and qid (query ids)")
+            if y is None:
+                raise ValueError("CVMRanker requires y to be passed, but the target y is "
+                                 "None (y: relevance; qid: query ids)")
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
                                  reset=True, y_numeric=True)
-            qid = np.asarray(qid)
+            # no qid: every row in one query, pairs across all of them
+            qid = np.zeros(X.shape[0], np.int64) if qid is None else np.asarray(qid)
             if qid.shape != (X.shape[0],):
                 raise ValueError(f"qid has shape {qid.shape}, expected ({X.shape[0]},)")
+            _check_pairs(np.asarray(y, np.float64), qid)
             store = self._maybe_scale(as_store(X, np.asarray(y, np.float64), qid=qid))
         kern = self._kernel(store)
         solve = Solve(method=self.method, eps=resolve_eps(self.eps),
@@ -69,8 +75,9 @@ class CVMRanker(_OneMachine):
         return f, f
 
     def score(self, X, y=None, qid=None):
-        """Mean NDCG@10 over the queries; on a store (path, URL) against its
-        own relevance labels and query ids, streamed."""
+        """Mean NDCG@10 over the queries (no ``qid``: the rows are one
+        query); on a store (path, URL) against its own relevance labels and
+        query ids, streamed."""
         if is_store_like(X):
             if y is not None or qid is not None:
                 raise ValueError("score on a store takes its labels and query ids from "
@@ -85,7 +92,22 @@ class CVMRanker(_OneMachine):
             for r in predict_chunks(self, store):
                 tot.add(r.y, r.pred, r.qid)
             return float(tot.result()[0])
-        if y is None or qid is None:
-            raise ValueError("score(X, y, qid): y and qid are needed with arrays")
+        if y is None:
+            raise ValueError("score(X, y, qid): y is needed with arrays")
         from ..predict.metrics import ndcg_at_k
-        return ndcg_at_k(y, self.predict(X), qid, k=10)
+        f = self.predict(X)
+        return ndcg_at_k(y, f, np.zeros(len(f), np.int64) if qid is None else qid, k=10)
+
+
+def _check_pairs(y, qid):
+    """A ValueError unless some query holds two rows of different relevance
+    (the pairs a ranking SVM trains on)."""
+    _, inv = np.unique(qid, return_inverse=True)
+    lo = np.full(inv.max() + 1 if len(inv) else 0, np.inf)
+    hi = np.full_like(lo, -np.inf)
+    np.minimum.at(lo, inv, y)
+    np.maximum.at(hi, inv, y)
+    if not np.any(hi > lo):
+        rows = "1 sample" if len(y) == 1 else f"{len(y):,} rows"
+        raise ValueError(f"nothing to rank: no query among {len(lo):,} has two rows of "
+                         f"different relevance ({rows})")

@@ -213,9 +213,15 @@ def fit_sigmoids(F, y, subs):
         on_pos = np.isin(y, np.atleast_1d(pos))
         mine = on_pos | np.isin(y, np.atleast_1d(neg))
         if on_pos[mine].all() or not on_pos[mine].any():
-            raise ValueError(f"probability=True: the {int(mine.sum())} rows the sigmoid of "
-                             f"machine {k} is fitted on hold one side only; too few rows "
-                             "to fit probabilities")
+            # a rare pair: Platt's smoothed targets still give a sigmoid, the
+            # constant (n + 1) / (n + 2) for the side seen (1/2 with no rows)
+            import warnings
+            seen = "no row" if not mine.any() else \
+                f"rows of one side only ({int(mine.sum()):,})"
+            warnings.warn(f"streamcvm: probability: the rows held out for machine "
+                          f"{k + 1} of {len(subs)} hold {seen}; its sigmoid is a constant "
+                          f"(Platt's smoothed prior), not fitted to its decision values",
+                          UserWarning, stacklevel=2)
         A[k], B[k] = platt_fit(F[mine, k], on_pos[mine])
     return A, B
 
