@@ -204,7 +204,7 @@ def ingest(sources, out, *, store_format=None, sparse="auto", zero_based=False,
         overwrite = check_output(out, what="store", inputs=sources,
                                  overwrite=overwrite).replace
     except OutputError as e:
-        raise IngestError(out, e.reason) from None
+        raise IngestError(out, _output_reason(out, e.reason)) from None
     n_jobs = n_jobs or os.cpu_count() or 1
     own_pool = executor is None
     pool = ThreadPoolExecutor(max_workers=n_jobs, thread_name_prefix="parse") if own_pool else executor
@@ -249,6 +249,17 @@ def ingest(sources, out, *, store_format=None, sparse="auto", zero_based=False,
     return {"path": path, "n": w.n, "d": w.d, "sparse": w.sparse, "nnz": w.nnz,
             "chunk_rows": w.chunk_rows, "seconds": time.perf_counter() - prog.t0,
             "label": st.label_info, "warnings": list(st.warnings)}
+
+
+def _output_reason(out, reason):
+    """Why ``out`` is refused, in ingest's words: an existing streamcvm store
+    is a store, and ``--overwrite`` replaces it."""
+    if reason.startswith("already exists"):
+        from streamcvm.data.outputs import streamcvm_kind
+        kind = streamcvm_kind(out)
+        held = f"a streamcvm {kind}" if kind else "a file"
+        return f"already exists (pass --overwrite to replace it): {held}"
+    return reason
 
 
 def _refuse_repeats(sources):

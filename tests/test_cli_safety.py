@@ -6,7 +6,6 @@ import os
 import re
 import stat
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -3,6 +3,10 @@ into a store), info (a store, a model or a checkpoint folder), train,
 predict, features (MMDA), surface, evaluate, demo. Each module has
 ``add(subparsers)`` (its options) and ``run(args)``.
 
+``train``, ``predict`` and ``evaluate`` also read a text file where a store
+is expected (ingested once into a cache folder), and ``train`` takes
+svm-train's option letters (:mod:`.libsvm`).
+
 Heavy modules (numba, zarr, dask, scikit-learn) are imported inside the
 commands, so ``streamcvm --help`` answers at once. User mistakes end with one
 line on stderr and a non-zero exit status, never a traceback. Options not
@@ -35,8 +39,9 @@ def _sigterm(signum, frame):
 
 
 def main(argv=None):
+    from .libsvm import rewrite_argv
     ap = build_parser()
-    args = ap.parse_args(argv)
+    args = ap.parse_args(rewrite_argv(sys.argv[1:] if argv is None else argv))
     from .. import numba_cache_moved
     if numba_cache_moved and not getattr(args, "quiet", False):
         print(f"streamcvm: note: compiled kernels are cached in {numba_cache_moved} (neither "

@@ -231,3 +231,91 @@ def given(args, **names):
         if v is not None:
             out[param] = v
     return out
+
+
+# ---------------------------------------------------------------------------
+# inputs: a store, or a text file read as LIBSVM's tools read it
+# ---------------------------------------------------------------------------
+
+def open_input(path, command, quiet=False):
+    """The store at ``path``. A text file (svmlight/LIBSVM or CSV; plain,
+    .gz, .bz2) is ingested into a store in the cache folder first, or its
+    store there is reused (:func:`streamcvm.ingest.cache.cached_store`), in
+    one line on stderr (the reuse line not with ``quiet``). Another file
+    that is no store is one line naming ``streamcvm ingest`` (:func:`neither`),
+    as is a Zarr array or group that is not a streamcvm store
+    (:func:`~streamcvm.data.store.open_store`'s message)."""
+    from ..data.store import open_store
+    if "://" not in path and os.path.isfile(path) and not _hdf5(path):
+        from ..ingest.cache import ENV, cached_store, text_format
+        fmt = text_format(path)
+        if fmt is not None:
+            out, res = cached_store(path, progress=not quiet and sys.stderr.isatty())
+            if res is not None:
+                print(f"streamcvm {command}: {path} is a text file ({fmt}): ingested it "
+                      f"({res['n']:,} rows x {res['d']:,} features, {res['seconds']:.1f} s) "
+                      f"into the cache store {out}, reused while the file is unchanged "
+                      f"({ENV} moves the cache; `streamcvm ingest` takes options)",
+                      file=sys.stderr)
+            elif not quiet:
+                print(f"streamcvm {command}: {path} is a text file ({fmt}): reading the store "
+                      f"ingested from it earlier, {out}", file=sys.stderr)
+            return open_store(out)
+        raise neither(path)
+    return open_store(path)
+
+
+def neither(path):
+    """The one line for a file that is no store and no text file of data."""
+    from ..data.store import StoreError
+    return StoreError(f"{path}: neither a store (a Zarr folder, an HDF5 file) nor a text file "
+                      f"of data (svmlight/LIBSVM, CSV; plain, .gz, .bz2): stores are made "
+                      f"with `streamcvm ingest`")
+
+
+def _hdf5(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x89HDF"
+    except OSError:
+        return False
+
+
+def predictor(est, model_path, command):
+    """``est``, a model that predicts; an MMDA feature model is refused in
+    one line naming ``streamcvm features``."""
+    if getattr(est, "task", None) == "features":
+        raise SystemExit(f"streamcvm {command}: error: {model_path}: an MMDA feature model "
+                         f"(MMDATransformer), which transforms rows and predicts nothing: "
+                         f"write its features with `streamcvm features STORE -o "
+                         f"FEATURES.zarr --model {model_path}`, then train and {command} "
+                         f"on those")
+    return est
+
+
+def fit_to_model(store, est, name, command):
+    """``store`` as the model ``est`` reads it: a store of fewer features is
+    read with zeros past its last one, as LIBSVM's svm-predict reads a test
+    file whose largest index is below the model's (one note on stderr); CSV
+    columns, matched by position, and more features than the model's are
+    refused in one line."""
+    d, want = store.d, est.n_features_in_
+    if d == want:
+        return store
+    if d > want:
+        raise SystemExit(
+            f"streamcvm {command}: error: {name}: {d:,} features, the model expects "
+            f"{want:,}: the model knows nothing of features past {want:,}. If those columns "
+            f"are empty (a store ingested with a larger --n-features), ingest the file again "
+            f"with `streamcvm ingest FILE --n-features {want} -o STORE.zarr`")
+    formats = {s.get("format") for s in (getattr(store, "attrs", {}).get("sources") or [])}
+    if "csv" in formats:
+        raise SystemExit(
+            f"streamcvm {command}: error: {name}: {d:,} features, the model expects {want:,}: "
+            f"its rows come from CSV columns, matched by position, so which ones are missing "
+            f"cannot be told; give it the training file's columns")
+    from ..data.scaling import PaddedStore
+    missing = f"feature {want:,} is" if d + 1 == want else f"features {d + 1:,}-{want:,} are"
+    print(f"streamcvm {command}: note: {name} has {d:,} features, the model {want:,}: "
+          f"{missing} read as 0 (as svm-predict does)", file=sys.stderr)
+    return PaddedStore(store, want)

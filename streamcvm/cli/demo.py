@@ -15,11 +15,13 @@ def add(sub):
                     "nothing but the package.")
     p.add_argument("--dir", default="streamcvm-demo", help="working folder (default: ./streamcvm-demo)")
     p.add_argument("--rows", type=positive_int, default=200_000, help="rows to generate (default: 200,000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the generated data (default: 0)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the demo's files (mixture.*) already in --dir; without it "
                         "an existing one is refused before any work")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bars (the step lines and the evaluation are still printed)")
     p.set_defaults(func=run)
 
 

@@ -25,7 +25,8 @@ def add(sub):
                     "orthogonal large-margin directions on the store's labelled rows (or "
                     "load them with --model), then write every row's features to a new "
                     "store, chunk by chunk (X = the features, y and qid as in STORE).")
-    p.add_argument("store", metavar="STORE")
+    p.add_argument("store", metavar="STORE",
+                   help="the rows: a store (.zarr folder, .h5 file or URL); to fit, labelled")
     p.add_argument("-o", "--output", required=True, metavar="FEATURE_STORE",
                    help="store to write (.zarr, or .h5 / .hdf5)")
     option(p, "-k", "--n-components", type=positive_int, metavar="K", lib=mmda("n_components"),
@@ -73,7 +74,8 @@ def add(sub):
                         "MODEL (a feature store or model folder is replaced without it; "
                         "the inputs never)")
     add_cluster_args(p)
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bars and no summary lines (errors are still printed)")
     p.set_defaults(func=run)
 
 

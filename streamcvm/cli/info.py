@@ -3,13 +3,17 @@ import os
 
 
 def add(sub):
-    p = sub.add_parser("info", help="describe a store, a model or a checkpoint folder",
+    p = sub.add_parser("info", help="describe a store, a model, a checkpoint folder or a text file",
                        description="Rows, features, density, classes or target range, "
                                    "chunking and sizes of a store; a model's estimator, "
                                    "kernel, parameters, classes, machines, core sets, eps "
                                    "reached and training; or, for a folder of training "
-                                   "checkpoints, the progress each one records.")
-    p.add_argument("path", metavar="STORE|MODEL|CHECKPOINT_DIR")
+                                   "checkpoints, the progress each one records. Of a text "
+                                   "file (svmlight, CSV): what it is and how to make it a "
+                                   "store.")
+    p.add_argument("path", metavar="STORE|MODEL|CHECKPOINT_DIR",
+                   help="a store (.zarr folder, .h5 file or URL), a model folder, a "
+                        "checkpoint folder, or a text file")
     p.set_defaults(func=run)
 
 
@@ -113,7 +117,10 @@ def describe_model(path):
                      f"class, one-vs-rest beyond two classes): {min(core):,}-{max(core):,} "
                      f"support rows per feature ({sum(core):,} in all)")
     else:
-        lines.append(f"machines   {len(ms):,}: {sum(nsv):,} support vectors, {sets}, "
+        distinct = man.get("n_support")     # classifiers: distinct rows per class
+        svs = f"{sum(nsv):,} support vectors" if distinct is None or len(ms) == 1 else \
+            f"{sum(distinct):,} support vectors ({sum(nsv):,} over the machines)"
+        lines.append(f"machines   {len(ms):,}: {svs}, {sets}, "
                      f"{sum(m['n_iter'] for m in ms):,} iterations")
     if all(r is not None for r in reached) and reached:
         lines.append(f"eps        reached {min(reached):.3g}" +
@@ -163,9 +170,12 @@ def describe_model(path):
         lines.append(f"targets    standardised for the fit (mean {t['mean']:.6g}, sd "
                      f"{t['sd']:.6g}); mu_, the tube and predictions are in the targets' units")
     if man.get("scaler"):
+        scale = man["params"].get("scale")
         lines.append("scaling    " + (
+            "each feature mapped to [-1, 1] from its min and max (svm-scale)"
+            if man["scaler"]["centred"] and scale == "range" else
             "standardised features ((x - mean) / sd)" if man["scaler"]["centred"] else
-            "x / max |x| per feature" if man["params"].get("scale") else
+            "x / max |x| per feature (sparse rows: no centring)" if scale else
             "x times a power of two (rows beyond float32's safe range; gamma is for the "
             "scaled rows)"))
     t = man.get("training")
@@ -195,6 +205,9 @@ def describe_selection(sel):
                 f"RMSE {best['val_rmse']:.4g} at mu {best['mu']:.4g}, gamma {best['gamma']:.4g}"]
     c = sel["chosen"]
     trials = sel["trials"]
+    if sel.get("reason") or not trials:     # no search: too few rows to hold out
+        return [f"search     none ({sel.get('reason', 'no candidate tried')}): C "
+                f"{c['C']:.4g}, gamma {c['gamma_x']:.4g} / beta ({c['gamma']:.4g})"]
     last = max(t["rung"] for t in trials)
     fin = sorted((t for t in trials if t["rung"] == last), key=lambda t: t["val_loss"])
     won = next(t for t in fin if t["C"] == c["C"] and t["gamma_x"] == c["gamma_x"])
@@ -208,6 +221,24 @@ def describe_selection(sel):
     return out
 
 
+def describe_text(path, fmt):
+    """What ``streamcvm info`` says of a text file: what it is, and how to
+    make it a store."""
+    from ..ingest.cache import cache_path
+    from ..ingest.sources import compression_of
+    comp = compression_of(path)
+    cached = cache_path(path)
+    return "\n".join([
+        f"text file  {path} ({fmt}{', ' + comp if comp else ''}, "
+        f"{_human(os.path.getsize(path))}): data, not a store",
+        f"ingest     streamcvm ingest {path} -o STORE.zarr   (then 'streamcvm info "
+        f"STORE.zarr')",
+        "directly   train, predict and evaluate read it as it is: ingested once with "
+        "ingest's defaults into a cache folder",
+        f"cached     {cached}" if os.path.isdir(cached) else
+        "cached     not yet (no command has read it since it last changed)"])
+
+
 def run(args):
     from ..data import snapshots
     if snapshots.is_checkpoint_dir(args.path):
@@ -216,5 +247,16 @@ def run(args):
     if os.path.isfile(os.path.join(args.path, "model.json")):
         print(describe_model(args.path))
         return 0
+    if os.path.isfile(args.path):
+        with open(args.path, "rb") as f:
+            hdf5 = f.read(4) == b"\x89HDF"
+        from ..ingest.cache import text_format
+        fmt = None if hdf5 else text_format(args.path)
+        if fmt is not None:
+            print(describe_text(args.path, fmt))
+            return 0
+        if not hdf5:
+            from .common import neither
+            raise neither(args.path)
     print(describe_store(args.path))
     return 0

@@ -3,20 +3,31 @@ a store."""
 import sys
 
 from .common import (STORE_SUFFIXES, add_cluster_args, add_exact, chunk_bar, exact_model,
-                     runner_of)
+                     fit_to_model, open_input, predictor, runner_of)
 
 
 def add(sub):
-    p = sub.add_parser("predict", help="predict every row of a store, chunk by chunk")
-    p.add_argument("store", metavar="STORE")
-    p.add_argument("model", metavar="MODEL")
+    p = sub.add_parser(
+        "predict", help="predict every row of a store (or a text file), chunk by chunk",
+        description="Predict every row of a store through a model, chunk by chunk, into a "
+                    "text file (one label or value per line, as LIBSVM's svm-predict) or "
+                    "a store. A text file (svmlight/LIBSVM or CSV; plain, .gz, .bz2) is "
+                    "read as a store: ingested once into a cache folder, reused while it is "
+                    "unchanged. Rows of fewer features than the model's are read with "
+                    "zeros past their last one, as svm-predict does; more are refused.")
+    p.add_argument("store", metavar="STORE",
+                   help="the rows to predict: a store (.zarr folder, .h5 file or URL) or a "
+                        "text file")
+    p.add_argument("model", metavar="MODEL", help="a model folder written by train")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="text file, one prediction per line ('-': standard output); or a "
                         "store (.zarr, .h5): y = the predictions, X = the decision values")
     p.add_argument("-b", "--probability", type=int, choices=[0, 1], default=0,
                    help="1: write the class probabilities too (a model trained with -b 1): "
                         "text: a 'labels ...' header, then the label and one probability per "
-                        "class on each line, as LIBSVM; store: X = the probabilities")
+                        "class on each line, as LIBSVM; the header lists the classes sorted "
+                        "(LIBSVM: in the order the training file first shows them), and the "
+                        "columns follow it; store: X = the probabilities")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file or streamcvm output at OUT (a prediction "
                         "store is replaced without it; the inputs never)")
@@ -27,7 +38,6 @@ def add(sub):
 
 def run(args):
     from ..data.outputs import check_output
-    from ..data.store import open_store
     from ..estimators.model import load_model
     from ..predict import writers
     to_store = args.output.endswith(STORE_SUFFIXES)
@@ -37,12 +47,12 @@ def run(args):
                           inputs=[args.store, args.model], overwrite=args.overwrite,
                           stream=not to_store)
     mode = target.mode
-    est = exact_model(load_model(args.model), args.exact)
+    est = exact_model(predictor(load_model(args.model), args.model, "predict"), args.exact)
     proba = bool(args.probability)
     if proba and getattr(est, "probA_", None) is None:
         raise SystemExit(f"streamcvm predict: error: {args.model}: -b 1 needs a classifier "
                          "trained with -b 1 (probability estimates)")
-    store = open_store(args.store)
+    store = fit_to_model(open_input(args.store, "predict"), est, args.store, "predict")
     with runner_of(args) as runner, chunk_bar(store, "predict") as progress:
         if to_store:
             try:

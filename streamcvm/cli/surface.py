@@ -53,7 +53,8 @@ def add(sub):
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file at MESH or PNG (the points never)")
     add_cluster_args(p)
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bars and no summary lines (errors are still printed)")
     p.set_defaults(func=run)
 
 

@@ -1,22 +1,32 @@
 """``streamcvm train``: a classifier, one-class model, regressor or ranker from a
 store, saved as a model folder."""
+import argparse
+import math
 import sys
 
 from .common import (TASKS, Default, add_checkpoint_replace, add_cluster_args, check_checkpoint_dir,
                      checkpoint_arg, estimator_default, given, num_or_auto, option,
-                     positive_int, runner_of, signature_default)
+                     open_input, positive_int, runner_of, signature_default)
+from .libsvm import CV_MAX_ROWS, SCALE_KINDS
 
 
 def add(sub):
-    p = sub.add_parser("train", help="train a classifier, regressor or one-class model "
-                                     "from a store",
-                       description="Train a kernel L2-SVM or L2-SVR from a store by BVM, CVM "
-                                   "or Frank-Wolfe; only the core set is held in memory. "
-                                   "Options not given take the estimator's defaults "
-                                   "(streamcvm.CVMClassifier, CVMOneClass, CVMRegressor, "
-                                   "CVMRanker), which the help names.")
-    p.add_argument("store", metavar="STORE")
-    p.add_argument("-o", "--output", required=True, metavar="MODEL", help="model folder to write")
+    p = sub.add_parser("train", help="train a classifier, one-class model, regressor or "
+                                     "ranker from a store (or a text file)",
+                       description="Train a kernel L2-SVM, L2-SVR or ranking SVM from a store "
+                                   "by BVM, CVM or Frank-Wolfe; only the core set is held in "
+                                   "memory. A text file (svmlight/LIBSVM or CSV; plain, .gz, "
+                                   ".bz2) is read as a store: ingested once into a cache "
+                                   "folder, reused while it is unchanged. svm-train's letters "
+                                   "work: -c, -g, -t 0-2, -d, -r, -e (another eps), -b, -wLABEL "
+                                   "WEIGHT, -v K, -q. Options not given take the estimator's "
+                                   "defaults (streamcvm.CVMClassifier, CVMOneClass, "
+                                   "CVMRegressor, CVMRanker), which the help names.")
+    p.add_argument("store", metavar="STORE",
+                   help="the training rows: a store (.zarr folder, .h5 file or URL) or a "
+                        "text file")
+    p.add_argument("-o", "--output", metavar="MODEL",
+                   help="model folder to write (needed unless -v)")
     p.add_argument("--task", choices=list(TASKS), default="classification",
                    help="what to train (default classification; ranking: pairs within the "
                         "store's qid groups)")
@@ -34,16 +44,30 @@ def add(sub):
     option(p, "--class-weight", metavar="W",
            help="'balanced' or LABEL:WEIGHT,... (C of a class's rows times WEIGHT; "
                 "write --class-weight=-1:2,1:1 when a label is negative)")
+    p.add_argument("-w", dest="weights", action="append", metavar="LABEL:WEIGHT",
+                   help="svm-train's -wLABEL WEIGHT, written as there (-w1 5, -w-1 2) or as "
+                        "-w 1:5: C of class LABEL's rows times WEIGHT; repeatable, and "
+                        "combined with --class-weight (-w wins for a label both name)")
     option(p, "-t", "--kernel", lib=estimator_default("kernel"),
            help="rbf, laplacian (L1), exponential (L2: exp(-gamma ||x - z||)), npoly; "
-                "linear, poly (cvm, fvm) (default %(lib)s)")
+                "linear, poly (cvm, fvm); or svm-train's numbers: 0 linear, 1 poly, 2 rbf "
+                "(3, sigmoid, is not a kernel here) (default %(lib)s)")
+    option(p, "-d", "--degree", type=positive_int, lib=estimator_default("degree"),
+           help="degree of the poly and npoly kernels, (gamma x'z + coef0)^degree "
+                "(default %(lib)s)")
+    option(p, "-r", "--coef0", type=float, lib=estimator_default("coef0"),
+           help="coef0 of the poly and npoly kernels (default %(lib)s)")
     option(p, "-g", "--gamma", lib=estimator_default("gamma"),
            help="kernel width: 'auto' or a number (default %(lib)s); 'auto': "
                 "classification and regression choose it on held-out rows among "
                 "multiples of 1 / the mean squared distance between rows, the others "
                 "use 1 / that distance")
     option(p, "-e", "--eps", lib=estimator_default("eps"),
-           help="ball tolerance: 'auto' or a number (default %(lib)s)")
+           help="the core vector method's ball tolerance: training stops when every "
+                "row lies within (1 + eps) times the core set's ball radius; not LIBSVM's "
+                "-e, a stopping tolerance on the dual's gradient (LIBSVM's 0.001 is no "
+                "equivalent). 'auto' or a number in (0, 1) (default %(lib)s; 'auto': "
+                "halved until small against the margin)")
     option(p, "-a", "--sample-size", type=positive_int, lib=estimator_default("sample_size"),
            help="rows per violator search (default %(lib)s)")
     option(p, "-f", "--max-core", type=positive_int, lib=Default(_max_core),
@@ -52,13 +76,23 @@ def add(sub):
            help="seed of the row sampling (default %(lib)s)")
     option(p, "-b", "--probability", type=int, choices=[0, 1],
            lib=estimator_default("probability", ("classification",), fmt=int),
-           help="classification: 1 also fits Platt's sigmoid on held-out rows (10%% "
-                "of the rows, at most 50,000, not trained on) for class probabilities "
-                "(predict -b 1), as LIBSVM's -b 1 (default %(lib)s)")
-    option(p, "--scale", action="store_const", const=True,
-           help="standardise each feature from one pass over the store (sparse: "
-                "divide by its largest |x|), as svm-scale; saved with the model and "
-                "applied by predict and evaluate")
+           help="classification: 1 also fits Platt's sigmoid per machine for class "
+                "probabilities (predict -b 1), as LIBSVM's -b 1: up to %(cv_rows)s rows "
+                "on every row's decision value from %(folds)s-fold cross-validation "
+                "(%(folds)s more fits; the model is trained on every row), beyond that on "
+                "%(share)s of the rows (%(lo)s to %(hi)s) held out from training "
+                "(default %(lib)s)")
+    option(p, "--scale", nargs="?", const="standard", choices=list(SCALE_KINDS),
+           help="scale each feature from one pass over the store; saved with the model "
+                "and applied by predict and evaluate. standard (also a bare --scale): "
+                "(x - mean) / sd; range: svm-scale's [-1, 1] from the feature's min and "
+                "max. Sparse stores, either: x / max |x| (into [-1, 1], no centring, "
+                "which would fill every zero)")
+    option(p, "-v", "--cross-validation", type=_folds, metavar="K",
+           help="svm-train's -v: K-fold cross-validation instead of a model "
+                "(classification: stratified folds, 'Cross Validation Accuracy'; "
+                "regression: mean squared error and squared correlation), over the "
+                "store's rows read into memory (at most %(cv_max)s); no model is written")
     option(p, "--full-pass", action="store_const", const=True,
            help="finish with passes over every row until none violates")
     option(p, "--multi-class", choices=["ovo", "ovr"],
@@ -116,8 +150,33 @@ def add(sub):
                    help="replace an existing file or streamcvm output at MODEL (an existing "
                         "model folder is replaced without it; the input never)")
     add_cluster_args(p)
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar and no summary line (errors, and -v's figures, "
+                        "are still printed)")
     p.set_defaults(func=run)
+    for a in p._actions:        # the numbers the -b and -v helps name, read when shown
+        if a.dest == "probability":
+            a.cv_rows, a.folds = _probability("CV_MAX_ROWS"), _probability("CV_FOLDS")
+            a.lo, a.hi = _probability("HOLDOUT_MIN"), _probability("HOLDOUT_MAX")
+            a.share = Default(lambda: f"{_prob().HOLDOUT_FRACTION * 100:.0f}%")
+        elif a.dest == "cross_validation":
+            a.cv_max = Default(lambda: CV_MAX_ROWS)
+
+
+def _prob():
+    from ..predict import probability
+    return probability
+
+
+def _probability(name):
+    return Default(lambda: getattr(_prob(), name))
+
+
+def _folds(text):
+    k = positive_int(text)
+    if k < 2:
+        raise argparse.ArgumentTypeError(f"needs at least 2 folds, got {k}")
+    return k
 
 
 def _fit():
@@ -174,6 +233,7 @@ def _class_weight(text):
 
 # options of some tasks only: (option as the user writes it, those tasks)
 TASK_OPTIONS = {"class_weight": ("--class-weight", ("classification",)),
+                "weights": ("-w", ("classification",)),
                 "probability": ("-b", ("classification",)),
                 "multi_class": ("--multi-class", ("classification",)),
                 "stop": ("--stop", ("classification",)),
@@ -181,31 +241,55 @@ TASK_OPTIONS = {"class_weight": ("--class-weight", ("classification",)),
                 "jobs": ("-j", ("classification",)),
                 "mu": ("--mu", ("regression",)),
                 "train_size": ("--train-size", ("classification", "regression")),
-                "compact": ("--no-compact", ("classification", "regression"))}
+                "compact": ("--no-compact", ("classification", "regression")),
+                "cross_validation": ("-v", ("classification", "regression"))}
 
 
 def run(args):
-    import time
-
     task = "one-class" if args.one_class else args.task
     for attr, (opt, tasks) in TASK_OPTIONS.items():
         v = getattr(args, attr)
         if v is not None and task not in tasks and not (attr == "probability" and v == 0):
             what = "-b 1 (probabilities)" if attr == "probability" else opt
             raise SystemExit(f"streamcvm train: error: {what} is for {' and '.join(tasks)}")
-    _check_train_paths(args)        # before the heavy imports, and before any work
-    import numpy as np
+    cv = args.cross_validation
+    if cv is not None:
+        _check_cross_validation(args)
+    elif args.output is None:
+        raise SystemExit("streamcvm train: error: -o MODEL is needed (the model folder to "
+                         "write), unless -v K (cross-validation, no model)")
+    else:
+        _check_train_paths(args)        # before the heavy imports, and before any work
+    kw = _params(args, task)
     from .. import estimators
-    from ..data import snapshots
-    from ..data.store import open_store
-    from ..estimators.model import save_model
-    store = open_store(args.store)
+    store = open_input(args.store, "train", args.quiet)
     if task == "classification":
         _check_classes(store, args)
-    # the options given; the rest are the estimator's own defaults (one place)
-    kw = given(args, method=True, kernel=True, sample_size=True, max_core=True,
-               random_state="seed", scale=True, full_pass=True, multi_class=True, stop=True,
-               n_jobs="jobs", compact=True, stage_tol=True)
+    cls = getattr(estimators, TASKS[task])
+    if cv is not None:
+        from .libsvm import cross_validate
+        return cross_validate(store, lambda: cls(**kw), task, cv,
+                              0 if args.seed is None else args.seed, args.quiet)
+    return _train(args, task, store, cls(verbose=not args.quiet, **kw))
+
+
+def _params(args, task):
+    """The estimator parameters of the options given; the rest are the
+    estimator's own defaults (one place)."""
+    from .libsvm import class_weights, kernel_name
+    kw = given(args, method=True, sample_size=True, max_core=True, random_state="seed",
+               scale=True, full_pass=True, multi_class=True, stop=True, n_jobs="jobs",
+               compact=True, stage_tol=True, degree=True, coef0=True)
+    if args.kernel is not None:
+        kw["kernel"] = kernel_name(args.kernel)
+    for name in ("degree", "coef0"):
+        if name in kw and kw.get("kernel") not in ("poly", "npoly"):
+            opt = "-d/--degree" if name == "degree" else "-r/--coef0"
+            raise SystemExit(f"streamcvm train: error: {opt} is for the poly and npoly "
+                             f"kernels (-t poly, -t 1, -t npoly)")
+    if "coef0" in kw and not math.isfinite(kw["coef0"]):
+        raise SystemExit(f"streamcvm train: error: -r/--coef0 must be a finite number, got "
+                         f"{kw['coef0']!r}")
     for name in ("C", "gamma", "eps", "mu"):
         if getattr(args, name) is not None:
             kw[name] = num_or_auto(getattr(args, name), name)
@@ -216,11 +300,20 @@ def run(args):
         raise SystemExit("streamcvm train: error: --method auto is for classification")
     if args.probability:
         kw["probability"] = True
-    if args.class_weight is not None:
-        kw["class_weight"] = _class_weight(args.class_weight)
+    cw = class_weights(args.class_weight, args.weights, _class_weight)
+    if cw is not None:
+        kw["class_weight"] = cw
     if args.train_size is not None:
         kw["train_size"] = _train_size(args.train_size)
-    est = getattr(estimators, TASKS[task])(verbose=not args.quiet, **kw)
+    return kw
+
+
+def _train(args, task, store, est):
+    """Fit ``est`` on ``store``, write the model, print the summary."""
+    import time
+
+    from ..data import snapshots
+    from ..estimators.model import save_model
     resume = bool(args.resume)
     if resume and not snapshots.is_checkpoint_dir(args.resume):   # --checkpoint-dir DIR too
         resume = False
@@ -246,14 +339,18 @@ def run(args):
         raise SystemExit(f"streamcvm train: error: {e}") from None
     save_model(est, args.output, overwrite=args.overwrite, target=args.model_target)
     if not args.quiet:
-        nsv = int(np.sum(est.n_support_)) if task != "one-class" else len(est.machine_.coef)
         extra = f", mu {est.mu_:.4g}, tube half width {est.epsilon_bar_:.4g}" \
             if task == "regression" else ""
         if task == "classification":
-            extra = f", C {est.C_:.4g}" + (" (C, gamma chosen on held-out rows: streamcvm "
-                                            "info)" if est.selection_ else "")
+            chosen = " and ".join(n for n, v in (("C", args.C), ("gamma", args.gamma))
+                                  if v in (None, "auto"))     # not given: searched for
+            how = "" if not (est.selection_ and chosen) else \
+                f" ({chosen} chosen on held-out rows: streamcvm info)" \
+                if est.selection_.get("trials") else \
+                f" ({chosen}: the default point, too few rows to hold out: streamcvm info)"
+            extra = f", C {est.C_:.4g}{how}"
         print(f"trained {type(est).__name__} ({est.method}) on {store.n:,} rows in {dt:.1f} s: "
-              f"{est.core_set_size_:,} core vectors, {nsv:,} support vectors, "
+              f"{est.core_set_size_:,} core vectors, {_support(est)}, "
               f"gamma {est.gamma_:.4g}{_scaled(uniform_factor(est))}{extra} -> "
               f"{args.output}")
         ck = est.checkpoint_stats_
@@ -261,6 +358,29 @@ def run(args):
             print(f"checkpoints: {ck['written']} written in {ck['seconds']:.2f} s "
                   f"({100 * ck['seconds'] / max(dt, 1e-9):.1f}% of the training time)")
     return 0
+
+
+def _support(est):
+    """The summary's support count: distinct support rows (classifier,
+    regressor), the machine's support rows (one-class; ranking: the rows of
+    its support pairs, one coefficient each)."""
+    import numpy as np
+    n = int(np.sum(est.n_support_)) if hasattr(type(est), "n_support_") else \
+        len(est.machine_.coef)
+    return f"{n:,} support vectors"
+
+
+def _check_cross_validation(args):
+    """-v K writes no model and no snapshot, and fits in this process: the
+    options that would do otherwise are refused, not ignored."""
+    for attr, opt, why in (("output", "-o", "writes no model"),
+                           ("checkpoint_dir", "--checkpoint-dir", "writes no snapshot"),
+                           ("resume", "--resume", "writes no snapshot"),
+                           ("scheduler", "--scheduler", "fits in this process"),
+                           ("workers", "--workers", "fits in this process")):
+        if getattr(args, attr) is not None:
+            raise SystemExit(f"streamcvm train: error: -v K runs a cross-validation in "
+                             f"memory and {why}: drop {opt}")
 
 
 def _scaled(s):
