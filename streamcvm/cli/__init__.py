@@ -48,6 +48,11 @@ def main(argv=None):
               f"the package folder nor ~/.cache is writable; NUMBA_CACHE_DIR chooses)",
               file=sys.stderr)
     import signal
+    import warnings
+    # a warning is one line on stderr, as the errors are (not Python's file:line form)
+    warnings.formatwarning = lambda message, category, *rest, **kw: \
+        f"{message}\n" if str(message).startswith("streamcvm") else \
+        f"streamcvm {args.command}: warning: {message}\n"
     signal.signal(signal.SIGTERM, _sigterm)
     from ..ingest.errors import IngestError
     from ..estimators.model import ModelError
