@@ -92,7 +92,26 @@ _INFINITY_W = np.frombuffer(b"infinity", dtype=np.uint8).copy()
 
 @njit(cache=True, nogil=True, inline="always")
 def parse_float(buf, i, end):
-    """Parse a decimal float starting at buf[i].
+    """Parse a decimal float starting at buf[i] (decimal point '.'): see
+    :func:`parse_float_dec`."""
+    return parse_float_dec(buf, i, end, 46)
+
+
+@njit(cache=True, nogil=True)
+def _strtod_dec(buf, start, stop, dec):
+    """strtod of buf[start:stop] with the decimal mark ``dec`` read as '.'."""
+    tmp = np.empty(stop - start + 1, np.uint8)
+    for k in range(start, stop):
+        c = buf[k]
+        tmp[k - start] = 46 if c == dec else c
+    tmp[stop - start] = 0
+    return _strtod(tmp, 0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def parse_float_dec(buf, i, end, dec):
+    """Parse a decimal float starting at buf[i]; ``dec`` is the byte of the
+    decimal mark (46 '.', or 44 ',' for decimal commas).
 
     Returns (value, next_index, ok). The token is the longest prefix that fits
     ``[+-]? (digits [. digits?] | . digits) ([eE] [+-]? digits)?`` or one of
@@ -124,7 +143,7 @@ def parse_float(buf, i, end):
         i += 1
     nd = i - ds
     exp10 = 0
-    if i < end and buf[i] == 46:  # '.'
+    if i < end and buf[i] == dec:  # '.' (or the decimal comma)
         i += 1
         fs = i
         while i < end:
@@ -164,6 +183,8 @@ def parse_float(buf, i, end):
             return (-v if neg else v), i, True
     # hard case: exact conversion by the C library (glibc rounds correctly);
     # the token is followed by a non-numeric byte, so strtod stops where we did.
+    if dec != 46:
+        return _strtod_dec(buf, start, i, dec), i, True
     return _strtod(buf, start), i, True
 
 
@@ -330,7 +351,7 @@ def _fnv1a(buf, a, b):
 
 
 @njit(cache=True, nogil=True)
-def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
+def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap, decimal=46):
     """Parse whole delimited lines into a dense float32 block.
 
     ``delim``: a byte (44 ',', 9 tab, 59 ';', ...) or 0 for runs of blanks.
@@ -338,6 +359,7 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
     ROLE_QID, ROLE_WEIGHT, ROLE_SKIP. ``d`` features per row. With
     ``label_text`` the label field is kept as text: its FNV-1a hash goes to
     ``label_hash`` and its byte span to ``label_span`` (for the dictionary).
+    ``decimal``: the byte of the decimal mark in numbers (46 '.', 44 ',').
 
     Returns (n_rows, X, labels f64, label_hash i64, label_span i64[n,2],
     qid i64, weight f32, nonzeros of X, n_lines, err, err_line, err_pos,
@@ -408,7 +430,7 @@ def parse_csv(buf, delim, roles, d, label_text, allow_nan, cap):
                 while i < end and buf[i] != 10 and buf[i] != delim and not (ws and (buf[i] == 32 or buf[i] == 9)):
                     i += 1
             else:
-                v, j, ok = parse_float(buf, i, end)
+                v, j, ok = parse_float_dec(buf, i, end, decimal)
                 if not ok:
                     # an empty field is a missing value
                     k = i

@@ -38,10 +38,11 @@ def text_format(path):
     its first lines), None for anything else (a binary file, an empty one,
     lines of words)."""
     try:
-        head = Source(path).head(1 << 16)
+        src = Source(path)
+        if b"\x00" in src.head(lines=0):     # binary: not read further
+            return None
+        head = src.head()
     except (IngestError, OSError):
-        return None
-    if b"\x00" in head:
         return None
     try:
         head.decode("utf-8")

@@ -17,7 +17,7 @@ def _token(buf, pos, limit=40):
     """The text of the token that starts at ``pos`` (for messages)."""
     end = pos
     n = len(buf)
-    while end < n and end - pos < limit and buf[end] not in (10, 13, 32, 9, 44):
+    while end < n and end - pos < limit and buf[end] not in (10, 13, 32, 9, 44, 59):
         end += 1
     return bytes(buf[pos:end]).decode("utf-8", "replace")
 
@@ -50,6 +50,8 @@ def describe(code, buf, pos, field=None, fmt="svmlight", n_features=None):
     if code == P.E_PAIR:
         return f"'{tok}' is not an index:value pair"
     if code == P.E_QID:
+        if fmt == "csv":
+            return f"{where}bad qid '{tok}' (the qid column holds non-negative integers)"
         return f"bad qid '{tok}' (expected qid:<non-negative integer>)"
     if code == P.E_QIDMIX:
         return "qid on some rows but not on others (every row needs one, or none)"

@@ -49,13 +49,13 @@ def _parse_svmlight_task(block, zero_based, limit, allow_nan, qid_mode):
                 err=err, err_line=err_line, err_pos=err_pos, err_field=None)
 
 
-def _parse_csv_task(block, delim, roles, d, label_text, allow_nan):
+def _parse_csv_task(block, delim, roles, d, label_text, allow_nan, decimal=46):
     buf = np.frombuffer(block, dtype=np.uint8)
     out = P.parse_csv(buf, delim, roles, d, label_text, allow_nan,
-                      P.csv_bound(len(buf), len(roles)))
+                      P.csv_bound(len(buf), len(roles)), decimal)
     if out[9] == P.E_FULL:
         out = P.parse_csv(buf, delim, roles, d, label_text, allow_nan,
-                          P.csv_bound(len(buf), len(roles), exact=True))
+                          P.csv_bound(len(buf), len(roles), exact=True), decimal)
     (n, X, labels, lhash, lspan, qids, weights, nz, n_lines, err, err_line, err_pos,
      err_field) = out
     return dict(n=n, X=X[:n, :d].copy(), y=labels[:n].copy(), label_hash=lhash[:n].copy(),
@@ -77,7 +77,8 @@ def warm_up(fmt=None):
         res = _parse_svmlight_task(b"1 1:1 2:0.5\n", False, -1, False, -1)
         P.csr_to_dense(res["indptr"], res["indices"], res["data"], 2)
     if fmt in (None, "csv"):
-        _parse_csv_task(b"1,2\n", 44, np.array([P.ROLE_LABEL, 0], np.int64), 1, False, False)
+        _parse_csv_task(b"1,2\n", 44, np.array([P.ROLE_LABEL, 0], np.int64), 1, False, False,
+                        46)
 
 
 def _cache_folder():
@@ -177,7 +178,7 @@ class _Progress:
 def ingest(sources, out, *, store_format=None, sparse="auto", zero_based=False,
            n_features=None, chunk_rows=None, input_format="auto", delimiter=None,
            header="auto", label_col="auto", qid_col=None, weight_col=None, skip_cols=None,
-           allow_nan=False, overwrite=False, progress=False, n_jobs=None,
+           allow_nan=False, decimal=".", overwrite=False, progress=False, n_jobs=None,
            block_size=4 << 20, clevel=1, executor=None, checksums=True):
     """Ingest svmlight/LIBSVM or delimited text files into one store.
 
@@ -186,6 +187,8 @@ def ingest(sources, out, *, store_format=None, sparse="auto", zero_based=False,
     ``out`` ending in .h5 or .hdf5, else "zarr". Raises
     :class:`IngestError` (one line, ``file:line: what``) on bad input, in
     which case no store is left behind. Returns a summary dict.
+    ``decimal``: the decimal mark of CSV numbers, "." or "," (decimal commas,
+    with a delimiter other than ",").
     ``checksums=False`` writes chunks without their checksums, as stores
     of earlier versions were (for benchmarks of their cost).
     """
@@ -215,7 +218,7 @@ def ingest(sources, out, *, store_format=None, sparse="auto", zero_based=False,
     try:
         for src in srcs:
             _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header,
-                        label_col, qid_col, weight_col, skip_cols)
+                        label_col, qid_col, weight_col, skip_cols, decimal)
         if st.writer is None or st.writer.rows_appended == 0:
             raise IngestError(srcs[0].path if len(srcs) == 1 else out,
                               "empty input (no data rows)")
@@ -225,6 +228,7 @@ def ingest(sources, out, *, store_format=None, sparse="auto", zero_based=False,
             "feature_names": st.feature_names,
             "sources": st.source_meta,
             "ingest_options": {"zero_based": bool(zero_based), "allow_nan": bool(allow_nan),
+                               "decimal": decimal,
                                "label_col": label_col, "label": st.label_info,
                                "qid_col": qid_col,
                                "weight_col": weight_col},
@@ -348,21 +352,25 @@ class _State:
 
 
 def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, label_col,
-                qid_col, weight_col, skip_cols):
+                qid_col, weight_col, skip_cols, decimal="."):
     path = src.path
     prog.set_file(path)
-    head = src.head()
-    if not head.strip():
-        raise IngestError(path, "empty input (no data rows)")
+    if input_format not in ("auto", "svmlight", "csv"):
+        raise IngestError(path, f"unknown input format {input_format!r} (svmlight or csv)")
+    head = None
+    if input_format != "svmlight":
+        # only what is not given is sniffed: the format from whole lines, and
+        # a CSV's delimiter, header and columns from its first two or three
+        head = src.head(lines=2 if input_format == "csv" and header != "auto" else 3)
+        if not head.strip():
+            raise IngestError(path, "empty input (no data rows)")
     fmt = sniff_format(head) if input_format == "auto" else input_format
-    if fmt not in ("svmlight", "csv"):
-        raise IngestError(path, f"unknown input format {fmt!r} (svmlight or csv)")
     _ensure_compiled(fmt)
     layout = None
     if fmt == "csv":
         layout = CsvLayout(src, head, delimiter=delimiter, header=header,
                             label_col=label_col, qid_col=qid_col, weight_col=weight_col,
-                            skip_cols=skip_cols)
+                            skip_cols=skip_cols, decimal=decimal)
         if st.d_fixed is not None and layout.d != st.d_fixed:
             raise IngestError(path, f"{layout.d} feature columns, but {st.d_fixed_by} "
                               f"gives {st.d_fixed} (inconsistent feature counts)")
@@ -398,7 +406,8 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
         limit = -1 if st.d_fixed is None else int(st.d_fixed)
         svm_args = (st.zero_based, limit, st.allow_nan)
     else:
-        csv_args = (layout.delim_byte, layout.roles, layout.d, layout.label_text, st.allow_nan)
+        csv_args = (layout.delim_byte, layout.roles, layout.d, layout.label_text, st.allow_nan,
+                    layout.decimal_byte)
 
     # The first svmlight block is parsed alone: its first row fixes whether
     # every row carries a qid, which the parallel blocks then enforce.
@@ -437,7 +446,10 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
                 buf = np.frombuffer(block, dtype=np.uint8)
                 msg = describe(res["err"], buf, res["err_pos"], res["err_field"], fmt,
                                st.d_fixed)
-                if fmt == "csv" and res["err"] == P.E_NUMBER and \
+                hint = _decimal_hint(buf, res["err_pos"], layout) if fmt == "csv" and \
+                    res["err"] == P.E_NUMBER else ""
+                msg += hint
+                if fmt == "csv" and res["err"] == P.E_NUMBER and not hint and \
                         res["err_field"] == layout.label_col and not layout.label_text:
                     msg = (f"the label {msg.split(': ', 1)[-1].split(' is not')[0]} is "
                            f"text, but the labels before it are numbers: {MIXED_LABELS}")
@@ -461,6 +473,20 @@ def _ingest_one(src, st, pool, n_jobs, prog, input_format, delimiter, header, la
         raise IngestError(path, "empty input (no data rows)")
     st.source_meta.append({"path": path, "bytes": src.size, "compression": src.compression,
                            "format": fmt, "rows": rows_here, "xxh3_128": src.digest()})
+
+
+def _decimal_hint(buf, pos, layout):
+    """' (decimal commas? pass --decimal ,)' when the bad field is digits, a
+    comma and digits in a file whose delimiter is not a comma."""
+    if layout.delim_byte == 44 or layout.decimal_byte == 44:
+        return ""
+    k = pos + (pos < len(buf) and buf[pos] in (43, 45))
+    j = k
+    while j < len(buf) and 48 <= buf[j] <= 57:
+        j += 1
+    if j > k and j + 1 < len(buf) and buf[j] == 44 and 48 <= buf[j + 1] <= 57:
+        return " (decimal commas? pass --decimal ,)"
+    return ""
 
 
 class _Done:

@@ -34,6 +34,7 @@ def _header_lines(head):
 
 
 def is_number(tok):
+    """True if ``tok`` (bytes or str) is a number as float() reads it."""
     try:
         float(tok)
         return True
@@ -62,8 +63,13 @@ def sniff_delimiter(path, head):
             name = name[: -len(ext)]
     if name.endswith(".tsv"):
         return "\t"
-    lines = _first_lines(head, 2, comments=False)
+    lines = _first_lines(head, 5, comments=False)
     first = lines[0] if lines else b""
+
+    def steady(c):      # on every line, as often as on the first
+        return first.count(c) > 0 and all(ln.count(c) == first.count(c) for ln in lines)
+    if b";" in first and steady(b";") and not steady(b","):
+        return ";"      # a ';' file, maybe with decimal commas (Excel's in many locales)
     if name.endswith(".csv") or b"," in first:
         return ","
     if b"\t" in first:
@@ -76,15 +82,16 @@ def sniff_delimiter(path, head):
 LABEL_NAMES = ("label", "labels", "class", "target", "y")   # --label-col auto picks these
 
 
-def _numeric_first_line(fields, rest, line):
+def _numeric_first_line(fields, rest, line, decimal="."):
     """(header?, doubt or None) for a CSV whose first line is all numbers,
     judged against the lines after it (``rest``, split). Column numbers
     (0..k-1 or 1..k, 3 or more fields) over rows that differ are a header;
     a first line of integers over columns of decimals, or out of the range
     of the rows below in most columns, is read as data with a doubt."""
     try:
-        first = np.array([float(f) for f in fields])
-        below = np.array([[float(f) for f in r] for r in rest]) if rest else None
+        num = float if decimal == "." else (lambda f: float(f.replace(b",", b".")))
+        first = np.array([num(f) for f in fields])
+        below = np.array([[num(f) for f in r] for r in rest]) if rest else None
     except ValueError:
         return False, None
     if below is None or len(below) == 0:
@@ -118,15 +125,26 @@ def _numeric_first_line(fields, rest, line):
                    f"read as data; if it is a header, pass --header")
 
 
+_is_number = is_number
+
+
 class CsvLayout:
     """What the CSV reader needs: delimiter byte, header, roles of fields."""
 
     def __init__(self, src, head, *, delimiter, header, label_col, qid_col,
-                 weight_col, skip_cols):
+                 weight_col, skip_cols, decimal="."):
         path = src.path
+        if decimal not in (".", ","):
+            raise IngestError(path, f"decimal mark must be '.' or ',', got {decimal!r}")
+        self.decimal_byte = ord(decimal)
         delim = delimiter if delimiter is not None else sniff_delimiter(path, head)
         if delim in ("\\t", "tab"):
             delim = "\t"
+        if decimal == "," and delim == ",":
+            raise IngestError(path, "decimal commas need a delimiter other than ',' "
+                                    "(pass --delimiter ';', tab or space)")
+        is_number = _is_number if decimal == "." else \
+            (lambda tok: _is_number(tok.replace(b",", b".")))
         if delim in (" ", "whitespace", "space"):
             self.delim_byte = 0
             split = lambda s: s.split()
@@ -182,7 +200,7 @@ class CsvLayout:
                 rest = [r for r in (split(ln) for ln in _first_lines(head, 201,
                                                                      comments=False)[1:])
                         if len(r) == nf]
-                has_header, doubt = _numeric_first_line(fields, rest, lines[0])
+                has_header, doubt = _numeric_first_line(fields, rest, lines[0], decimal)
                 if doubt:
                     self.warnings.append(f"{path}: {doubt}")
         else:

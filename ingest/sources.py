@@ -16,6 +16,9 @@ from .errors import IngestError
 
 GZIP_MAGIC = b"\x1f\x8b"
 BZ2_MAGIC = b"BZh"
+BOM = b"\xef\xbb\xbf"         # UTF-8 byte order mark: read as if absent
+HEAD_BYTES = 1 << 16            # what sniffing reads at least ...
+HEAD_CAP = 64 << 20             # ... and at most, to hold whole lines
 
 
 class _HashingReader(io.RawIOBase):
@@ -49,6 +52,22 @@ def compression_of(path):
     if head[:3] == BZ2_MAGIC:
         return "bz2"
     return None
+
+
+def _whole_lines(text, k):
+    """True if ``text`` holds ``k`` newline-terminated data lines (not blank,
+    not '#')."""
+    n = 0
+    start = 0
+    while n < k:
+        end = text.find(b"\n", start)
+        if end < 0:
+            return False
+        s = text[start:end].strip()
+        if s and not s.startswith(b"#"):
+            n += 1
+        start = end + 1
+    return True
 
 
 class Source:
@@ -87,20 +106,51 @@ class Source:
             return bz2.BZ2File(buffered, mode="rb")
         return buffered
 
-    def head(self, nbytes=1 << 16):
-        """The first ``nbytes`` of decompressed text (for sniffing)."""
+    def head(self, nbytes=HEAD_BYTES, lines=3, cap=HEAD_CAP):
+        """The first text of the file (decompressed, without a UTF-8 BOM), for
+        sniffing: at least ``nbytes``, and more until it holds ``lines`` whole
+        data lines (not blank, not '#'), the end of the file or ``cap`` bytes.
+        It ends after its last newline unless the file ends first, so no line
+        in it is cut: a line of 7,000+ CSV columns or an 11 MB svmlight row is
+        sniffed whole. A first line longer than ``cap`` is an error.
+        ``lines=0``: just the first ``nbytes``, cut anywhere."""
         f = self._open()
+        buf = bytearray()
+        eof = False
+        want = nbytes
         try:
-            return f.read(nbytes)
+            while True:
+                if len(buf) < want:
+                    chunk = f.read(want - len(buf))
+                    if not chunk:
+                        eof = True
+                        break
+                    buf += chunk
+                    continue
+                if _whole_lines(buf, lines) or want >= cap:
+                    break
+                want = min(2 * want, cap)
         except (EOFError, OSError, zlib.error) as e:
             raise IngestError(self.path, f"cannot decompress ({self.compression}): {e}")
         finally:
             f.close()
             self._raw = None
+        text = bytes(buf)
+        del buf
+        if text.startswith(BOM):
+            text = text[len(BOM):]
+        if not eof and lines:
+            cut = text.rfind(b"\n")
+            if cut < 0:
+                raise IngestError(self.path, f"the first line is longer than {cap >> 20} MB "
+                                             "(no newline in it)")
+            text = text[:cut + 1]
+        return text
 
     def blocks(self):
         f = self._open()
         carry = b""
+        first = True
         try:
             while True:
                 try:
@@ -114,6 +164,14 @@ class Source:
                     raise IngestError(self.path, f"corrupt {self.compression} data: {e}") from None
                 if not chunk:
                     break
+                if first:
+                    if len(chunk) < len(BOM) and BOM.startswith(chunk):
+                        chunk += f.read(len(BOM) - len(chunk))   # a tiny block size
+                    first = False
+                    if chunk.startswith(BOM):
+                        chunk = chunk[len(BOM):]
+                        if not chunk:
+                            continue
                 cut = chunk.rfind(b"\n")
                 if cut < 0:
                     carry += chunk

@@ -44,6 +44,9 @@ def add(sub):
     p.add_argument("--delimiter", default=None, metavar="C",
                    help="CSV delimiter: ',', 'tab', ';', 'space' (runs of blanks); "
                         "default: detected")
+    option(p, "--decimal", choices=[".", ","], metavar="C",
+           help="decimal mark of CSV numbers: '.' (the default) or ',' (decimal commas, "
+                "as in '1;0,5;2,25'; the delimiter is then not ',')")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--header", dest="header", action="store_const", const=True,
                    help="the first CSV line is a header")
@@ -89,7 +92,7 @@ def run(args):
     # the options given; the rest are ingest()'s own defaults
     kw = given(args, store_format=True, sparse=True, zero_based=True, n_features=True,
                chunk_rows=True, input_format=True, delimiter=True, header=True, clevel=True,
-               allow_nan=True)
+               allow_nan=True, decimal=True)
     for name in ("label_col", "qid_col", "weight_col"):     # "none": no such column
         if getattr(args, name) is not None:
             kw[name] = _col(getattr(args, name))
