@@ -21,6 +21,14 @@ says so, in one line.
 - :func:`temporary_name`: the temporary name, for writers that create the
   output themselves (an HDF5 file) and finish with :func:`finish`.
 
+A disk that fills up while an output is written is :class:`NoSpace`
+(errno ENOSPC), one line naming the output, whichever layer saw it
+(:func:`write_error`: Python's writes, h5py's, numpy's ``N requested and
+M written``); the temporary output is removed. Temporary names whose
+process is gone (a kill, a failure that could not clean up) are removed
+by the next write of the same output (:func:`remove_stale`), never those
+of a live process.
+
 A folder may also go to an fsspec URL (``s3://``, ``gs://``, ``file://``,
 ``memory://`` ..., with the file system's fsspec package installed), where
 object stores have no rename: it is written to a local temporary folder,
@@ -32,6 +40,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import shutil
 import tempfile
 
@@ -59,14 +68,19 @@ def _pid_alive(pid):
 
 def remove_stale(path, tag="writing"):
     """Delete the :func:`temporary_name` leftovers of ``path`` (``tag``) whose
-    writing process is gone (killed): they are never a finished output."""
+    writing process is gone (killed, or failed without cleaning up): they
+    are never a finished output. A live process's are left alone (a PID
+    that is in use again is taken as alive: kept). One exception: a
+    previous output set aside by :func:`publish` (``....old``) when nothing
+    is at ``path`` any more (the run died between its two renames) is the
+    last copy of it and is put back, not deleted."""
     head, tail = os.path.split(os.path.abspath(os.fspath(path)))
     prefix = f".{tail}.{tag}-"
     try:
         names = os.listdir(head)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return
-    for name in names:
+    for name in sorted(names, key=lambda n: not n.endswith(".old")):
         if not name.startswith(prefix):
             continue
         try:
@@ -75,7 +89,117 @@ def remove_stale(path, tag="writing"):
             continue
         if pid != os.getpid() and _pid_alive(pid):
             continue
-        remove(os.path.join(head, name))
+        stale = os.path.join(head, name)
+        if name.endswith(".old") and not os.path.lexists(os.path.join(head, tail)):
+            try:
+                rename_noreplace(stale, os.path.join(head, tail))
+                continue
+            except OSError:
+                pass
+        try:
+            remove(stale)
+        except OSError:
+            pass
+
+
+class NoSpace(OSError):
+    """A write that ran out of room (errno ENOSPC, or EDQUOT: over a quota):
+    ``filename`` is the output that could not be written, ``str(err)`` one
+    line that names it. Nothing of it was left behind."""
+
+    def __init__(self, path, code=errno.ENOSPC, detail=""):
+        what = "disk quota exceeded" if code == getattr(errno, "EDQUOT", None) else \
+            "no space left on device"
+        super().__init__(code, f"{what}{detail}; nothing was written (free some space "
+                               f"and run again)", os.fspath(path))
+
+    def __str__(self):
+        return f"{self.filename}: {self.strerror}"
+
+
+class ShortWrite(OSError):
+    """A write that stopped short for a reason the OS did not give (numpy's
+    ``N requested and M written``) with room left on the disk: an I/O error."""
+
+    def __init__(self, path, detail):
+        super().__init__(errno.EIO, f"the write stopped short ({detail}): the disk may be "
+                                    f"failing; nothing was written", os.fspath(path))
+
+    def __str__(self):
+        return f"{self.filename}: {self.strerror}"
+
+
+_SHORT = re.compile(r"^(\d+) requested and (\d+) written$")
+_NO_ROOM = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def _free_bytes(where):
+    """Bytes an unprivileged writer may still use on ``where``'s file system
+    (None when it cannot be told)."""
+    while where and not os.path.exists(where):
+        where = os.path.dirname(where)
+    try:
+        st = os.statvfs(where or ".")
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def write_error(err, path, tmp=None):
+    """The one-line error to raise for ``err``, raised while writing the
+    output ``path`` (under the temporary name ``tmp``), or None to let
+    ``err`` through as it is.
+
+    A full disk reaches us in three spellings: an OSError with errno ENOSPC
+    (Python's own writes: zarr's chunk files, text, JSON) without the path,
+    h5py's ``... error message = 'No space left on device' ...``, and
+    numpy's ``N requested and M written`` (``np.save`` writes through C's
+    fwrite and drops errno): that one is a full disk when the file system
+    has less room left than the bytes that were not written, an I/O error
+    otherwise. Look before the temporary output is removed (that frees the
+    room)."""
+    if isinstance(err, (NoSpace, ShortWrite)) or not isinstance(err, OSError):
+        return None
+    if err.errno in _NO_ROOM:
+        return NoSpace(path, err.errno)
+    text = str(err)
+    if "No space left on device" in text or "errno = 28," in text:
+        return NoSpace(path)
+    m = _SHORT.match(text.strip())
+    if m:
+        asked, wrote = int(m.group(1)), int(m.group(2))
+        free = _free_bytes(os.fspath(tmp if tmp is not None else path))
+        detail = f"{wrote} of {asked} bytes written"
+        if free is not None and free < asked - wrote + (1 << 16):
+            return NoSpace(path, detail=f" ({detail})")
+        return ShortWrite(path, detail)
+    return None
+
+
+@contextlib.contextmanager
+def writing(path, tmp=None):
+    """Around the writes of the output ``path`` (temporary name ``tmp``):
+    a full disk becomes :class:`NoSpace` naming ``path`` (:func:`write_error`);
+    the caller still removes the temporary output."""
+    try:
+        yield
+    except OSError as e:
+        new = write_error(e, path, tmp)
+        if new is None:
+            raise
+        raise new from e
+
+
+def translate_write_errors(method):
+    """Decorate a writer's method: :func:`writing` its ``self.path`` /
+    ``self.tmp``."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kw):
+        with writing(self.path, getattr(self, "tmp", None)):
+            return method(self, *args, **kw)
+    return wrapper
 
 
 def remove(path):
@@ -209,7 +333,11 @@ def publish(tmp, path, replace=True):
     if replace is True:
         if os.path.lexists(path):
             os.rename(path, trash)
-            os.rename(tmp, path)
+            try:
+                os.rename(tmp, path)
+            except BaseException:
+                os.rename(trash, path)      # the previous output stays where it was
+                raise
             remove(trash)
         else:
             os.rename(tmp, path)
@@ -232,6 +360,10 @@ def publish(tmp, path, replace=True):
         rename_noreplace(tmp, path)
     except FileExistsError:
         raise OutputRaced(path, _keep(tmp, path)) from None
+    except BaseException:
+        if moved:                           # the previous output stays where it was
+            rename_noreplace(trash, path)
+        raise
     if moved:
         remove(trash)
     fsync_dir(parent)
@@ -321,20 +453,24 @@ def atomic_dir(path, tmp=None, last=None, replace=True):
     have no atomic rename, so ``replace=False`` is a check before the
     upload there."""
     if is_url(path):
-        with tempfile.TemporaryDirectory(prefix=".streamcvm-") as local:
+        with tempfile.TemporaryDirectory(prefix=".streamcvm-") as local, \
+                writing(path, local):
             yield local
             if replace is False and _url_exists(os.fspath(path)):
                 raise OutputRaced(path, None)
             upload(local, os.fspath(path), last)
         return
-    tmp = temporary_name(path) if tmp is None else tmp
+    if tmp is None:
+        remove_stale(path)
+        tmp = temporary_name(path)
     remove(tmp)
-    os.makedirs(tmp)
     published = False
     try:
-        yield tmp
-        published = True
-        finish(tmp, path, replace)
+        with writing(path, tmp):
+            os.makedirs(tmp)
+            yield tmp
+            published = True
+            finish(tmp, path, replace)
     except BaseException as e:
         if not (published and isinstance(e, OutputRaced)):
             remove(tmp)
@@ -346,14 +482,22 @@ def atomic_file(path, mode="w", opener=open, tmp=None, replace=True, **kw):
     """Write a file: yields ``opener(tmp, mode, **kw)``; on success it is
     closed, fsynced and renamed to ``path`` (``replace``: what may be
     there, :func:`publish`), on an exception removed."""
-    tmp = temporary_name(path) if tmp is None else tmp
-    f = opener(tmp, mode, **kw)
+    if tmp is None:
+        remove_stale(path)
+        tmp = temporary_name(path)
+    f = None
     try:
-        yield f
-        f.close()
-        finish(tmp, path, replace)
+        with writing(path, tmp):
+            f = opener(tmp, mode, **kw)
+            yield f
+            f.close()       # buffered bytes meet a full disk here, if not before
+            finish(tmp, path, replace)
     except BaseException as e:
-        f.close()
+        if f is not None:
+            try:
+                f.close()   # again: its flush may fail as the write did
+            except Exception:   # noqa: BLE001 - the first error is the one to report
+                pass
         if not isinstance(e, OutputRaced):
             remove(tmp)
         raise

@@ -12,6 +12,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 import xxhash
 
+from .formats import MANIFEST_KEY
+
 FORMAT_VERSION = 1
 MAX_CLASSES = 1000          # more distinct labels than this: a regression target
 TARGET_CHUNK_BYTES = 4 << 20
@@ -57,6 +59,11 @@ class ContentHash:
 ATTRS_DIGEST = "attrs_xxh3_128"
 CHECKSUMS_KEY = "chunk_checksums"       # the checksum the writer put on every chunk
 CHUNK_CHECKSUM = {"zarr": "crc32c", "hdf5": "fletcher32"}
+ARRAYS_KEY = "arrays"       # each array's dtype, shape, chunks (and Zarr codecs) as written
+DTYPES = {"X": "float32", "indptr": "int64", "indices": "int32", "data": "float32",
+          "y": "float64", "qid": "int64", "weight": "float32", "class_counts": "int64"}
+"""The dtype of every array streamcvm writes (docs/store-format.md): another
+one is metadata edited to read the bytes as something else, in any store."""
 
 
 def attrs_digest(attrs):
@@ -208,7 +215,16 @@ class DiskStore(BaseStore):
     :class:`StoreError` naming the store and the rows, never data (a store
     ingested with ``--allow-nan`` says so in the message: training and
     prediction need finite features). ``check_finite=False`` returns X as
-    stored instead, NaN and inf included, for code that handles them itself."""
+    stored instead, NaN and inf included, for code that handles them itself.
+
+    Opening checks the arrays' metadata against what streamcvm wrote: the
+    dtypes it always writes, and, in stores that record them (attribute
+    ``arrays``, under the attributes' checksum), each array's shape, chunks
+    and codecs. Stores with a chunk manifest (``chunk_manifest``) check each
+    chunk's stored bytes against the digest written for its place, so a
+    chunk copied over another is damage too (Zarr: every chunk fetched;
+    HDF5: each chunk once per open store). Stores written without them are
+    read with the checks they have."""
 
     def __init__(self, path, check_finite=True):
         self.path = os.fspath(path)
@@ -216,19 +232,21 @@ class DiskStore(BaseStore):
         self._open()
 
     def _open(self):
-        path = self.path
-        url = "://" in path                 # an fsspec URL: file://, s3://, gs://, ...
-        if url and path.rsplit(".", 1)[-1] in ("h5", "hdf5"):
+        path = self.path                    # as given: what messages name
+        src = _file_url_path(path)          # file://: a local path (percent-decoded)
+        src = path if src is None else src
+        url = "://" in src                  # an fsspec URL: s3://, gs://, ...
+        if url and src.rsplit(".", 1)[-1] in ("h5", "hdf5"):
             raise StoreError(f"{path}: HDF5 stores are opened by local path only "
                              "(use a Zarr store for object storage)")
-        if not url and not os.path.exists(path):
+        if not url and not os.path.exists(src):
             raise StoreError(f"{path}: no such store")
         from .formats import FORMATS, StoreOpenError
-        self.backend = "zarr" if url or os.path.isdir(path) else "hdf5"
+        self.backend = "zarr" if url or os.path.isdir(src) else "hdf5"
         try:
-            self._src = FORMATS[self.backend](path, "r")
+            self._src = FORMATS[self.backend](src, "r")
         except StoreOpenError as e:     # a Zarr array, a folder of other files: say so
-            meta = [n for n in ("zarr.json", ".zgroup", ".zarray") if os.path.exists(f"{path}/{n}")]
+            meta = [n for n in ("zarr.json", ".zgroup", ".zarray") if os.path.exists(f"{src}/{n}")]
             what = "a Zarr array" if "ContainsArrayError" in str(e) or ".zarray" in meta else None \
                 if meta or url or self.backend != "zarr" else "a folder without Zarr metadata"
             raise StoreError(NOT_A_STORE.format(path, what) if what else f"{path}: {e}") from None
@@ -255,7 +273,11 @@ class DiskStore(BaseStore):
                              f"or restore it from a copy")
         try:
             self._read_attrs(attrs)
+            self._check_layout(attrs.get(ARRAYS_KEY))
             self._open_arrays()
+            manifest = attrs.get(MANIFEST_KEY)
+            if manifest is not None:        # every chunk read is checked against it
+                self._src.expect(manifest)
         except (KeyError, TypeError, ValueError) as e:
             why = f"no {e.args[0]}" if isinstance(e, KeyError) else str(e)
             raise StoreError(f"{path}: damaged store ({why}); re-ingest it or restore it "
@@ -280,6 +302,29 @@ class DiskStore(BaseStore):
         self.feature_names = attrs.get("feature_names")
         c = attrs.get("classes")
         self._classes = None if c is None else np.asarray(c, dtype=np.float64)
+
+    def _check_layout(self, written):
+        """Each array's dtype is the one streamcvm writes (any store), and, in
+        a store that recorded them (``written``: :data:`ARRAYS_KEY`), its
+        dtype, shape, chunks and codecs are those written."""
+        for name, dtype in DTYPES.items():
+            if self._has(name):
+                got = np.dtype(self._arr(name).dtype)
+                if got != np.dtype(dtype) or not got.isnative:
+                    raise ValueError(f"array {name} has dtype {got.str}, streamcvm writes "
+                                     f"{dtype}")
+        if written is None:
+            return
+        if not isinstance(written, dict):
+            raise TypeError(f"attribute {ARRAYS_KEY} is {type(written).__name__}")
+        for name, want in written.items():
+            if not self._has(name):
+                raise KeyError(f"array {name}")
+            got = self._src.layout(name)
+            for field in sorted(set(want) | set(got)):
+                if want.get(field) != got.get(field):
+                    raise ValueError(f"array {name} has {field} {got.get(field)}, it was "
+                                     f"written with {want.get(field)}")
 
     def _open_arrays(self):
         """The arrays, each checked against the attributes (shape, row chunking)."""
@@ -356,6 +401,7 @@ class DiskStore(BaseStore):
 
     def _get_chunk(self, name, arr, a, b):
         try:
+            self._src.verify(name, arr, a, b)
             v = np.asarray(arr[a:b])
             self._src.missing(name)
             return v
@@ -452,7 +498,7 @@ class ArrayStore(BaseStore):
         self.y = None if y is None else np.asarray(y, dtype=np.float64)
         if self.y is not None and len(self.y) != self.n:
             raise ValueError(f"y has {len(self.y)} rows, X has {self.n}")
-        self.qid = None if qid is None else np.asarray(qid, dtype=np.int64)
+        self.qid = None if qid is None else _query_ids(qid)
         self.weight = None if weight is None else np.asarray(weight, dtype=np.float32)
         self.has_qid = self.qid is not None
         self.has_weight = self.weight is not None
@@ -564,6 +610,22 @@ class DaskStore(BaseStore):
         return Chunk(X, y, None, None)
 
 
+def _file_url_path(path):
+    """The local path of a ``file://`` URL, percent-decoded
+    (``file:///tmp/my%20store.zarr`` is ``/tmp/my store.zarr``); None for
+    anything else."""
+    if not path.lower().startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlsplit
+    parts = urlsplit(path)
+    if parts.netloc not in ("", "localhost"):
+        return None                     # file://host/...: left to fsspec
+    local = unquote(parts.path)
+    if not os.path.exists(local) and os.path.exists(parts.path):
+        return parts.path               # a name with a literal %XX in it
+    return local
+
+
 def is_dask_array(X):
     return type(X).__module__.startswith("dask.") and hasattr(X, "chunks") and \
         hasattr(X, "compute")
@@ -581,6 +643,20 @@ def open_store(path, check_finite=True):
     if isinstance(path, BaseStore):
         return path
     return DiskStore(path, check_finite=check_finite)
+
+
+def _query_ids(qid):
+    """``qid`` as int64, refusing what would not cast to the same ids (NaN,
+    infinities, fractions) instead of casting it to garbage."""
+    q = np.asarray(qid)
+    if q.dtype.kind in "fc" or q.dtype == object:
+        f = np.asarray(q, np.float64)
+        bad = np.flatnonzero(~np.isfinite(f) | (f != np.round(f)))
+        if len(bad):
+            raise ValueError(f"qid must hold integer query ids: row {bad[0]:,} (0-based) is "
+                             f"{float(f[bad[0]])!r} ({len(bad):,} such rows)")
+        q = f
+    return q.astype(np.int64)
 
 
 def as_store(X, y=None, **kw):

@@ -14,10 +14,10 @@ import os
 
 import numpy as np
 
-from .atomic import finish, remove, remove_stale, temporary_name
-from .formats import FORMATS
-from .store import (ATTRS_DIGEST, CHECKSUMS_KEY, CHUNK_CHECKSUM, FORMAT_VERSION, MAX_CLASSES,
-    ContentHash, attrs_digest, default_chunk_rows)
+from .atomic import finish, remove, remove_stale, temporary_name, translate_write_errors
+from .formats import FORMATS, MANIFEST_KEY
+from .store import (ARRAYS_KEY, ATTRS_DIGEST, CHECKSUMS_KEY, CHUNK_CHECKSUM, FORMAT_VERSION,
+    MAX_CLASSES, ContentHash, attrs_digest, default_chunk_rows)
 
 NNZ_CHUNK = 1 << 20         # entries per chunk of sparse indices/data
 
@@ -90,6 +90,7 @@ class StoreWriter:
         self._y_max = -np.inf
         self._closed = False
 
+    @translate_write_errors     # a full disk: one line naming the store
     def _create_arrays(self, clevel):
         self._closed = False
         self.be = FORMATS[self.fmt](self.tmp, "w", clevel, checksums=self.checksums)
@@ -111,6 +112,7 @@ class StoreWriter:
         return self.n + self._pend_rows
 
     # -- appending ----------------------------------------------------------
+    @translate_write_errors     # a full disk: one line naming the store
     def grow_features(self, d_new):
         """Widen X to ``d_new`` columns (earlier rows read zero there)."""
         if d_new <= self.d:
@@ -126,6 +128,7 @@ class StoreWriter:
                           for b in self._pend]
         self.d = int(d_new)
 
+    @translate_write_errors     # a full disk: one line naming the store
     def append(self, X, y, qid=None, weight=None, nnz=None):
         """Append rows. ``X``: float32 [m, d] array, or a CSR triple
         ``(indptr, indices, data)`` with local indptr starting at 0.
@@ -303,6 +306,7 @@ class StoreWriter:
         MAX_CLASSES of them)."""
         return None if self._classes is None else sorted(self._classes)
 
+    @translate_write_errors     # a full disk: one line naming the store
     def close(self, attrs=None):
         """Flush, write attributes, rename into place; returns the path."""
         self._drain(final=True)
@@ -342,6 +346,21 @@ class StoreWriter:
         meta = json.loads(json.dumps(meta))         # as a reader will see them
         if self.checksums:      # bound to the arrays' codecs by the digest (DiskStore)
             meta[CHECKSUMS_KEY] = CHUNK_CHECKSUM[self.fmt]
+            # what the arrays are (dtype, shape, chunks, codecs) and which chunk
+            # is where, under the digest too: metadata edited to read the bytes
+            # as another type, or a chunk copied over another, is damage
+            names = [n for n, a in (("X", getattr(self, "a_X", None)),
+                                    ("indptr", getattr(self, "a_indptr", None)),
+                                    ("indices", getattr(self, "a_indices", None)),
+                                    ("data", getattr(self, "a_data", None)),
+                                    ("y", self.a_y), ("qid", self.a_qid),
+                                    ("weight", self.a_w)) if a is not None]
+            if self._classes:
+                names.append("class_counts")
+            meta[ARRAYS_KEY] = json.loads(json.dumps({n: self.be.layout(n) for n in names}))
+            manifest = self.be.manifest()
+            if manifest is not None:
+                meta[MANIFEST_KEY] = manifest
         meta[ATTRS_DIGEST] = attrs_digest(meta)
         self.be.set_attrs(meta)
         self.be.finish()
