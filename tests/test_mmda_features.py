@@ -165,6 +165,8 @@ def test_classes_side_by_side_give_the_one_thread_features(stores, tmp_path, mon
     """The classes' features found side by side on two threads (a class's
     features depend only on its own earlier ones) are those of one thread,
     bit for bit, and a fit killed there resumes to them as well."""
+    import threading
+
     import numba
     d, (X, y), (Xt, _) = stores
     was = numba.get_num_threads()
@@ -175,7 +177,11 @@ def test_classes_side_by_side_give_the_one_thread_features(stores, tmp_path, mon
         numba.set_num_threads(2)
         two = _solver_threads(monkeypatch)
         res = MMDATransformer(n_components=2, **KW).fit(X, y)
-        assert len(set(one)) == 1 and len(set(two)) == 2      # side by side, really
+        # the routes taken, not how the OS scheduled them: one thread fits in the
+        # caller's thread; two hand the classes to a pool of (at most) two threads,
+        # which a loaded machine may let one of them run all
+        main = threading.get_ident()
+        assert set(one) == {main} and main not in set(two) and len(set(two)) <= 2
         assert len(two) == len(ref.machines_) == 6
         np.testing.assert_array_equal(res.transform(Xt), ref.transform(Xt))
         for a, b in zip(res.machines_, ref.machines_):
@@ -227,13 +233,19 @@ def test_sigkill_then_resume_gives_the_same_feature_store(tmp_path):
     def done():
         got = snapshots.latest(str(ck)) if snapshots.is_checkpoint_dir(str(ck)) else None
         return got is not None and len(got[0]["machines_done"]) >= 2
-    p = subprocess.Popen(cli_cmd("features", store, "-o", tmp_path / "f.zarr",
-                                 "--checkpoint-dir", ck, "--checkpoint-every", "0", *opts),
-                         env=cli_env())
-    t0 = time.time()
-    while not done() and p.poll() is None and time.time() - t0 < 120:
-        time.sleep(0.01)
-    assert p.poll() is None, "the run ended before the kill"
+    import shutil
+    for _ in range(5):      # a loaded machine may let the run finish before the kill: again
+        shutil.rmtree(ck, ignore_errors=True)
+        shutil.rmtree(tmp_path / "f.zarr", ignore_errors=True)
+        p = subprocess.Popen(cli_cmd("features", store, "-o", tmp_path / "f.zarr",
+                                     "--checkpoint-dir", ck, "--checkpoint-every", "0", *opts),
+                             env=cli_env())
+        t0 = time.time()
+        while not done() and p.poll() is None and time.time() - t0 < 120:
+            time.sleep(0.01)
+        if p.poll() is None:
+            break
+    assert p.poll() is None, "the run ended before the kill, five times"
     p.send_signal(signal.SIGKILL)
     p.wait()
     assert p.returncode == -signal.SIGKILL            # the kill landed
@@ -294,3 +306,37 @@ def test_sparse_rows_give_the_dense_rows_features():
     csr = MMDATransformer(n_components=2, **KW).fit(sp.csr_matrix(X), y)
     np.testing.assert_allclose(csr.transform(sp.csr_matrix(X)), dense.transform(X), atol=1e-5)
     np.testing.assert_array_equal(csr.kernel_evaluations_, dense.kernel_evaluations_)
+
+
+def _rows(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    return X, (X[:, 0] > 0).astype(int)
+
+
+def test_more_components_than_rows_is_refused_in_one_line(tmp_path):
+    """Each feature is a new direction through the training rows: more than
+    there are rows is refused at once, naming n_components and the limit
+    (it was a ZeroDivisionError after fitting the first ones)."""
+    X, y = _rows(60)
+    with pytest.raises(ValueError, match=r"n_components=1000 .*at most 60\b") as e:
+        MMDATransformer(n_components=1000).fit(X, y)
+    assert "\n" not in str(e.value)
+    from streamcvm.data.synthetic import write_store
+    store = tmp_path / "s.zarr"
+    write_store(str(store), "gaussian", 60, d=4, seed=0)
+    r = inproc("features", store, "-o", tmp_path / "f.zarr", "-k", "1000", "-q")
+    one_line_error(r, "features", r"n_components=1000 .*at most 60\b")
+    assert not (tmp_path / "f.zarr").exists()
+
+
+def test_components_the_rows_run_out_of_are_refused_in_one_line():
+    """Fewer than the rows, but more than they separate (the earlier
+    features span what these 60 rows tell apart): refused naming
+    n_components and how many there were, not a ZeroDivisionError nor a
+    'coefficients are not finite' blamed on the scale."""
+    X, y = _rows(60)
+    for k in (54, 59):
+        with pytest.raises(ValueError, match=rf"n_components={k} .*at most \d+ here") as e:
+            MMDATransformer(n_components=k).fit(X, y)
+        assert "\n" not in str(e.value)

@@ -38,10 +38,66 @@ def _sigterm(signum, frame):
     raise KeyboardInterrupt  # unwind: partial stores are removed on the way out
 
 
+class Interrupted(KeyboardInterrupt):
+    """An interrupt after something was written: ``note`` says what is there
+    (an output that is complete, lines already sent to a pipe), and the one
+    line says it instead of "nothing was written"."""
+
+    def __init__(self, note):
+        super().__init__(note)
+        self.note = note
+
+
+def interrupt_in(e):
+    """The KeyboardInterrupt behind ``e``, or None. Ctrl-C (or SIGTERM, through
+    :func:`_sigterm`) that lands while compiled numba code is calling back into
+    Python (unpickling a constant, the parallel layer's hooks) reaches the
+    caller as ``SystemError: ... returned a result with an exception set``
+    with the KeyboardInterrupt as its cause or context."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _interrupted(command, e):
+    # An interrupt inside zarr's sync-over-async wrapper leaves its write
+    # coroutine unawaited; Python would warn about it when the traceback is
+    # released. Nothing is lost (the partial store is removed), so keep the
+    # promised one line.
+    import warnings
+    warnings.filterwarnings("ignore", message="coroutine .* was never awaited",
+                            category=RuntimeWarning)
+    note = getattr(e, "note", None) or "nothing was written"
+    who = f"streamcvm {command}" if command else "streamcvm"
+    print(f"{who}: interrupted ({note})", file=sys.stderr)
+    return 130
+
+
 def main(argv=None):
+    # an interrupt anywhere, the imports of a command's modules included, is
+    # one line and exit status 130
+    seen = {}
+    try:
+        rc = _main(argv, seen)
+    except KeyboardInterrupt as e:
+        rc = _interrupted(seen.get("command"), e)
+    except SystemError as e:
+        ki = interrupt_in(e)
+        if ki is None:
+            raise
+        rc = _interrupted(seen.get("command"), ki)
+    return rc
+
+
+def _main(argv, seen):
     from .libsvm import rewrite_argv
     ap = build_parser()
     args = ap.parse_args(rewrite_argv(sys.argv[1:] if argv is None else argv))
+    seen["command"] = args.command
     from .. import numba_cache_moved
     if numba_cache_moved and not getattr(args, "quiet", False):
         print(f"streamcvm: note: compiled kernels are cached in {numba_cache_moved} (neither "
@@ -73,16 +129,6 @@ def main(argv=None):
         where = f"{e.filename}: " if e.filename else ""
         print(f"streamcvm {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        # An interrupt inside zarr's sync-over-async wrapper leaves its write
-        # coroutine unawaited; Python would warn about it when the traceback is
-        # released. Nothing is lost (the partial store is removed), so keep the
-        # promised one line.
-        import warnings
-        warnings.filterwarnings("ignore", message="coroutine .* was never awaited",
-                                category=RuntimeWarning)
-        print(f"streamcvm {args.command}: interrupted (nothing was written)", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         return 141
 

@@ -144,9 +144,24 @@ def run(args):
         if args.save_model is not None:
             from ..estimators.model import save_model
             save_model(est, args.save_model, overwrite=args.overwrite, target=model_target)
-    with runner_of(args, args.quiet) as runner:
-        n = write_features(est, store, args.output, runner=runner, progress=not args.quiet,
-                           model_path=args.model or args.save_model, target=target)
+    done = []
+    try:
+        with runner_of(args, args.quiet) as runner:
+            n = write_features(est, store, args.output, runner=runner, progress=not args.quiet,
+                               model_path=args.model or args.save_model, target=target)
+            done.append(n)
+    except (KeyboardInterrupt, SystemError) as e:   # SystemError: an interrupt in numba
+        # say what exists: the store once complete (the interrupt came as the
+        # workers shut down), or the model --save-model wrote before it
+        from . import Interrupted, interrupt_in
+        if interrupt_in(e) is None or isinstance(e, Interrupted):
+            raise
+        if done:
+            raise Interrupted(f"the feature store {args.output} is complete") from None
+        if args.save_model is not None:
+            raise Interrupted(f"the model {args.save_model} is complete; no feature store "
+                              f"was written") from None
+        raise
     if not args.quiet:
         print(f"wrote {n:,} rows x {len(est.kernel_evaluations_):,} features to "
               f"{args.output}", file=sys.stderr)

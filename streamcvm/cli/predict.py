@@ -39,7 +39,6 @@ def add(sub):
 def run(args):
     from ..data.outputs import check_output
     from ..estimators.model import load_model
-    from ..predict import writers
     to_store = args.output.endswith(STORE_SUFFIXES)
     target = check_output(args.output,
                           what="prediction store" if to_store else "prediction file",
@@ -53,6 +52,33 @@ def run(args):
         raise SystemExit(f"streamcvm predict: error: {args.model}: -b 1 needs a classifier "
                          "trained with -b 1 (probability estimates)")
     store = fit_to_model(open_input(args.store, "predict"), est, args.store, "predict")
+    from ..data.atomic import identity
+    before = identity(args.output)
+    done = []       # (rows) once the output is complete: a later Ctrl-C keeps it
+    try:
+        return _write(args, est, store, to_store, mode, proba, target, done)
+    except (KeyboardInterrupt, SystemError) as e:   # SystemError: an interrupt in numba
+        from . import Interrupted, interrupt_in
+        if interrupt_in(e) is None or isinstance(e, Interrupted):
+            raise
+        if done:        # e.g. while the dask workers shut down: the output stays
+            where = "standard output" if mode == "stdout" else args.output
+            raise Interrupted(f"{done[0]:,} predictions were written to {where}, "
+                              f"complete") from None
+        now = identity(args.output)
+        if mode not in ("stdout", "special") and now is not None and now != before:
+            # published (a whole output is renamed into place) as the interrupt came
+            raise Interrupted(f"the predictions were written to {args.output}, "
+                              f"complete") from None
+        if mode in ("stdout", "special"):      # written straight into: lines went out
+            where = "standard output" if mode == "stdout" else args.output
+            raise Interrupted(f"the predictions already written to {where} are "
+                              f"incomplete") from None
+        raise
+
+
+def _write(args, est, store, to_store, mode, proba, target, done):
+    from ..predict import writers
     with runner_of(args) as runner, chunk_bar(store, "predict") as progress:
         if to_store:
             try:
@@ -60,12 +86,14 @@ def run(args):
                                      target.replace, progress)
             except ValueError as e:         # a store without rows
                 raise SystemExit(f"streamcvm predict: error: {e}") from None
+            done.append(n)
             print(f"wrote {n:,} predictions (y) and "
                   f"{'class probabilities' if proba else 'decision values'} (X) to the store "
                   f"{args.output}")
             return 0
         n = writers.to_text(est, store, args.output, runner, mode, proba, target.replace,
                             progress)
+        done.append(n)
     print(f"wrote {n:,} predictions to {'standard output' if mode == 'stdout' else args.output}",
           file=sys.stderr if mode in ("stdout", "special") else sys.stdout)
     return 0

@@ -35,7 +35,7 @@ import warnings
 import numpy as np
 import xxhash
 
-from .atomic import Place, atomic_dir
+from .atomic import Place, atomic_dir, fsync_dir, is_url, remove
 
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"
@@ -123,15 +123,56 @@ def write(path, manifest, arrays, keep=KEEP, own=None):
             own = [n for _, n in list_snapshots(path)[:-1] if same_run(run_of(place, n), run)]
         mine = sorted(set(own) | {name}, key=lambda n: int(n[len(PREFIX):]))
         for old in mine[:-keep]:
-            place.remove(old)
+            remove_snapshot(place, old)
     return final
 
 
+DELETING = ".deleting-"     # a snapshot being removed: renamed first, never read again
+
+
+def remove_snapshot(place, name):
+    """Remove snapshot ``name`` from ``place`` (a :class:`Place`) so that an
+    interruption leaves no half-deleted snapshot under a snapshot's name: a
+    local one is first renamed (atomically) to ``.deleting-NAME``, which no
+    reader lists and :func:`clean_temporaries` removes, then deleted. An
+    object store has no rename: its files go with the manifest first (a
+    snapshot without its manifest is skipped as damaged)."""
+    local = local_path(place.path)
+    if local is None:
+        p = place.root.rstrip("/") + "/" + name
+        try:
+            place.fs.rm_file(p + "/manifest.json")
+        except (FileNotFoundError, OSError):
+            pass
+        place.remove(name)
+        return
+    doomed = os.path.join(local, f"{DELETING}{name}-{os.getpid()}")
+    try:
+        os.rename(os.path.join(local, name), doomed)
+    except FileNotFoundError:
+        return
+    fsync_dir(local)
+    remove(doomed)
+
+
+def local_path(path):
+    """The local folder of ``path``: itself, or the folder a ``file://`` URL
+    names (the one :class:`Place` reads and writes its snapshots in); None
+    for another URL (an object store)."""
+    path = os.fspath(path)
+    if not is_url(path):
+        return path
+    from fsspec.implementations.local import LocalFileSystem
+    place = Place(path)         # the folder its snapshots are read from and written to
+    return place.root if isinstance(place.fs, LocalFileSystem) else None
+
+
 def clean_temporaries(path):
-    """Remove half-written snapshots a killed writer left behind."""
+    """Remove half-written snapshots a killed writer left behind, and the
+    leftovers of an interrupted pruning (:func:`remove_snapshot`)."""
     place = Place(path)
     for name in place.listdir():
-        if name.startswith(".tmp-" + PREFIX):
+        if name.startswith((".tmp-" + PREFIX, DELETING + PREFIX)):
             place.remove(name)
 
 

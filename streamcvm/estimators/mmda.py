@@ -123,6 +123,12 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         except ValueError as e:
             raise ValueError(f"MMDATransformer needs at least two classes in y ({e})") \
                 from None
+        if self.n_components > store.n:
+            # each feature is a direction in the span of the training rows'
+            # images, orthogonal to its class's earlier ones: at most one per row
+            raise ValueError(f"n_components={self.n_components} is more than the "
+                             f"{store.n:,} training rows allow (at most {store.n:,}: each "
+                             f"feature is a new direction through the rows)")
         self.gamma_ = resolve_gamma(self.gamma, store)
         kern = Kernel(self.kernel, gamma=self.gamma_)
         k = len(codes)
@@ -217,9 +223,21 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             solver = MMDASolver(kern, C=self.C, eps=self.eps, basis=Basis(_directions(before)),
                                 sample_size=self.sample_size, max_core=self.max_core,
                                 cache=cache).fit(pool, side)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                d = solver.unit_direction()
+            ok = np.all(np.isfinite(d.coef))
+        except ZeroDivisionError:
+            ok = False
         finally:
             pool.close()            # its chunks freed before the next feature's pool
-        d = solver.unit_direction()
+        if not ok:      # the earlier features span all the rows tell apart: none is left
+            if key[2] == 0:
+                raise ValueError(f"MMDA finds no direction for class {key[1] + 1}: its rows "
+                                 f"and the others' are not told apart (kernel "
+                                 f"{kern.name}, gamma {self.gamma_:.4g})")
+            raise ValueError(f"n_components={self.n_components} is more than these rows "
+                             f"give: feature {key[2] + 1} of class {key[1] + 1} has no "
+                             f"direction left (at most {key[2]} here; ask for fewer)")
         hist = solver.history + [{"seconds": time.perf_counter() - t}]
         return Machine(sv=d.rows, coef=d.coef, intercept=0.0, sv_ids=d.ids, classes=side,
                        n_iter=solver.n_iter, core_size=d.own, history=hist)

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..data.atomic import Place
 from ..data.snapshots import (KEEP, CheckpointError, FolderLock, clean_temporaries,
-                              describe_run, latest, list_snapshots, run_difference, run_of,
-                              same_run, write)
+                              describe_run, latest, list_snapshots, local_path, read,
+                              remove_snapshot, run_difference, run_of, same_run, write)
 
 EVERY = 60.0            # seconds between a fit's snapshots, the default everywhere
 
@@ -64,10 +64,11 @@ class Checkpointer:
         run's own are kept (``resume`` continues from them; without it they
         are pruned as the new ones come). Returns self."""
         place = Place(self.path)
-        if not place.url:
-            self._made = not os.path.isdir(self.path)
-            os.makedirs(self.path, exist_ok=True)
-            self._lock = FolderLock(self.path)
+        local = local_path(self.path)     # a file:// URL is a local folder: locked too
+        if local is not None:
+            self._made = not os.path.isdir(local)
+            os.makedirs(local, exist_ok=True)
+            self._lock = FolderLock(local)
         try:
             clean_temporaries(self.path)
             own, other = [], []
@@ -86,7 +87,7 @@ class Checkpointer:
                     f"folder, or pass --checkpoint-replace to delete them"
                     + (" (this run cannot resume from them)" if resume else ""))
             for name, _ in other:
-                place.remove(name)
+                remove_snapshot(place, name)
             self.own = [name for name, _ in own]
         except BaseException:
             self.close()
@@ -97,11 +98,12 @@ class Checkpointer:
         """Release the folder's lock; a folder this run made and left empty
         goes too."""
         if self._lock is not None:
+            self._lock_folder = self._lock.folder
             self._lock.release()
             self._lock = None
             if self._made:
                 try:
-                    os.rmdir(self.path)
+                    os.rmdir(self._lock_folder)
                 except OSError:
                     pass
 
@@ -113,11 +115,31 @@ class Checkpointer:
         return False
 
     def load(self):
-        """The newest usable snapshot (manifest, arrays) or None; a snapshot
-        of another run raises CheckpointError naming what differs."""
-        got = latest(self.path)
+        """The newest usable snapshot (manifest, arrays) or None when the
+        folder holds no snapshot; a snapshot of another run raises
+        CheckpointError naming what differs, and so does a folder whose
+        snapshots are all damaged (nothing there is deleted: a resume
+        never silently starts over)."""
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = latest(self.path)
         if got is None:
+            snaps = list_snapshots(self.path)
+            if snaps:
+                newest = Place(self.path).join(snaps[-1][1])
+                try:
+                    read(newest)
+                    why = "unreadable"
+                except Exception as e:      # noqa: BLE001 (what made it unusable)
+                    why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise CheckpointError(
+                    f"{self.path}: no usable snapshot to resume from: all {len(snaps)} "
+                    f"damaged (newest {snaps[-1][1]}: {why}); nothing was deleted: move "
+                    f"the folder aside or use another checkpoint folder")
             return None
+        for w in caught:            # skipped damaged ones, as latest() says
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         m, arrays, folder = got
         what, have, want = run_difference(m.get("run", {}), self.base)
         if what is not None:

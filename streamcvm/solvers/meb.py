@@ -31,6 +31,8 @@ from .ball import Ball, inner
 from .exact_bvm import ExactBVM
 from .methods import method_class
 
+INIT_DRAWS = 256  # draws (the pool refreshes a chunk every 16 or more) for a first sample
+                  # that holds a point (ranking: a pair) before giving up
 MARGIN_TOL = 0.3  # eps="auto" stops at the first level whose margin slack is at most this
 
 
@@ -189,9 +191,9 @@ class MEBSolver:
         core, kernel = self.ball.core, self.kernel
         pid, ridx, s, q, ic = self.points.init_points(ids, y, w)
         if not len(pid):
-            raise ValueError("no training points: the first sample drew none (no rows, "
-                             "or, for ranking, no pair of rows of different relevance "
-                             "within a query)")
+            raise ValueError(f"no training points: {INIT_DRAWS} samples drew none (no rows, "
+                             f"or, for ranking, no pair of rows of different relevance "
+                             f"within a query)")
         for k in range(len(pid)):
             if pid[k] not in core:
                 r = ridx[k]
@@ -324,8 +326,12 @@ class MEBSolver:
             self.exact.ended_Ka = None      # sampled steps move the center
         weighted = self.points.weighted
         if resume is None:
-            self.init(*pool.draw(self.init_size, classes=classes, target=target,
-                                 with_weight=weighted))
+            for _ in range(INIT_DRAWS):     # a pool whose pooled chunks hold no point
+                first = pool.draw(self.init_size, classes=classes, target=target,
+                                  with_weight=weighted)
+                if len(first[0]):
+                    break
+            self.init(*first)
             self.level_eps = None
             li0, calm0 = 0, 0
         else:
