@@ -67,6 +67,23 @@ def test_meshes_written_as_ply_and_obj(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.obj", "m.ply"]   # no temporaries
 
 
+def test_vertices_far_from_the_origin_are_written_as_doubles(tmp_path):
+    # a 1 cm tetrahedron at 1e6: float32 (or 7 digits) would round it to 6 cm
+    # steps; near the origin the vertices stay float32
+    V = 1e6 + 0.01 * np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1.0]])
+    F = np.array([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]])
+    write_mesh(tmp_path / "m.ply", V, F)
+    ply = PlyData.read(str(tmp_path / "m.ply"))
+    assert ply["vertex"].data.dtype["x"] == np.dtype("<f8")
+    np.testing.assert_array_equal(read_points(tmp_path / "m.ply"), V)
+    write_mesh(tmp_path / "m.obj", V, F)
+    O = np.array([[float(t) for t in ln.split()[1:]] for ln in
+                  (tmp_path / "m.obj").read_text().splitlines() if ln.startswith("v ")])
+    np.testing.assert_array_equal(O, V)
+    write_mesh(tmp_path / "n.ply", V - 1e6, F)
+    assert PlyData.read(str(tmp_path / "n.ply"))["vertex"].data.dtype["x"] == np.dtype("<f4")
+
+
 def test_chamfer():
     A = np.zeros((1, 3))
     B = np.array([[1.0, 0, 0], [3.0, 0, 0]])

@@ -117,18 +117,24 @@ def _number(text):
 
 
 def write_mesh(path, vertices, faces, replace=True):
-    """Write a triangle mesh: ``.ply`` (binary little-endian, float32
-    vertices, int32 faces) or ``.obj`` (text, 1-based indices), under a
-    temporary name renamed into place (:func:`streamcvm.data.atomic.atomic_file`;
-    ``replace``: what may be at ``path``, :func:`streamcvm.data.atomic.publish`)."""
+    """Write a triangle mesh: ``.ply`` (binary little-endian, int32 faces)
+    or ``.obj`` (text, 1-based indices), under a temporary name renamed into
+    place (:func:`streamcvm.data.atomic.atomic_file`; ``replace``: what may
+    be at ``path``, :func:`streamcvm.data.atomic.publish`). The vertices are
+    float32 (PLY) or 7 digits (OBJ) when that keeps them to ``1e-5`` of the
+    mesh's size, else float64 (PLY) or 17 digits (OBJ): a scan far from the
+    origin (coordinates of 1e6 in metres) would otherwise be rounded to
+    centimetres."""
     from ..data.atomic import atomic_file
     path = os.fspath(path)
-    V = np.asarray(vertices, np.float32)
+    V = np.asarray(vertices, np.float64)
     F = np.asarray(faces, np.int32)
+    wide = _needs_double(V)
     low = path.lower()
     if low.endswith(".ply"):
         from plyfile import PlyData, PlyElement
-        vert = np.empty(len(V), dtype=[("x", "f4"), ("y", "f4"), ("z", "f4")])
+        t = "f8" if wide else "f4"
+        vert = np.empty(len(V), dtype=[("x", t), ("y", t), ("z", t)])
         vert["x"], vert["y"], vert["z"] = V[:, 0], V[:, 1], V[:, 2]
         face = np.empty(len(F), dtype=[("vertex_indices", "i4", (3,))])
         face["vertex_indices"] = F
@@ -139,11 +145,21 @@ def write_mesh(path, vertices, faces, replace=True):
     elif low.endswith(".obj"):
         with atomic_file(path, replace=replace) as f:
             f.write("# streamcvm surface\n")
-            np.savetxt(f, V, fmt="v %.7g %.7g %.7g")
+            np.savetxt(f, V, fmt="v %.17g %.17g %.17g" if wide else "v %.7g %.7g %.7g")
             np.savetxt(f, F + 1, fmt="f %d %d %d")
     else:
         raise ValueError(f"{path}: a mesh is written as .ply or .obj")
     return path
+
+
+def _needs_double(V):
+    """True when float32 (or 7 digits) would move a vertex of ``V`` by more
+    than 1e-5 of the mesh's size."""
+    if len(V) == 0:
+        return False
+    size = float((V.max(0) - V.min(0)).max())
+    # 7 significant digits err by up to 5e-7 of the largest coordinate
+    return 5e-7 * float(np.abs(V).max()) > 1e-5 * size
 
 
 def chamfer(A, B):

@@ -22,6 +22,16 @@ level set f = 1 of their sum, meshed by marching cubes.
   its points in small cells (:func:`voxel_means`): the noise of a mean of k
   points is 1/sqrt(k) of theirs, and the cost stays fixed. A local level
   that does not help on held-out points is dropped, with the finer ones.
+- **Far outliers** (:func:`inliers`) are dropped, with a note: points
+  beyond the box of the central 96% of the points (per axis) grown by its
+  longest side would otherwise set the box, the scale and the grid.
+- **The grid** follows the points: by default ``GRID_PER_SPACING`` steps
+  per point spacing, ``MIN_GRID`` to ``GRID`` along the longest side; a grid
+  that cannot fit in the memory available is refused (:func:`check_grid`).
+- **Coordinates** stay float64 until they are centred and scaled (a scan
+  far from the origin keeps its precision); the mesh's vertices come back
+  in float64 (:func:`.meshio.write_mesh` writes them as doubles when float32
+  would round them).
 - **The mesh** (:func:`mesh`) evaluates f exactly only in a band around the
   points and where a coarse grid's f crosses the level; elsewhere the
   coarse grid's values, interpolated, give marching cubes the sign. A mesh
@@ -29,6 +39,7 @@ level set f = 1 of their sum, meshed by marching cubes.
 
 Where this departs from the paper, and why: docs/surface.md.
 """
+import os
 import time
 
 import numpy as np
@@ -50,7 +61,12 @@ MAX_POINTS = 100_000            # points the normals and rows come from, at most
                                 # the points in small cells on a larger scan)
 NOISE_WIDTHS = 10.0             # no level narrower than this many noise widths ...
 SPACINGS = 0.5                  # ... or this many point spacings
-GRID = 192                      # grid points along the longest side
+GRID = 192                      # grid points along the longest side, at most (default) ...
+MIN_GRID = 32                   # ... and at least
+GRID_PER_SPACING = 4            # grid steps per point spacing (default grid)
+GRID_BYTES = 16                 # bytes a grid node takes while meshing (values, masks, copies)
+OUTLIER_QUANTILE = 0.02         # the central box: these quantiles per axis ...
+OUTLIER_REACH = 1.0             # ... grown by this many of its longest sides: beyond is far
 PROJECT = 2                     # Newton steps of the mesh's vertices onto f = 1
 BAND = 2                        # grid steps around the points where f is evaluated exactly
 FAR_STEPS = 4.0                 # a point further than this many grid steps ...
@@ -135,6 +151,33 @@ def check_points(points):
     return P
 
 
+def inliers(P):
+    """A mask of the points ``P`` [n, 3] (float64) that are not far
+    outliers: within the box of their ``OUTLIER_QUANTILE`` to ``1 -
+    OUTLIER_QUANTILE`` quantiles per axis, grown on each side by
+    ``OUTLIER_REACH`` times its longest side. A few stray points far away
+    would otherwise set the box, the scale and the grid, and the surface
+    would shrink to a few grid cells."""
+    S = P[:: max(1, len(P) // 1_000_000)]
+    lo, hi = np.quantile(S, [OUTLIER_QUANTILE, 1.0 - OUTLIER_QUANTILE], axis=0)
+    reach = OUTLIER_REACH * float((hi - lo).max())
+    return ((P >= lo - reach) & (P <= hi + reach)).all(axis=1)
+
+
+def _kept(P, say=None):
+    """``P`` without its far outliers (:func:`inliers`), saying how many
+    were dropped."""
+    keep = inliers(P)
+    if keep.all():
+        return P
+    n = int(len(P) - np.count_nonzero(keep))
+    if say is not None:
+        say(f"{n:,} far outlier{'s' if n > 1 else ''} dropped ({100 * n / len(P):.2g}% of "
+            f"the points, beyond the box of the central {100 * (1 - 2 * OUTLIER_QUANTILE):g}% "
+            f"grown by {OUTLIER_REACH:g} of its longest side)")
+    return check_points(P[keep])
+
+
 def _params(scales, mu, local_mu, c_per_row, eps, step, max_rows, cap, max_points, seed):
     return {"scales": [float(s) for s in scales], "mu": float(mu), "local_mu": float(local_mu),
             "c_per_row": float(c_per_row), "eps": float(eps), "step": float(step),
@@ -204,12 +247,13 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
     if len(scales) < 1 or not all(np.isfinite(v) and v > 0 for v in scales):
         raise ValueError(f"scales must be positive finite widths, got {scales!r}")
     params = _params(scales, mu, local_mu, c_per_row, eps, step, max_rows, cap, max_points, seed)
-    lo, hi = P.min(0), P.max(0)
-    center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
-    model = SurfaceModel(center, scale, [], params)
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs checkpoint_dir")
     say = (lambda s: None) if log is None else log
+    P = _kept(P, say)
+    lo, hi = P.min(0), P.max(0)
+    center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
+    model = SurfaceModel(center, scale, [], params)
     t = time.perf_counter()
     Z = model.normalise(P) if len(P) <= max_points else voxel_means(model, P, max_points)
     tree = cKDTree(Z)
@@ -343,6 +387,64 @@ def grid_axes(lo, hi, n):
             for i in range(3)]
 
 
+def _available_bytes():
+    """The memory available to this process (MemAvailable, else all of it)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def points_box(P, pad=0.1):
+    """(lo, hi): the box meshed around the points ``P`` (far outliers left
+    out, :func:`inliers`): their box grown by ``pad`` of its longest side on
+    each side."""
+    P = np.asarray(P, np.float64)
+    P = P[inliers(P)]
+    lo, hi = P.min(0), P.max(0)
+    grow = pad * (hi - lo).max()
+    return lo - grow, hi + grow
+
+
+def mesh_box(model, P, pad=0.1):
+    """:func:`points_box` in normalised coordinates."""
+    lo, hi = points_box(P, pad)
+    return model.normalise(lo), model.normalise(hi)
+
+
+def default_grid(model, lo, hi):
+    """Grid points along the longest side of the box [lo, hi]
+    (normalised): ``GRID_PER_SPACING`` steps per point spacing (the median
+    distance to the 16th neighbour, as the fit found it), ``MIN_GRID`` to
+    ``GRID``. A finer grid than the points resolve puts its vertices between
+    the points, further from them than a few steps."""
+    spacing = model.params.get("spacing")
+    if not spacing or not np.isfinite(spacing):
+        return GRID
+    n = int(np.ceil(float((np.asarray(hi) - lo).max()) * GRID_PER_SPACING / spacing)) + 1
+    return int(min(GRID, max(MIN_GRID, n)))
+
+
+def check_grid(lo, hi, n, available=None):
+    """A one-line ValueError naming ``--grid`` when a grid of ``n`` points
+    along the longest side of [lo, hi] needs more memory (``GRID_BYTES`` a
+    node) than is available."""
+    shape = [len(a) for a in grid_axes(lo, hi, n)] if n <= 100_000 else [n, n, n]
+    need = GRID_BYTES * float(np.prod(np.asarray(shape, np.float64)))
+    have = _available_bytes() if available is None else available
+    if have is not None and need > have:
+        raise ValueError(f"--grid {n}: a grid of {' x '.join(str(s) for s in shape)} nodes "
+                         f"needs about {need / 2 ** 30:,.1f} GiB, more than the "
+                         f"{have / 2 ** 30:,.1f} GiB of memory available: use a smaller --grid")
+
+
 def _coarse_factor(sigma, step):
     """Every how many grid steps a level of width ``sigma`` needs a node:
     sigma over 10 steps (trilinear interpolation then errs by about 1/800
@@ -441,24 +543,28 @@ def _band_task(t, model, idx, lo, step, chunk, levels):
     return out
 
 
-def mesh(model, points, *, grid=GRID, pad=0.1, band=BAND, keep_far=False, runner=None,
+def mesh(model, points, *, grid=None, pad=0.1, band=BAND, keep_far=False, runner=None,
          progress=None):
     """(vertices, faces) of the level set f = 1 by marching cubes on a grid
     over the points' box grown by ``pad`` of its longest side on each side
-    (:func:`grid_values`). The grid's outer faces are set below the level,
+    (:func:`grid_values`), far outliers (:func:`inliers`) left out; ``grid``
+    points along its longest side (None: :func:`default_grid`; one that
+    cannot fit in memory is refused, :func:`check_grid`). The grid's outer faces are set below the level,
     so every surface closes; pieces of the level set whose median vertex
-    lies more than two grid steps from the points are dropped
+    lies more than two grid steps (or half the points' spacing, when that is
+    more) from the points are dropped
     (:func:`near_components`). A mesh far from the points
     (:func:`check_near`) is a :class:`FarMeshError` unless ``keep_far``."""
     from skimage.measure import marching_cubes
-    P = np.asarray(points, np.float64)
+    P = _kept(check_points(points))
     Z = model.normalise(P[_sample(len(P), model.params.get("max_points", MAX_POINTS),
                                   model.params.get("seed", 0))])
-    # the box of every point, not of the sample (which finds the band)
-    lo, hi = model.normalise(P.min(0)), model.normalise(P.max(0))
+    # the box of every point, not of the sample (which finds the band),
     # grown by pad of the longest side: a flat scan still gets a box to close in
-    grow = pad * (hi - lo).max()
-    lo, hi = lo - grow, hi + grow
+    lo, hi = mesh_box(model, P, pad)
+    if grid is None:
+        grid = default_grid(model, lo, hi)
+    check_grid(lo, hi, grid)
     F, axes = grid_values(model, Z, lo, hi, grid, band=band, runner=runner, progress=progress)
     level = 1.0
     if not (F.min() < level < F.max()):
@@ -468,7 +574,9 @@ def mesh(model, points, *, grid=GRID, pad=0.1, band=BAND, keep_far=False, runner
     F[0], F[-1], F[:, 0], F[:, -1], F[:, :, 0], F[:, :, -1] = low, low, low, low, low, low
     step = axes[0][1] - axes[0][0]
     V, faces, _, _ = marching_cubes(F, level=level, spacing=(step, step, step))
-    V, faces = near_components(V + lo, faces, Z, 2.0 * step)
+    # near: two grid steps, or half the points' spacing on a grid finer than them
+    V, faces = near_components(V + lo, faces, Z,
+                               max(2.0 * step, 0.5 * model.params.get("spacing", 0.0)))
     V = project(model, V, F, lo, step)
     del F
     if len(faces) == 0:
@@ -547,7 +655,7 @@ def is_closed(faces):
     return bool(len(faces)) and bool((counts == 2).all())
 
 
-def reconstruct(points, *, grid=GRID, keep_far=False, runner=None, log=None, progress=None,
+def reconstruct(points, *, grid=None, keep_far=False, runner=None, log=None, progress=None,
                 **fit_kw):
     """(vertices, faces, model): the multi-scale CVR surface of ``points``
     (``fit_kw``: :func:`fit`'s options; see :func:`mesh`)."""

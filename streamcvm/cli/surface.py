@@ -35,8 +35,9 @@ def add(sub):
     p.add_argument("--png", metavar="PNG", help="also render the mesh to this picture")
     p.add_argument("--up", choices=["x", "y", "z"], default="y",
                    help="the axis drawn upwards in --png (default y, as scanned PLY files)")
-    option(p, "--grid", type=positive_int, lib=signature_default(_mesh, "grid"),
-           help="grid points along the box's longest side (default %(lib)s)")
+    option(p, "--grid", type=positive_int, lib=Default(lambda: _surface("GRID")()),
+           help="grid points along the box's longest side (default: 4 per point spacing, "
+                "at most %(lib)s); a grid that cannot fit in memory is refused")
     option(p, "--scales", lib=Default(lambda: ",".join(
                f"{s:g}" for s in signature_default(_fit, "scales").read())),
            help="kernel widths, coarse to fine, in box diagonals (default %(lib)s)")
@@ -102,6 +103,11 @@ def run(args):
         P = surface.check_points(P)
     except ValueError as e:
         raise SystemExit(f"streamcvm surface: error: {args.points}: {e}") from None
+    if args.grid is not None:
+        try:            # before the fit: a grid that cannot fit is refused at once
+            surface.check_grid(*surface.points_box(P), args.grid)
+        except ValueError as e:
+            raise SystemExit(f"streamcvm surface: error: {e}") from None
     say = (lambda s: None) if args.quiet else \
         (lambda s: print(s, file=sys.stderr, flush=True))
     say(f"{len(P):,} points from {args.points}")
