@@ -39,7 +39,6 @@ level set f = 1 of their sum, meshed by marching cubes.
 
 Where this departs from the paper, and why: docs/surface.md.
 """
-import os
 import time
 
 import numpy as np
@@ -61,12 +60,6 @@ MAX_POINTS = 100_000            # points the normals and rows come from, at most
                                 # the points in small cells on a larger scan)
 NOISE_WIDTHS = 10.0             # no level narrower than this many noise widths ...
 SPACINGS = 0.5                  # ... or this many point spacings
-GRID = 192                      # grid points along the longest side, at most (default) ...
-MIN_GRID = 32                   # ... and at least
-GRID_PER_SPACING = 4            # grid steps per point spacing (default grid)
-GRID_BYTES = 16                 # bytes a grid node takes while meshing (values, masks, copies)
-OUTLIER_QUANTILE = 0.02         # the central box: these quantiles per axis ...
-OUTLIER_REACH = 1.0             # ... grown by this many of its longest sides: beyond is far
 PROJECT = 2                     # Newton steps of the mesh's vertices onto f = 1
 BAND = 2                        # grid steps around the points where f is evaluated exactly
 FAR_STEPS = 4.0                 # a point further than this many grid steps ...
@@ -80,6 +73,9 @@ MIN_THINNED = 5000              # in THIN, while this many are left
 MIN_POINTS = 2 * NEIGHBOURS     # fewer cannot give a mesh (each normal needs its neighbours)
 FLAT = 1e-6                     # spread across / along below this: points on a plane
 
+
+from .grid import (GRID, GRID_BYTES, GRID_PER_SPACING, MIN_GRID, OUTLIER_QUANTILE,  # noqa: F401
+                   OUTLIER_REACH, check_grid, default_grid, grid_axes, inliers, points_box)
 
 class FarMeshError(ValueError):
     """The mesh lies far from the points (:func:`check_near`)."""
@@ -149,19 +145,6 @@ def check_points(points):
                          f"the rest (spread {spread[2]:.3g} across against {spread[0]:.3g} "
                          f"along): a closed surface needs points spread in three dimensions")
     return P
-
-
-def inliers(P):
-    """A mask of the points ``P`` [n, 3] (float64) that are not far
-    outliers: within the box of their ``OUTLIER_QUANTILE`` to ``1 -
-    OUTLIER_QUANTILE`` quantiles per axis, grown on each side by
-    ``OUTLIER_REACH`` times its longest side. A few stray points far away
-    would otherwise set the box, the scale and the grid, and the surface
-    would shrink to a few grid cells."""
-    S = P[:: max(1, len(P) // 1_000_000)]
-    lo, hi = np.quantile(S, [OUTLIER_QUANTILE, 1.0 - OUTLIER_QUANTILE], axis=0)
-    reach = OUTLIER_REACH * float((hi - lo).max())
-    return ((P >= lo - reach) & (P <= hi + reach)).all(axis=1)
 
 
 def _kept(P, say=None):
@@ -378,71 +361,10 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
             ck.close()
 
 
-def grid_axes(lo, hi, n):
-    """The axes of a grid over the box [lo, hi], ``n`` points along the
-    longest side, the same step on all three."""
-    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
-    step = (hi - lo).max() / (n - 1)
-    return [lo[i] + step * np.arange(int(np.ceil((hi[i] - lo[i]) / step - 1e-9)) + 1)
-            for i in range(3)]
-
-
-def _available_bytes():
-    """The memory available to this process (MemAvailable, else all of it)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def points_box(P, pad=0.1):
-    """(lo, hi): the box meshed around the points ``P`` (far outliers left
-    out, :func:`inliers`): their box grown by ``pad`` of its longest side on
-    each side."""
-    P = np.asarray(P, np.float64)
-    P = P[inliers(P)]
-    lo, hi = P.min(0), P.max(0)
-    grow = pad * (hi - lo).max()
-    return lo - grow, hi + grow
-
-
 def mesh_box(model, P, pad=0.1):
     """:func:`points_box` in normalised coordinates."""
     lo, hi = points_box(P, pad)
     return model.normalise(lo), model.normalise(hi)
-
-
-def default_grid(model, lo, hi):
-    """Grid points along the longest side of the box [lo, hi]
-    (normalised): ``GRID_PER_SPACING`` steps per point spacing (the median
-    distance to the 16th neighbour, as the fit found it), ``MIN_GRID`` to
-    ``GRID``. A finer grid than the points resolve puts its vertices between
-    the points, further from them than a few steps."""
-    spacing = model.params.get("spacing")
-    if not spacing or not np.isfinite(spacing):
-        return GRID
-    n = int(np.ceil(float((np.asarray(hi) - lo).max()) * GRID_PER_SPACING / spacing)) + 1
-    return int(min(GRID, max(MIN_GRID, n)))
-
-
-def check_grid(lo, hi, n, available=None):
-    """A one-line ValueError naming ``--grid`` when a grid of ``n`` points
-    along the longest side of [lo, hi] needs more memory (``GRID_BYTES`` a
-    node) than is available."""
-    shape = [len(a) for a in grid_axes(lo, hi, n)] if n <= 100_000 else [n, n, n]
-    need = GRID_BYTES * float(np.prod(np.asarray(shape, np.float64)))
-    have = _available_bytes() if available is None else available
-    if have is not None and need > have:
-        raise ValueError(f"--grid {n}: a grid of {' x '.join(str(s) for s in shape)} nodes "
-                         f"needs about {need / 2 ** 30:,.1f} GiB, more than the "
-                         f"{have / 2 ** 30:,.1f} GiB of memory available: use a smaller --grid")
 
 
 def _coarse_factor(sigma, step):

@@ -474,142 +474,6 @@ class DiskStore(BaseStore):
         return stored, raw
 
 
-class ArrayStore(BaseStore):
-    """The store interface over in-memory arrays; chunks are views, not copies
-    (of ``X`` as float32: other dtypes are converted once, a copy)."""
-
-    def __init__(self, X, y=None, qid=None, weight=None, chunk_rows=None):
-        import scipy.sparse as sp
-        self.sparse = sp.issparse(X)
-        if self.sparse:
-            X = sp.csr_matrix(X)
-            if X.dtype != np.float32:
-                X = X.astype(np.float32)
-            self.nnz = int(X.nnz)
-        else:
-            X = np.asarray(X)
-            if X.ndim != 2:
-                raise ValueError(f"X must be 2-D, got shape {X.shape}")
-            if X.dtype != np.float32:
-                X = X.astype(np.float32)
-            self.nnz = None
-        self.X = X
-        self.n, self.d = X.shape
-        self.y = None if y is None else np.asarray(y, dtype=np.float64)
-        if self.y is not None and len(self.y) != self.n:
-            raise ValueError(f"y has {len(self.y)} rows, X has {self.n}")
-        self.qid = None if qid is None else _query_ids(qid)
-        self.weight = None if weight is None else np.asarray(weight, dtype=np.float32)
-        self.has_qid = self.qid is not None
-        self.has_weight = self.weight is not None
-        if chunk_rows is None:
-            nnz_row = (self.nnz / max(self.n, 1)) if self.sparse else None
-            chunk_rows = default_chunk_rows(self.d, self.sparse, nnz_row)
-        self.chunk_rows = int(chunk_rows)
-        self.label_names = None
-        self.feature_names = None
-        self._classes = None
-        if self.y is not None:
-            u = np.unique(self.y)
-            self._classes = u if len(u) <= MAX_CLASSES else None
-        self._fingerprint = None
-
-    @property
-    def fingerprint(self):
-        if self._fingerprint is None:
-            h = ContentHash()
-            if self.sparse:
-                h.update("indptr", self.X.indptr.astype(np.int64))
-                h.update("indices", self.X.indices.astype(np.int32))
-                h.update("data", self.X.data)
-            else:
-                h.update("X", self.X)
-            for name, a in (("y", self.y), ("qid", self.qid), ("weight", self.weight)):
-                if a is not None:
-                    h.update(name, a)
-            self._fingerprint = h.hexdigest()
-        return self._fingerprint
-
-    @property
-    def class_counts(self):
-        if self._classes is None:
-            return None
-        if getattr(self, "_counts", None) is None:      # one count, not one per machine
-            self._counts = count_classes(self._classes, (self.y[slice(*self.chunk_bounds(i))]
-                                                         for i in range(self.n_chunks)))
-        return self._counts
-
-    def _read(self, a, b):
-        if self.sparse:
-            ip = self.X.indptr[a:b + 1]
-            s, e = ip[0], ip[-1]
-            X = csr_view(self.X.data[s:e], self.X.indices[s:e], ip - s, (b - a, self.d))
-        else:
-            X = self.X[a:b]
-        sl = slice(a, b)
-        return Chunk(X, None if self.y is None else self.y[sl],
-                     None if self.qid is None else self.qid[sl],
-                     None if self.weight is None else self.weight[sl])
-
-
-class DaskStore(BaseStore):
-    """The store interface over dask arrays ``X`` [n, d] and ``y`` [n] (dask
-    or numpy): chunk ``i`` computes its rows' block only, so a fit streams
-    the array as it does a store on disk. The rows are rechunked (lazily) to
-    equal chunks of the first block's height, at least 1,000 rows."""
-
-    def __init__(self, X, y=None, chunk_rows=None):
-        import dask.array as da
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D, got shape {X.shape}")
-        if any(np.isnan(v) for v in X.shape):
-            raise ValueError("X has unknown chunk sizes: call X.compute_chunk_sizes() first")
-        self.n, self.d = (int(v) for v in X.shape)
-        self.sparse = False
-        self.nnz = None
-        rows = chunk_rows or max(int(X.chunks[0][0]) if X.chunks[0] else 1, 1000)
-        self.chunk_rows = int(min(rows, max(self.n, 1)))
-        self._X = X.rechunk((self.chunk_rows, self.d))
-        if y is not None:
-            y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y))
-            if y.shape[0] != self.n:
-                raise ValueError(f"y has {y.shape[0]} rows, X has {self.n}")
-            y = y.rechunk((self.chunk_rows,))
-        self._y = y
-        self.label_names = None
-        self.feature_names = None
-        self._classes, self._counts = None, None
-        if y is not None:               # one streamed pass: the labels and their counts
-            found = set()
-            for i in range(self.n_chunks):
-                found.update(np.unique(np.asarray(self._y.blocks[i].compute(), np.float64)))
-                if len(found) > MAX_CLASSES:
-                    break
-            if len(found) <= MAX_CLASSES:
-                self._classes = np.array(sorted(found), np.float64)
-        import dask.base
-        self.fingerprint = "dask-" + dask.base.tokenize(self._X, self._y)
-
-    @property
-    def class_counts(self):
-        if self._classes is None:
-            return None
-        if self._counts is None:
-            self._counts = count_classes(self._classes, (self._y.blocks[i].compute()
-                                                         for i in range(self.n_chunks)))
-        return self._counts
-
-    def _read(self, a, b):
-        X = np.asarray(self._X[a:b].compute(), np.float32)
-        ok = np.isfinite(X)
-        if not ok.all():
-            k = int(np.flatnonzero(~ok.ravel())[0])
-            raise ValueError(f"X: row {a + k // self.d:,}, feature {k % self.d:,} is "
-                             f"{X.ravel()[k]}: training and prediction need finite features")
-        y = None if self._y is None else np.asarray(self._y[a:b].compute(), np.float64)
-        return Chunk(X, y, None, None)
-
-
 def _file_url_path(path):
     """The local path of a ``file://`` URL, percent-decoded
     (``file:///tmp/my%20store.zarr`` is ``/tmp/my store.zarr``); None for
@@ -645,20 +509,6 @@ def open_store(path, check_finite=True):
     return DiskStore(path, check_finite=check_finite)
 
 
-def _query_ids(qid):
-    """``qid`` as int64, refusing what would not cast to the same ids (NaN,
-    infinities, fractions) instead of casting it to garbage."""
-    q = np.asarray(qid)
-    if q.dtype.kind in "fc" or q.dtype == object:
-        f = np.asarray(q, np.float64)
-        bad = np.flatnonzero(~np.isfinite(f) | (f != np.round(f)))
-        if len(bad):
-            raise ValueError(f"qid must hold integer query ids: row {bad[0]:,} (0-based) is "
-                             f"{float(f[bad[0]])!r} ({len(bad):,} such rows)")
-        q = f
-    return q.astype(np.int64)
-
-
 def as_store(X, y=None, **kw):
     """A store for ``X``: a path or store is opened, arrays are wrapped:
     float32 ones (dense, or CSR) as they are, without a copy; any other
@@ -671,3 +521,8 @@ def as_store(X, y=None, **kw):
     if is_dask_array(X):
         return DaskStore(X, y, **kw)
     return ArrayStore(X, y, **kw)
+
+
+# the in-memory stores (their own module), here too: ``from streamcvm.data.store
+# import ArrayStore`` is how the rest of the package and users name them
+from .arrays import ArrayStore, DaskStore  # noqa: E402

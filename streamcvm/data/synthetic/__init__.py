@@ -163,7 +163,7 @@ def write_store(path, kind, n, *, d=None, seed=0, chunk_rows=None, fmt=None,
     ``fmt``: "zarr" or "hdf5" (default: hdf5 for a .h5 / .hdf5 name, as ingest);
     ``checksums=False`` writes a store as versions before checksums did
     (benchmarks against them)."""
-    from .writer import StoreWriter
+    from ..writer import StoreWriter
     if fmt is None:
         fmt = "hdf5" if os.fspath(path).lower().endswith((".h5", ".hdf5")) else "zarr"
     d = DEFAULT_D[kind] if d is None else int(d)
@@ -197,7 +197,7 @@ def write_text(path, kind, n, *, text_format="svmlight", d=None, seed=0, decimal
     put the label first. Written atomically (:func:`streamcvm.data.atomic.atomic_file`).
     """
     from ._textfmt import format_csv, format_svmlight
-    from .atomic import atomic_file
+    from ..atomic import atomic_file
     if text_format not in ("svmlight", "csv"):
         raise ValueError(f"unknown text format {text_format!r}")
     d = DEFAULT_D[kind] if d is None else int(d)
