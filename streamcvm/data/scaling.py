@@ -156,7 +156,19 @@ class Scaler:
                 "scale": self.scale.tolist()}
 
 
-class ScaledStore(BaseStore):
+class _StoreView(BaseStore):
+    """A store read through another (``inner``): its labels and class
+    counts are the inner store's."""
+
+    @property
+    def class_counts(self):
+        return self.inner.class_counts
+
+    def decode_labels(self, y):
+        return self.inner.decode_labels(y)
+
+
+class ScaledStore(_StoreView):
     """``store`` read through a :class:`Scaler`, chunk by chunk (it pickles
     with its store, which reopens where a worker runs)."""
 
@@ -174,19 +186,12 @@ class ScaledStore(BaseStore):
             h.update(np.ascontiguousarray(scaler.offset).data)
         self.fingerprint = h.hexdigest()
 
-    @property
-    def class_counts(self):
-        return self.inner.class_counts
-
-    def decode_labels(self, y):
-        return self.inner.decode_labels(y)
-
     def _read(self, a, b):
         c = self.inner.rows(a, b)
         return Chunk(self.scaler.transform(c.X), c.y, c.qid, c.weight)
 
 
-class PaddedStore(BaseStore):
+class PaddedStore(_StoreView):
     """``store`` read with ``d`` features: each row gets zeros in the
     features past ``store.d`` (< ``d``), as LIBSVM's svm-predict reads a test
     file whose largest feature index is below the model's. Nothing is copied
@@ -210,13 +215,6 @@ class PaddedStore(BaseStore):
         h = xxhash.xxh3_128(str(store.fingerprint).encode())
         h.update(f"padded to {self.d}".encode())
         self.fingerprint = h.hexdigest()
-
-    @property
-    def class_counts(self):
-        return self.inner.class_counts
-
-    def decode_labels(self, y):
-        return self.inner.decode_labels(y)
 
     def close(self):
         if hasattr(self.inner, "close"):
