@@ -129,6 +129,7 @@ def check_gamma(code, gamma, coef0, degree, S, auto=False):
 
 
 PRECISION_TOL = 1e-5    # float32 may move a value by at most this much of its column's range
+ERROR_ROWS = 8192       # rows whose float32 rounding error is measured at a time
 
 
 def float32_rows(X, kernel, *, warn=True):
@@ -154,7 +155,10 @@ def float32_rows(X, kernel, *, warn=True):
     X = np.asarray(X, np.float64)
     lo, hi = X.min(axis=0), X.max(axis=0)
     X32 = X.astype(np.float32)
-    err = np.max(np.abs(X32.astype(np.float64) - X), axis=0)
+    err = np.zeros(X.shape[1])
+    for a in range(0, X.shape[0], ERROR_ROWS):     # float64 temporaries of a block only
+        b = a + ERROR_ROWS
+        np.maximum(err, np.abs(X32[a:b].astype(np.float64) - X[a:b]).max(axis=0), out=err)
     lossy = np.flatnonzero(err > PRECISION_TOL * (hi - lo))
     if not len(lossy):
         return X32, None
