@@ -284,8 +284,12 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     def _svc(self):
         """The machines in :class:`sklearn.svm.SVC`'s layout (:func:`svc_layout`)."""
         check_is_fitted(self)
-        return svc_layout(self.machines_, len(self.classes_), one_vs_rest(self.machines_),
-                          getattr(self, "_support_classes", None))
+        got = self.__dict__.get("_svc_layout")
+        if got is None:     # once per set of machines (every SVC attribute reads it)
+            got = self._svc_layout = svc_layout(
+                self.machines_, len(self.classes_), one_vs_rest(self.machines_),
+                getattr(self, "_support_classes", None))
+        return got
 
     @property
     def support_(self):
@@ -404,6 +408,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         when predict first needs it."""
         self.machines_ = machines
         self._unions_ = {}
+        self._svc_layout = None
 
     def _labels_of(self, F):
         """Class indices predicted from machine values ``F`` [rows, machines]."""
