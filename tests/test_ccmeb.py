@@ -375,10 +375,10 @@ def _interleave(ap, am):
 
 @pytest.mark.parametrize("eps", [1e-2, 1e-4])
 def test_exact_svr_smo_against_exact_qp(svr_problem, eps):
-    """The exact SMO over all 2m points (solvers.smo), stopped by CVM's
+    """The exact SMO over all 2m points (solvers.exact.svr), stopped by CVM's
     eps rule, is a (1 + eps)^2 approximation of the reference optimum, and
     its c2 / radius are those of its weights."""
-    from streamcvm.solvers.smo import svr_exact
+    from streamcvm.solvers.exact.svr import svr_exact
     X, t, k, store, C, mu, pts, Q, q, R2_opt, _ = svr_problem
     res = svr_exact(X, t - pts.offset, k, C, mu, pts.eta, 0.0, eps * (2 + eps))
     a = _interleave(res["ap"], res["am"])
@@ -421,7 +421,7 @@ def whole_matrix(rows):
 def test_exact_kernel_rows_are_the_kernel_blocks():
     """The exact path's kernel matrix, whole or row by row on first use (RBF),
     is the kernel blocks' (float32), exactly symmetric."""
-    from streamcvm.solvers.smo import _ensure, kernel_rows
+    from streamcvm.solvers.exact.rowcache import _ensure, kernel_rows
     X, _ = _friedman(300)
     for k in (Kernel("rbf", gamma=0.7), Kernel("laplacian", gamma=0.3)):
         K = whole_matrix(kernel_rows(k, X, lazy=False))
@@ -441,7 +441,8 @@ def test_exact_kernel_rows_in_batches_are_the_single_rows_and_the_same_solve(svr
     rows _ensure makes one at a time, in any order and batch size; a solve
     on rows computed on demand in batches gives the very solution of one on
     the whole matrix, with the rows of its weighted points computed."""
-    from streamcvm.solvers.smo import _ensure, _fill, kernel_rows, svr_exact
+    from streamcvm.solvers.exact.rowcache import _ensure, _fill, kernel_rows
+    from streamcvm.solvers.exact.svr import svr_exact
     X, _ = _friedman(300)
     k = Kernel("rbf", gamma=0.7)
     one = kernel_rows(k, X)
@@ -467,8 +468,9 @@ def test_exact_svr_rows_and_solve_do_not_depend_on_threads(svr_problem):
     """The start's kernel rows, a batch per thread (kernels.rbf_rows_on), give
     the one-thread run's kernel rows and solve, bit for bit."""
     import numba
-    from streamcvm.solvers.kernels import rbf_rows_on
-    from streamcvm.solvers.smo import _claim_all, kernel_rows, svr_exact
+    from streamcvm.solvers.kernels.rows import rbf_rows_on
+    from streamcvm.solvers.exact.rowcache import _claim_all, kernel_rows
+    from streamcvm.solvers.exact.svr import svr_exact
     X, t, k, store, C, mu, pts, *_ = svr_problem
     before = numba.get_num_threads()
     got = {}
@@ -494,7 +496,8 @@ def test_exact_svr_with_a_small_row_cache_is_the_whole_matrix_solve(svr_problem,
     """A kernel-row cache far smaller than the rows (cap rows of m, least
     recently used evicted; recomputed rows are bit for bit the same) gives the
     whole-matrix solve's very weights, steps and model, after recomputing rows."""
-    from streamcvm.solvers.smo import kernel_rows, svr_exact
+    from streamcvm.solvers.exact.rowcache import kernel_rows
+    from streamcvm.solvers.exact.svr import svr_exact
     X, t, k, store, C, mu, pts, *_ = svr_problem
     m = len(t)
     mb = (cap + 0.5) * 4 * m / 2 ** 20
@@ -536,7 +539,7 @@ def test_regressor_trials_before_an_exact_fit_take_fewer_rows(monkeypatch):
     held-out rows (600 here), before a CVM fit or a smaller exact one on
     SELECT_FIT (here all the rows the validation ones leave)."""
     from streamcvm import CVMRegressor
-    from streamcvm.problems import regression as R
+    from streamcvm.problems import regression_defaults as R
     drawn = []
     real = R.held_out
 

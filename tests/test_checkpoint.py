@@ -20,7 +20,8 @@ from streamcvm import CVMClassifier, CVMOneClass
 from streamcvm.problems import checkpoint
 from streamcvm.data import snapshots
 from streamcvm.data.snapshots import CheckpointError
-from streamcvm.solvers import exact_bvm, meb
+from streamcvm.solvers import meb
+from streamcvm.solvers.exact import bvm as exact_bvm
 
 from conftest import cli_cmd, cli_env, inproc
 

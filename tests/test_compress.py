@@ -236,7 +236,7 @@ def test_few_machine_groups_sum_in_place_as_the_gemm_does(data, monkeypatch):
     block in place (weighted_sum over its columns), more by a float64 GEMM:
     the same values either way, for one machine and for one-vs-one groups."""
     import streamcvm.predict.decision as dec
-    import streamcvm.solvers.kernels as kern
+    import streamcvm.solvers.kernels.sums as kern
     from streamcvm.problems.machine import Machine
     from streamcvm.solvers.kernels import weighted_sum
     X, a, T, k = data

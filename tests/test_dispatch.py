@@ -100,7 +100,7 @@ def test_resumed_exact_pass_keeps_its_choice(tmp_path, monkeypatch):
     """Killed inside the exact pass it handed over to, a run resumes with
     the choice its snapshot recorded (the sampled start and the core-set
     size of the hand-over), and the uninterrupted run's model."""
-    from streamcvm.solvers import exact_bvm
+    from streamcvm.solvers.exact import bvm as exact_bvm
 
     class Kill(Exception):
         pass

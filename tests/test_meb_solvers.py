@@ -12,7 +12,8 @@ from scipy.optimize import minimize
 import streamcvm
 from streamcvm.solvers.kernels import Kernel, estimate_beta
 from streamcvm.data.sampling import ChunkPool
-from streamcvm.solvers import MEBSolver, eps_levels, exact
+from streamcvm.solvers import MEBSolver, eps_levels
+from streamcvm.solvers.exact import bvm_loop as exact
 
 
 def _problem(n=160, seed=0, C=1.0, one_class=False):
@@ -142,7 +143,7 @@ def test_bvm_exact_blocks_and_sparse_rows(layout):
     CSR rows: every row inside the certified ball, ||c||^2 exact, and the
     sparse and dense runs reach the same ball."""
     import scipy.sparse as sp
-    from streamcvm.solvers.exact import EXACT_BLOCK
+    from streamcvm.solvers.exact.bvm_loop import EXACT_BLOCK
     rng = np.random.default_rng(3)
     n = 2 * EXACT_BLOCK + 300
     X = rng.standard_normal((n, 6)).astype(np.float32)
@@ -176,7 +177,7 @@ def test_bvm_exact_dense_columns_same_run(monkeypatch):
     (the same products summed in the same order), and the rule picks dense
     for long columns and scatter for short ones."""
     import scipy.sparse as sp
-    from streamcvm.solvers import exact_bvm
+    from streamcvm.solvers.exact import bvm as exact_bvm
     rng = np.random.default_rng(5)
     n, fields, levels = 3000, 8, 2
     cols = rng.integers(0, levels, (n, fields)) + levels * np.arange(fields)
@@ -205,7 +206,7 @@ def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     """With ``average`` (the default) bvm_exact returns (a_T + a_{T-1}) / 2,
     its ||c||^2 is that mean's, and every row lies within the certified eps."""
     from streamcvm.solvers.kernels import sq_norms
-    from streamcvm.solvers.exact import bvm_exact
+    from streamcvm.solvers.exact.bvm_loop import bvm_exact
     X, y, k, b, Q, kt, _ = two_class
     n = len(y)
     e, ef = np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -267,7 +268,7 @@ def test_the_exact_pass_thread_choice_is_robust_and_probes_cheaply():
     """_Threads: ``most`` first, then one thread on a short probe, then the
     faster by the median of each count's last pieces (one slow piece does
     not flip it), the other retried every RETRY pieces, on a probe."""
-    from streamcvm.solvers.exact_bvm import _Threads
+    from streamcvm.solvers.exact.bvm import _Threads
     t = _Threads(2, 100000)
     assert t.pick() == (2, 1.0)
     t.took(2, 1.0)
@@ -287,7 +288,7 @@ def test_the_exact_pass_thread_choice_is_robust_and_probes_cheaply():
 
 def test_bvm_exact_same_run_whatever_the_threads_choose(monkeypatch):
     """The pieces' thread counts and lengths do not change the run."""
-    from streamcvm.solvers import exact_bvm
+    from streamcvm.solvers.exact import bvm as exact_bvm
     rng = np.random.default_rng(3)
     n = exact_bvm._Threads.MIN_ROWS + 2000
     X = rng.standard_normal((n, 4)).astype(np.float32)

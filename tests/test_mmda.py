@@ -64,7 +64,7 @@ def _greedy_sor(G, x, grad, invd, s, n, tol, max_iter):
     move is largest (the first of equals), the last n - s clipped at 0 (the
     gradient updated by the compiled axpy, whose fused multiply-adds numpy
     has not)."""
-    from streamcvm.solvers.mmda import _axpy
+    from streamcvm.solvers.mmda.sor import _axpy
     for step in range(1, max_iter + 1):
         mv = -grad[:n] * invd[:n]
         mv[s:] = np.maximum(x[s:n] + mv[s:], 0.0) - x[s:n]
@@ -81,7 +81,7 @@ def test_sor_steps_are_the_largest_projected_moves(n, s):
     """The compiled loop (moves into a buffer, eight running maxima, a scan
     for the first index) takes the same coordinates as the plain rule, on
     sizes that are not multiples of 8 and with equal moves at the start."""
-    from streamcvm.solvers.mmda import _sor
+    from streamcvm.solvers.mmda.sor import _sor
     X, y = _data(n)
     K = Kernel("rbf", gamma=1.0 / estimate_beta(X)).block(X, X).astype(np.float64)
     B = np.random.default_rng(1).standard_normal((n, s)) * 0.1
@@ -226,7 +226,7 @@ def test_a_store_of_more_than_memory_rows_is_sampled(monkeypatch):
     import numba
 
     import streamcvm
-    import streamcvm.estimators.mmda as em
+    import streamcvm.problems.mmda as em
     from streamcvm import MMDATransformer
     from streamcvm.data.sampling import ChunkPool
     from streamcvm.solvers.mmda import MMDASolver

@@ -7,7 +7,8 @@ import streamcvm
 from streamcvm import CVMClassifier
 from streamcvm.data import snapshots
 from streamcvm.problems import progressive as pg
-from streamcvm.solvers import exact_bvm, meb
+from streamcvm.solvers import meb
+from streamcvm.solvers.exact import bvm as exact_bvm
 
 
 # the progressive machinery at a fixed point (C and gamma not searched: the search has
@@ -369,7 +370,7 @@ def test_a_progressive_regression_chooses_mu_and_gamma_over_every_pair():
     fits); a progressive one every (mu, gamma) pair (8), and among the
     trials within 1% of the best RMSE the sparsest wins."""
     from streamcvm.solvers.kernels import Kernel
-    from streamcvm.problems.regression import SELECT_SLACK, select_params
+    from streamcvm.problems.regression_defaults import SELECT_SLACK, select_params
     store = _friedman(n=1000)
     kw = dict(c=5.0, mu="auto", gamma="auto", base_gamma=0.6, sd=float(store.y.std()),
               method="cvm", eps="auto")

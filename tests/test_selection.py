@@ -1,6 +1,6 @@
 """C and gamma chosen on held-out rows: the successive halving search
 (problems/selection.py), the classifier's use of it (estimators/search.py),
-and the exact solver of small two-class machines (solvers/smo.svc_exact)."""
+and the exact solver of small two-class machines (solvers/exact/svc.py)."""
 import numpy as np
 import pytest
 
@@ -101,7 +101,7 @@ def test_svc_exact_solves_the_meb_dual_to_its_optimum():
     the same objective a'Qa; BVM's fixed-radius ball stops above it."""
     from scipy.optimize import minimize
     from sklearn.metrics.pairwise import rbf_kernel
-    from streamcvm.solvers.svc import svc_exact
+    from streamcvm.solvers.exact.svc import svc_exact
     rng = np.random.default_rng(1)
     X = rng.standard_normal((120, 3)).astype(np.float32)
     y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.standard_normal(120) > 0, 1.0, -1.0)

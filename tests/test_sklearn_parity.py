@@ -239,7 +239,7 @@ def test_svc_exact_per_row_C_against_a_qp():
     (minimise a'Qa on the simplex, Q = yy'(K + 1) + diag(1 / (C w)))."""
     from scipy.optimize import minimize
     from streamcvm.solvers.kernels import Kernel
-    from streamcvm.solvers.svc import svc_exact
+    from streamcvm.solvers.exact.svc import svc_exact
     X, y = make_blobs(n_samples=60, centers=2, cluster_std=2.5, random_state=5)
     X = X.astype(np.float32)
     t = np.where(y == 1, 1.0, -1.0)

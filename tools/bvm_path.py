@@ -6,7 +6,7 @@ step moves the center by ``1 - beta ~ eps`` towards one row, and near the end
 of an eps level furthest-point steps alternate between two states, so every
 decision value (and the bias ``sum a_i y_i``) goes up and down by about eps
 from one step to the next. This script runs the exact two-class BVM
-(``streamcvm.solvers.exact.bvm_exact``, every row checked each step) on a
+(``streamcvm.solvers.exact.bvm_loop.bvm_exact``, every row checked each step) on a
 binary dataset of ``tools/datasets.py``, stops it after each number of steps
 in ``--steps``, and prints the test accuracy of the last center ("raw") and of
 the mean of the last two ("mean2", what the solver returns), the fraction
@@ -54,7 +54,7 @@ def main(argv=None):
     from datasets import load, protocol_gamma
     from streamcvm.solvers.kernels import Kernel, sq_norms
     from streamcvm.solvers import meb
-    from streamcvm.solvers.exact import EXACT_HIST, EXACT_STATE, bvm_exact
+    from streamcvm.solvers.exact.bvm_loop import EXACT_HIST, EXACT_STATE, bvm_exact
 
     Xtr, ytr, Xte, yte = load(a.dataset)
     if len(np.unique(ytr)) != 2:

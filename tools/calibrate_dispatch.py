@@ -77,8 +77,8 @@ def exact_cost(X, y, gamma, tasks, passes=60, warm=200):
     passes timed one by one from step ``warm`` on."""
     import scipy.sparse as sp
     from streamcvm.solvers import MEBSolver
-    from streamcvm.solvers.exact import EXACT_HIST, EXACT_STATE, bvm_exact
-    from streamcvm.solvers.exact_bvm import dense_columns
+    from streamcvm.solvers.exact.bvm_loop import EXACT_HIST, EXACT_STATE, bvm_exact
+    from streamcvm.solvers.exact.bvm import dense_columns
     from streamcvm.solvers.kernels import Kernel, sq_norms
     levels = np.array(MEBSolver(Kernel("rbf", gamma=gamma), X.shape[1], sp.issparse(X), C=1.0,
                                 b=1.0, method="bvm", eps="auto").levels())

@@ -10,10 +10,6 @@ import os
 
 import numpy as np
 
-POINT_SUFFIXES = (".ply", ".xyz", ".csv", ".txt")
-MESH_SUFFIXES = (".ply", ".obj")
-
-
 class PointsError(ValueError):
     """A point file that cannot be read as 3D points (one-line message)."""
 

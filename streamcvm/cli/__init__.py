@@ -129,8 +129,6 @@ def _main(argv, seen):
         where = f"{e.filename}: " if e.filename else ""
         print(f"streamcvm {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        return 141
 
 
 if __name__ == "__main__":

@@ -20,6 +20,11 @@ WINDOW_PER_WORKER = 4   # tasks in flight per worker thread: bounded memory, ful
 _CONTROLLER = [None, -1]    # threadpoolctl's controller, len(sys.modules) when made
 
 
+def n_threads(n_jobs):
+    """The thread count of an ``n_jobs`` option (None or -1: every core)."""
+    return (os.cpu_count() or 1) if n_jobs in (None, -1) else max(1, int(n_jobs))
+
+
 def thread_limits(limits=1, user_api="blas"):
     """threadpoolctl's ``threadpool_limits(limits, user_api)`` context, from
     one controller kept while no module is imported. Making a controller

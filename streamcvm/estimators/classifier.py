@@ -33,7 +33,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         machine of at most 16,384 rows held in memory (every one-vs-one pair
         of most data sets, and every fit of the C and gamma search) is
         solved exactly, by SMO over all its rows
-        (streamcvm.solvers.svc.svc_exact: the same dual, to its optimum; class
+        (streamcvm.solvers.exact.svc.svc_exact: the same dual, to its optimum; class
         and sample weights as a per-row C); larger machines by BVM (CVM when
         weighted). BVM's fixed-radius ball
         stops at a feasible center rather than the optimum: 0.2-0.6 points
@@ -340,12 +340,14 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         from ..problems.progressive import plan
         from .base import resolve_gamma
         from .progress import SearchProgress
-        from .search import LENGTH_SCALE, search
+        from ..solvers.kernels import kernel_class
+        from .search import search
         base = resolve_gamma(self.gamma, store)     # "auto": 1 / mean squared distance
         self.selection_ = None
-        if self.C == "auto" or (self.gamma == "auto" and self.kernel in LENGTH_SCALE):
-            names = [n for n, auto in (("C", self.C == "auto"), ("gamma", self.gamma == "auto"
-                                                                 and self.kernel in LENGTH_SCALE))
+        length_scale = kernel_class(self.kernel).length_scale
+        if self.C == "auto" or (self.gamma == "auto" and length_scale):
+            names = [n for n, auto in (("C", self.C == "auto"),
+                                       ("gamma", self.gamma == "auto" and length_scale))
                      if auto]
             # the rows the final fit trains on (a candidate's C is for them):
             # all, or a progressive fit's sample
@@ -419,8 +421,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         rows): one k-means basis shared by all of them, B chosen by how often
         its labels equal the full model's on training rows the least-squares
         fit did not use (:func:`streamcvm.problems.compress.compact_shared`)."""
-        from ..problems.compress import (agreeing_labels, attach_shared, compact_shared,
-                                         sample_rows, threads)
+        from ..data.parallel import n_threads
+        from ..problems.compress import agreeing_labels, attach_shared, compact_shared, sample_rows
         machines = self.machines_
         got, info = None, {"decision": "sparse support rows: not compressed"}
         if not (store.sparse or any(sp.issparse(m.sv) for m in machines)):
@@ -429,7 +431,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             for lo, hi, _, W in groups:
                 w[lo:hi] = np.abs(W).sum(axis=1)
 
-            jobs = threads(solve.n_jobs)
+            jobs = n_threads(solve.n_jobs)
 
             def sample():       # the full model's values there: 16K x |S| kernel values
                 Xf, Xc = sample_rows(store, seed, solve.runner)

@@ -31,8 +31,7 @@ import numpy as np
 from ..data.sampling import sample_rows
 from ..data.scaling import SAFE_SQ_NORM, ScaledStore, Scaler, range_scale
 from ..data.store import ArrayStore
-from ..solvers.kernels import (EXPONENTIAL, LAPLACIAN, LINEAR, NPOLY, POLY, RBF,
-                               estimate_beta, kernel_code, sq_norms)
+from ..solvers.kernels import estimate_beta, kernel_class, sq_norms
 
 SAMPLE_ROWS = 5000      # rows drawn once per fit: the range, and gamma="auto"'s 1/beta
 PAIR_ROWS = 512         # of them, the rows whose pairwise distances judge a given gamma
@@ -44,8 +43,6 @@ ZERO_EXPONENT = 4 * 104.0
 ONE_EXPONENT = 2.0 ** -27
 # poly / npoly: (gamma x'z + coef0)^degree at most this on the sampled rows
 # (float32 kernel caches hold up to 3.4e38 = 2^128; 2^8 to spare for rows outside)
-POLY_LIMIT = 2.0 ** 120
-NPOLY_LIMIT = 2.0 ** 480    # npoly divides by sqrt(k(x, x) k(z, z)), in float64 (2^1024)
 F32_MAX = float(np.finfo(np.float32).max)
 F32_TINY = float(np.finfo(np.float32).tiny)
 CHECK_ROWS = 256        # support rows whose decision values a model must have finite
@@ -68,50 +65,49 @@ def sample(store):
     return got
 
 
-def _distances(code, S):
-    """Distances between distinct sampled rows (float64, those > 0): squared
-    Euclidean (rbf), L1 (laplacian) or Euclidean (exponential), as the
-    kernel's exponent takes them."""
+def _distances(kern, S):
+    """Distances between distinct sampled rows (float64, those > 0), as the
+    kernel class ``kern``'s exponent takes them (``kern.distance``: squared
+    Euclidean for rbf, L1 for laplacian, Euclidean for exponential)."""
     from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
     m = S.shape[0]
     if m > PAIR_ROWS:
         S = S[np.sort(np.random.default_rng(0).choice(m, PAIR_ROWS, replace=False))]
         m = PAIR_ROWS
     S = S.astype(np.float64)
-    D = manhattan_distances(S) if code == LAPLACIAN else \
-        euclidean_distances(S, squared=code == RBF)
+    D = manhattan_distances(S) if kern.distance == "manhattan" else \
+        euclidean_distances(S, squared=kern.distance == "sqeuclidean")
     d = D[np.triu_indices(m, 1)]
     return d[d > 0], m
 
 
-def check_gamma(code, gamma, coef0, degree, S, auto=False):
+def check_gamma(kern, gamma, coef0, degree, S, auto=False):
     """A ValueError (one line) for a gamma (a number, in the units of the
-    sampled rows ``S``) that cannot give a model: for the distance kernels,
-    exp(-gamma d) exactly 0 or exactly 1 in float32 for every pair of
-    distinct sampled rows; for poly / npoly, kernel values past float32.
-    ``auto``: the gamma is gamma="auto"'s (1/beta of these rows)."""
-    if code == LINEAR or S.shape[0] < 2:
-        return
-    if code in (POLY, NPOLY):
+    sampled rows ``S``) that cannot give a model, for the kernel class
+    ``kern``: for the distance kernels, exp(-gamma d) exactly 0 or exactly 1
+    in float32 for every pair of distinct sampled rows; for poly / npoly,
+    kernel values past ``kern.value_limit``. ``auto``: the gamma is
+    gamma="auto"'s (1/beta of these rows)."""
+    if S.shape[0] < 2 or (kern.value_limit is None and kern.distance is None):
+        return                  # (the linear kernel: no gamma)
+    if kern.value_limit is not None:
         top = np.float64(sq_norms(S).max())     # |x'z| <= the largest squared norm
         with np.errstate(over="ignore", invalid="ignore"):
             v = float((gamma * top + abs(coef0)) ** degree)
-        if not v <= (POLY_LIMIT if code == POLY else NPOLY_LIMIT):
+        if not v <= kern.value_limit:
             name, fix = (f"gamma='auto' ({gamma:.3g}, 1 / the rows' mean squared distance)",
                          "standardise the features (scale=True, --scale) or give a smaller "
                          "gamma") if auto else (f"gamma={gamma:g}", "use gamma='auto' or a "
                                                                     "smaller one")
-            held = "float32 kernel values hold (3.4e38)" if code == POLY else \
-                "the float64 normalisation holds (its square must stay below 1.8e308)"
             raise ValueError(f"{name} is too large for these features: (gamma x'z + "
                              f"coef0)^degree reaches {v:.3g} on sampled rows, past what "
-                             f"{held}; {fix}")
+                             f"{kern.value_limit_why}; {fix}")
         return
-    d, m = _distances(code, S)
+    d, m = _distances(kern, S)
     if not len(d):
         return                  # every sampled row alike: nothing to judge by
     lo, hi = float(d.min()), float(d.max())     # Python floats: gamma d may be inf
-    what = {RBF: "||x - z||^2", LAPLACIAN: "||x - z||_1", EXPONENTIAL: "||x - z||"}[code]
+    what = kern.distance_text
     hint = f"the median {what} between them is {np.median(d):.3g}: use gamma='auto' or " \
            f"about 1 / that"
     if gamma * lo > ZERO_EXPONENT:
@@ -162,7 +158,7 @@ def float32_rows(X, kernel, *, warn=True):
     lossy = np.flatnonzero(err > PRECISION_TOL * (hi - lo))
     if not len(lossy):
         return X32, None
-    if kernel_code(kernel) not in (RBF, LAPLACIAN, EXPONENTIAL):
+    if not kernel_class(kernel).translation_invariant:
         if warn:
             _warn_lossy(lossy, f"the {kernel} kernel changes with a shift, so they are "
                                f"not centred here: subtract each column's mean (in "
@@ -203,11 +199,6 @@ def with_offset(scaler, offset):
     return Scaler(offset + inner, scaler.scale)
 
 
-def gamma_factor(code, s):
-    """What a gamma in the units of x is multiplied by for rows ``s x``."""
-    return 1.0 / s if code in (LAPLACIAN, EXPONENTIAL) else 1.0 / (s * s)
-
-
 def fit_range(est, store):
     """``(store, scaler)`` for a fit of ``est`` on ``store``: the store
     itself and None when its sampled rows are in float32's safe range (the
@@ -218,11 +209,11 @@ def fit_range(est, store):
     A gamma given as a number is checked first (:func:`check_gamma`); the
     linear kernel refuses rows out of range. ValueError, one line."""
     from .base import positive_number
-    code = kernel_code(est.kernel)
+    kern = kernel_class(est.kernel)
     S = sample(store)
     top = float(sq_norms(S).max()) if S.shape[0] else 0.0
     s = range_scale(top)
-    if code == LINEAR and s != 1.0:
+    if "gamma" not in kern.params and s != 1.0:     # no gamma absorbs the rows' scale
         lo, hi = SAFE_SQ_NORM
         raise ValueError(f"the rows' squared norms reach {top:.3g}, outside what float32 "
                          f"linear kernel values x'z hold safely ({lo:.3g} to {hi:.3g}), and "
@@ -230,9 +221,9 @@ def fit_range(est, store):
                          f"them (scale=True, streamcvm train --scale) or rescale X")
     gamma = getattr(est, "gamma", "auto")
     if positive_number(gamma):
-        check_gamma(code, float(gamma), float(est.coef0), float(est.degree), S)
-    elif code in (POLY, NPOLY) and S.shape[0] > 1:     # "auto": 1/beta of these rows
-        check_gamma(code, 1.0 / estimate_beta(S, n_sample=SAMPLE_ROWS, seed=0),
+        check_gamma(kern, float(gamma), float(est.coef0), float(est.degree), S)
+    elif kern.value_limit is not None and S.shape[0] > 1:   # "auto": 1/beta of these rows
+        check_gamma(kern, 1.0 / estimate_beta(S, n_sample=SAMPLE_ROWS, seed=0),
                     float(est.coef0), float(est.degree), S, auto=True)
     if s == 1.0:
         return store, None
@@ -244,7 +235,7 @@ def fit_range(est, store):
                          chunk_rows=store.chunk_rows)
     else:
         out = ScaledStore(store, scaler)
-    out.gamma_factor = gamma_factor(code, s)
+    out.gamma_factor = 1.0 / s ** kern.distance_power
     return out, scaler
 
 

@@ -1,5 +1,6 @@
 """Feature extraction: :class:`MMDATransformer`, maximum margin discriminant
-analysis by the core vector method (mmda paper; the solver is
+analysis by the core vector method (mmda paper; the problem is
+:mod:`streamcvm.problems.mmda`, the solver
 :class:`streamcvm.solvers.mmda.MMDASolver`).
 
 A feature is a unit direction in the kernel's feature space, kept as a
@@ -17,19 +18,13 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..data.sampling import ChunkPool
 from ..data.store import as_store, is_store_like
-from ..problems.machine import Machine
+from ..problems import mmda as mmda_problem
 from ..solvers.kernels import Kernel
-from ..solvers.mmda import Basis, Direction, MMDASolver, RowKernels
+from ..solvers.mmda import Basis
 from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, keep_params,
                    no_labels_with_store, positive_number, resolve_gamma, store_classes,
                    training_record)
-
-# classes side by side (threads) only for dense rows of at most this many bytes: each
-# thread holds its own copy of them (its pool, its row kernels)
-SIDE_BY_SIDE_BYTES = 64 << 20
-
 
 class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Large-margin features: a sequence of orthogonal directions in the
@@ -89,9 +84,11 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             raise ValueError(f"eps must be in (0, 1), got {self.eps!r}")
         if self.compact not in ("auto", False):
             raise ValueError(f"compact must be 'auto' or False, got {self.compact!r}")
-        if self.kernel not in ("rbf", "laplacian", "exponential"):
-            raise ValueError(f"kernel must be 'rbf', 'laplacian' or 'exponential' (MMDA needs "
-                             f"a constant k(x, x)), got {self.kernel!r}")
+        from ..solvers.kernels import KERNELS
+        ok = sorted({c.name for c in KERNELS.values() if c.constant_diagonal and c.length_scale})
+        if self.kernel not in KERNELS or self.kernel not in ok:
+            raise ValueError(f"kernel must be one of {ok} (MMDA takes the distance kernels: "
+                             f"a constant k(x, x), gamma a length scale), got {self.kernel!r}")
 
     def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=EVERY, checkpoint_keep=KEEP,
             resume=False, checkpoint_replace=False):
@@ -131,10 +128,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                              f"feature is a new direction through the rows)")
         self.gamma_ = resolve_gamma(self.gamma, store)
         kern = Kernel(self.kernel, gamma=self.gamma_)
-        k = len(codes)
-        codes = [float(c) for c in codes]
-        sides = [(codes[0], codes[1])] if k == 2 else \
-            [(tuple(c for c in codes if c != p), p) for p in codes]
+        sides = mmda_problem.sides(codes)
         seed = 0 if self.random_state is None else int(self.random_state)
         n_feat = len(sides) * self.n_components
         ckpt = Checkpoints(checkpoint_dir, checkpoint_every, None, checkpoint_keep, resume,
@@ -144,7 +138,9 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             if fit.ck is not None:
                 fit.ck.event_gap = checkpoint_every if checkpoint_every is not None else 1.0
             machines = fit.machines
-            for f, m in self._features_in_order(fit, store, kern, sides, seed):
+            for f, m in mmda_problem.features_in_order(
+                    fit, store, kern, sides, self.n_components, seed, C=self.C, eps=self.eps,
+                    sample_size=self.sample_size, max_core=self.max_core):
                 fit.done(m)
                 j, s = divmod(f, self.n_components)
                 fit.bar.note(f"class {j + 1}/{len(sides)} feature {s + 1}: "
@@ -155,92 +151,6 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             self._compact_features(store, seed)
         self.training_ = training_record(self, store, t0)
         return self
-
-    def _features_in_order(self, fit, store, kern, sides, seed):
-        """(index, feature) of every feature ``fit`` has still to find, in
-        order. Each class's features depend only on that class's earlier
-        ones, so classes run side by side on up to ``numba.get_num_threads()``
-        threads (the compiled loop releases the GIL), each with its own row
-        kernels (the ring's budget split between them); one thread: feature
-        by feature, each handed to the checkpoint as it is found. A
-        feature does not depend on the thread count (nor on what a cache
-        held): the same features either way."""
-        import queue
-
-        import numba
-
-        from ..data.sampling import POOL_CHUNKS
-        n, done = self.n_components, len(fit.machines)
-        left = [j for j in range(len(sides)) if (j + 1) * n > done]
-        # side by side only on the in-memory route (MMDASolver.fit: a store held
-        # whole, MMDASolver.memory_route), which launches no parallel numba kernel
-        # (numba's workqueue layer, where no OpenMP / TBB, aborts on two at once),
-        # and for rows of at most SIDE_BY_SIDE_BYTES: each thread's pool and row
-        # kernels hold a copy of them
-        memory = (store.n_chunks <= POOL_CHUNKS
-                  and MMDASolver.memory_route(kern, store.n, store.d)
-                  and 4.0 * store.n * store.d <= SIDE_BY_SIDE_BYTES)
-        jobs = max(1, min(numba.get_num_threads(), len(left))) if memory else 1
-        free = queue.SimpleQueue()
-        for _ in range(jobs):
-            free.put(RowKernels(kern, budget=RowKernels.BUDGET // jobs))
-
-        def one_class(j):          # its features not done yet, from its done ones
-            first = max(done - j * n, 0)
-            cache = free.get()
-            try:
-                out = list(fit.machines[j * n:j * n + first])
-                for s in range(first, n):
-                    out.append(self._feature(store, kern, sides[j], (seed, j, s), out, cache))
-                return out[first:]
-            finally:
-                free.put(cache)
-
-        todo = fit.todo()
-        if jobs == 1:
-            cache = free.get()
-            for f in todo:
-                j, s = divmod(f, n)
-                yield f, self._feature(store, kern, sides[j], (seed, j, s),
-                                       fit.machines[j * n:f], cache)
-            return
-        from concurrent.futures import ThreadPoolExecutor
-        ex = ThreadPoolExecutor(jobs)
-        try:
-            got = {j: ex.submit(one_class, j) for j in left}
-            for f in todo:
-                j, s = divmod(f, n)
-                yield f, got[j].result()[s - max(done - j * n, 0)]
-        finally:        # on an error or interrupt: the classes not started are dropped
-            ex.shutdown(wait=True, cancel_futures=True)
-
-    def _feature(self, store, kern, side, key, before, cache):
-        """The next feature of one class (``side``), orthogonal to its
-        features ``before``; ``key``: (seed, class, rank), its draws' seed."""
-        t = time.perf_counter()
-        pool = ChunkPool(store, np.random.default_rng(list(key)), classes=side)
-        try:
-            solver = MMDASolver(kern, C=self.C, eps=self.eps, basis=Basis(_directions(before)),
-                                sample_size=self.sample_size, max_core=self.max_core,
-                                cache=cache).fit(pool, side)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                d = solver.unit_direction()
-            ok = np.all(np.isfinite(d.coef))
-        except ZeroDivisionError:
-            ok = False
-        finally:
-            pool.close()            # its chunks freed before the next feature's pool
-        if not ok:      # the earlier features span all the rows tell apart: none is left
-            if key[2] == 0:
-                raise ValueError(f"MMDA finds no direction for class {key[1] + 1}: its rows "
-                                 f"and the others' are not told apart (kernel "
-                                 f"{kern.name}, gamma {self.gamma_:.4g})")
-            raise ValueError(f"n_components={self.n_components} is more than these rows "
-                             f"give: feature {key[2] + 1} of class {key[1] + 1} has no "
-                             f"direction left (at most {key[2]} here; ask for fewer)")
-        hist = solver.history + [{"seconds": time.perf_counter() - t}]
-        return Machine(sv=d.rows, coef=d.coef, intercept=0.0, sv_ids=d.ids, classes=side,
-                       n_iter=solver.n_iter, core_size=d.own, history=hist)
 
     def _set_features(self, machines, seconds=None):
         """``machines_`` and what they give: the per-feature attributes and the
@@ -254,7 +164,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.kernel_evaluations_ = np.array([m.core_size for m in machines])
         self.n_iter_ = sum(m.n_iter for m in machines)
         # every feature over the distinct rows of all: the kernel evaluations a row costs
-        self._basis = Basis(_directions(machines))
+        self._basis = Basis(mmda_problem.directions(machines))
         self.expansion_rows_ = len(self._basis.ids)
         self._n_features_out = len(machines)
         self._compact_basis = None          # (Z, Beta [B, features], b, |Z|^2): one basis for all
@@ -266,22 +176,10 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                                    sq_norms(Z))
 
     def _compact_features(self, store, seed):
-        """One compact basis for all features (every machine's ``compact``,
-        :func:`streamcvm.problems.compress.compact_shared`), kept when every feature
-        keeps R^2 >= 0.999 on training rows the fit did not use."""
-        import scipy.sparse as sp
-        from ..problems.compress import attach_shared, close_values, compact_shared, sample_rows
-        machines, basis = self.machines_, self._basis
-        got, info = None, {"decision": "sparse support rows: not compressed"}
-        if not (store.sparse or sp.issparse(basis.rows)):
-            def sample():
-                Xf, Xc = sample_rows(store, seed)
-                return (Xf, basis.project(self.kernel_, Xf), Xc,
-                        close_values(basis.project(self.kernel_, Xc)))
-            got, info = compact_shared(basis.rows, np.abs(basis.W).sum(axis=1),
-                                       np.zeros(len(basis.ids)), self.kernel_, sample, seed=seed)
-        attach_shared(machines, got, info)
-        self._set_features(machines, self.feature_seconds_)
+        """One compact basis for all features
+        (:func:`streamcvm.problems.mmda.compact_features`)."""
+        mmda_problem.compact_features(self.machines_, self._basis, self.kernel_, store, seed)
+        self._set_features(self.machines_, self.feature_seconds_)
 
     # -- transform ------------------------------------------------------------
     def _features(self, X):
@@ -328,6 +226,3 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self._set_features(machines, man["feature_seconds"])
 
 
-def _directions(machines):
-    """The unit directions of finished features (machines)."""
-    return [Direction(m.sv, m.coef, m.sv_ids, m.core_size) for m in machines]

@@ -197,7 +197,7 @@ def _check_fields(man):
     with the others (a model of an older streamcvm carries no checksum:
     this is what is checked there). Raises KeyError / TypeError / ValueError."""
     import math
-    from ..solvers.kernels import NAMES
+    from ..solvers.kernels import kernel_names
 
     def number(v, what, positive=False):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -212,7 +212,7 @@ def _check_fields(man):
     if not isinstance(man["params"], dict):
         raise TypeError("params is not an object")
     k = man["kernel"]
-    if k["name"] not in NAMES.values():
+    if k["name"] not in kernel_names():
         raise ValueError(f"unknown kernel {k['name']!r}")
     number(k["gamma"], "the kernel's gamma", positive=True)
     number(k["coef0"], "the kernel's coef0")

@@ -13,9 +13,9 @@ from ..data.store import BaseStore, is_store_like
 from ..problems import one_blas_thread
 from ..problems.driver import Solve
 from ..problems.progressive import plan
-from ..problems.regression import (EXACT_C_PER_ROW, STAGE_CORE, exact_fit, fit_warnings,
-                                   prepare_fit, train_regressor)
-from ..solvers.kernels import Kernel
+from ..problems.regression import EXACT_C_PER_ROW, STAGE_CORE, exact_fit, train_regressor
+from ..problems.regression_defaults import fit_warnings, prepare_fit
+from ..solvers.kernels import Kernel, kernel_class
 from ..solvers.methods import method_class
 from .base import (EVERY, KEEP, METHODS, SAMPLE_SIZE, Checkpoints, _OneMachine, keep_params,
                    log, positive_number, resolve_eps)
@@ -100,7 +100,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     The exact path: a fit on at most 32,768 rows with method "cvm", no
     ``max_core``, no ``full_pass``, no checkpoints and not progressive is
     solved by SMO over every signed point over a cache of kernel rows (at
-    most 2,000 MB; ``streamcvm.solvers.smo``; the same dual), as are the mu / gamma
+    most 2,000 MB; ``streamcvm.solvers.exact.svr``; the same dual), as are the mu / gamma
     trials; ``eps="auto"`` then stops when every point's KKT violation is
     within 0.3 standard deviations of the target (docs/solvers.md).
 
@@ -163,10 +163,11 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         seed = 0 if self.random_state is None else int(self.random_state)
         eps = resolve_eps(self.eps)
         auto_gamma = isinstance(self.gamma, str) and self.gamma == "auto"
+        kern_class = kernel_class(self.kernel)
         base = self._kernel(store).gamma        # gamma, or gamma="auto"'s 1/beta
         with one_blas_thread(), Runner(client) as runner:
             pre = prepare_fit(store, self._make_kernel, c=self.C_ / store.n, mu=self.mu,
-                              gamma="auto" if auto_gamma and self.kernel in ("rbf", "laplacian")
+                              gamma="auto" if auto_gamma and kern_class.length_scale
                               else base, base_gamma=base,
                               method=self.method, eps=eps, seed=seed, runner=runner,
                               log=log if self.verbose else None,

@@ -20,9 +20,10 @@ point is chosen, and the record says so (``reason``).
 import numpy as np
 import scipy.sparse as sp
 
+from ..solvers.kernels import kernel_class
 from ..predict.decision import build_union, class_indices, union_values
 from ..problems import train_machine
-from ..problems.compress import threads
+from ..data.parallel import n_threads
 from ..problems.progressive import draw_sample, row_keys
 from ..problems.selection import Axis, halving, rung_sizes
 
@@ -42,7 +43,6 @@ STAGED_GAMMA_AXIS = Axis("gamma", (0.25, 0.5, 1.0), 2.0, 1.0 / 64, 1.0)
 # ... and no C above 100: BVM's steps, and a stage's time, grow with C (clean 200K-row
 # boundary data chose C = 10^4, and its stages took 1,264 s against 212 s at C = 100)
 STAGED_C_AXIS = Axis("C", (1.0, 10.0, 100.0), 10.0, 1e-3, 100.0)
-LENGTH_SCALE = ("rbf", "laplacian", "exponential")     # kernels whose gamma is searched
 # A candidate's C is the final fit's, on all its rows; a rung on fewer rows trains at
 # C (rows / rung rows)^C_ROWS_EXP. The best C of an L2-SVM falls as the rows grow (its
 # loss sums over them): on ijcnn1 30 at 5,000 rows, 10 at 16,000, 3-10 at 50,000;
@@ -145,7 +145,7 @@ def search(est, store, classes, subs, class_weight, base_gamma, solve, runner=No
         axes.append(STAGED_C_AXIS if staged else C_AXIS)
     else:
         fixed["C"] = float(est.C)
-    if est.gamma == "auto" and est.kernel in LENGTH_SCALE:
+    if est.gamma == "auto" and kernel_class(est.kernel).length_scale:
         axes.append(STAGED_GAMMA_AXIS if staged else GAMMA_AXIS)
     else:
         fixed["gamma"] = 1.0 if est.gamma == "auto" else float(est.gamma) / base_gamma
@@ -166,7 +166,7 @@ def search(est, store, classes, subs, class_weight, base_gamma, solve, runner=No
                           sample_weight=weighted, train_size="all", stop="slack")
         nv = len(yv) if rows == rungs[-1] else min(len(yv), VAL_EARLY)
         F = union_values(kern, build_union(ms), np.array([m.intercept for m in ms]), Xv[:nv],
-                         n_jobs=threads(solve.n_jobs))
+                         n_jobs=n_threads(solve.n_jobs))
         if len(todo) == len(subs):
             pred = class_indices(F, est.multi_class, len(classes))
         else:           # a class missing from the rung's rows: never predicted

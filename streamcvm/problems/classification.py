@@ -22,9 +22,10 @@ from .progressive import STAGE_TOL, machine_rows, plan, train_progressive
 
 PROBE_CORE = 2048   # train_size="auto": core vectors of the sampled fit on every row before going progressive
 # method="auto": a two-class machine (weighted or not; no cap, full pass or validation stop)
-# of at most EXACT_ROWS rows is solved exactly over every row (solvers.smo.svc_exact), its
+# of at most EXACT_ROWS rows is solved exactly over every row (solvers.exact.svc.svc_exact), its
 # rows dense in at most EXACT_DENSE_MB (a sparse store's too) and, for kernels other than
-# RBF (whose kernel rows are computed as SMO needs them), its whole kernel matrix in at
+# the RBF (whose kernel rows SMO computes as it needs them: the fast path "kernel_rows"),
+# its whole kernel matrix in at
 # most EXACT_MATRIX_MB (class and sample weights: a per-row C, its diagonal); other
 # machines by BVM (CVM when weighted: BVM needs one C).
 EXACT_ROWS = 16384
@@ -48,7 +49,7 @@ def exact_route(store, kernel, classes, solve, *, class_weight, sample_weight, f
     m = machine_rows(store, classes)
     if m > EXACT_ROWS or 4.0 * m * store.d > EXACT_DENSE_MB * 2 ** 20:
         return False
-    return kernel.name == "rbf" or 4.0 * m * m <= EXACT_MATRIX_MB * 2 ** 20
+    return kernel.has("kernel_rows") or 4.0 * m * m <= EXACT_MATRIX_MB * 2 ** 20
 
 
 def side_by_side(store, kernel, subs, solve, *, class_weight=None, sample_weight=False,
@@ -57,8 +58,8 @@ def side_by_side(store, kernel, subs, solve, *, class_weight=None, sample_weight
     (``solve.n_jobs``) when every one is solved exactly (:func:`exact_route`:
     the solver holds no lock, and one machine's model does not depend on
     another's), else 1 (the others' solvers use the threads themselves)."""
-    from .compress import threads
-    n = threads(solve.n_jobs)
+    from ..data.parallel import n_threads
+    n = n_threads(solve.n_jobs)
     if n == 1 or len(subs) == 1:
         return 1
     ok = all(exact_route(store, kernel, pair, solve, class_weight=class_weight,
@@ -82,12 +83,12 @@ def _machine_rows(store, classes, weighted=False):
 
 def _fit_exact(store, kernel, classes, C, callback=None, class_weight=None,
                sample_weight=False):
-    """One two-class machine solved exactly (:func:`~streamcvm.solvers.svc.svc_exact`);
+    """One two-class machine solved exactly (:func:`~streamcvm.solvers.exact.svc.svc_exact`);
     ``class_weight`` (w_neg, w_pos) and the store's sample weights
     (``sample_weight``) multiply each row's C. Rows of weight 0 are left out
     (as SVC leaves them out: their C is 0); negative weights are refused."""
     import time
-    from ..solvers.svc import svc_exact
+    from ..solvers.exact.svc import svc_exact
     t0 = time.perf_counter()
     ids, X, y, w = _machine_rows(store, classes, sample_weight)
     mult = None

@@ -29,6 +29,7 @@ model; docs/solvers.md, "Compact expansions", gives the formulations.
 """
 import numpy as np
 
+from ..data.parallel import n_threads
 from ..solvers.kernels import block_times, for_blocks, kernel_sums, sq_norms
 
 
@@ -422,19 +423,13 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
     return None, rec
 
 
-def threads(n_jobs):
-    """The thread count of an ``n_jobs`` option (None or -1: every core)."""
-    import os
-    return (os.cpu_count() or 1) if n_jobs in (None, -1) else max(1, int(n_jobs))
-
-
 def compactor(kernel, solve, regression=False, tol=ERROR_TOL):
     """The ``compact`` hook of :func:`~streamcvm.problems.progressive.train_progressive`
     for the options ``solve`` (its ``compact``: "auto" or False), or None;
     ``tol``: :func:`compact_machine`'s, in points of accuracy."""
     if solve.compact is False or solve.compact is None:
         return None
-    jobs = threads(solve.n_jobs)
+    jobs = n_threads(solve.n_jobs)
 
     def hook(machine, Xfit, Xv, yv, loss=None):
         machine.compact, machine.compact_info = compact_machine(

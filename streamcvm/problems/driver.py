@@ -47,11 +47,6 @@ class RowSource:
             yield from self.points(i)
 
 
-def full_pass_chunks(store, classes, target, weighted=False):
-    """A :class:`RowSource` over ``store`` (also a factory of its chunks)."""
-    return RowSource(store, classes, target, weighted)
-
-
 def one_blas_thread():
     """A context with one BLAS thread. The search's kernel blocks are small
     (59 rows x |S|), where OpenBLAS's threads cost more than they give

@@ -24,7 +24,7 @@ row (its pairs' weights summed, with sign).
 import numpy as np
 import scipy.sparse as sp
 
-from ..solvers.kernels import EXPONENTIAL, LAPLACIAN, LINEAR, NPOLY, RBF
+from ..solvers.kernels import Kernel
 from ..data.sampling import ChunkPool
 from ..solvers.methods import method_class
 from .driver import kernel_bound, row_stats, run_solver
@@ -34,17 +34,20 @@ from ..solvers.points import RowPoints
 RANKING = "ranking (the pair kernel's diagonal is not constant)"
 
 
-class PairKernel:
+class PairKernel(Kernel):
     """k~(p, p') = (phi_i - phi_j)'(phi_i' - phi_j') for pairs given as rows
-    ``[x_i, x_j]`` (dense, 2d columns), from four blocks of ``base``."""
+    ``[x_i, x_j]`` (dense, 2d columns), from four blocks of ``base``. No
+    compiled fast path knows pairs."""
 
     constant_diagonal = False
+
+    def __new__(cls, base):
+        return object.__new__(cls)
 
     def __init__(self, base):
         self.base = base
         self.name = f"pair({base.name})"
-        self.code = None            # no compiled fast path knows pairs
-        self.gamma = base.gamma
+        self.gamma, self.coef0, self.degree = base.gamma, base.coef0, base.degree
 
     def block(self, A, B, sqa=None, sqb=None, BT=None, out=None):
         d = A.shape[1] // 2
@@ -56,17 +59,8 @@ class PairKernel:
     def diag(self, X, sq=None):
         """k_ii + k_jj - 2 k_ij of each pair row."""
         d = X.shape[1] // 2
-        Xi = np.asarray(X[:, :d], np.float64)
-        Xj = np.asarray(X[:, d:], np.float64)
-        b = self.base
-        if b.code == RBF:
-            return 2.0 - 2.0 * np.exp(-b.gamma * ((Xi - Xj) ** 2).sum(axis=1))
-        if b.code == LAPLACIAN:
-            return 2.0 - 2.0 * np.exp(-b.gamma * np.abs(Xi - Xj).sum(axis=1))
-        if b.code == LINEAR:
-            return ((Xi - Xj) ** 2).sum(axis=1)
-        return b.diag(Xi) + b.diag(Xj) - 2.0 * np.array(
-            [b.block(Xi[r:r + 1], Xj[r:r + 1])[0, 0] for r in range(len(Xi))])
+        return self.base.pair_diag(np.asarray(X[:, :d], np.float64),
+                                   np.asarray(X[:, d:], np.float64))
 
 
 def _col_sums(i, store):
@@ -98,11 +92,10 @@ def pair_bound(base, store, runner=None):
     radius and eps's meaning, too large); else k_ii + k_jj + 2 sqrt(k_ii k_jj)
     <= 4 max k(x, x) (Cauchy-Schwarz). Raised by 1e-4 relative for float32
     kernel blocks (see driver.kernel_bound)."""
-    if base.code in (RBF, LAPLACIAN, EXPONENTIAL):
-        return 2.0
-    if base.code == NPOLY:
-        return 4.0
-    if base.code == LINEAR:
+    bound = base.pair_bound()
+    if bound is not None:
+        return bound
+    if base.pairs_translation_invariant:
         return 4.0 * centered_max_sq(store, runner) * (1.0 + 1e-4)
     return 4.0 * kernel_bound(base, row_stats(store, runner=runner))
 

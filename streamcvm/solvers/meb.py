@@ -19,7 +19,7 @@ until eps is small against the margin ``||c||^2`` rather than the radius
 benchmark sets lands between 2e-4 and 1e-5. Full passes over every point
 (:meth:`MEBSolver.confirm`, :meth:`MEBSolver.certify`) run as chunk tasks
 (:mod:`.passes`). Small problems held whole by the sampler run BVM over
-every row instead (:mod:`.exact_bvm`).
+every row instead (:mod:`.exact.bvm`).
 """
 import time
 
@@ -28,7 +28,7 @@ import numpy as np
 from ..data.sampling import SAMPLE_SIZE
 from .kernels import kernel_sums, sq_norms
 from .ball import Ball, inner
-from .exact_bvm import ExactBVM
+from .exact.bvm import ExactBVM
 from .methods import method_class
 
 INIT_DRAWS = 256  # draws (the pool refreshes a chunk every 16 or more) for a first sample
@@ -65,7 +65,7 @@ class MEBSolver:
         model does not depend on it
 
     Attributes: ``ball`` (:class:`~.ball.Ball`), ``method`` (the method
-    object; ``method.name``), ``exact`` (:class:`~.exact_bvm.ExactBVM`, or
+    object; ``method.name``), ``exact`` (:class:`~.exact.bvm.ExactBVM`, or
     None for methods without it), ``history`` (a record per eps level and
     full pass), ``n_iter``, ``eps``, ``level_eps``, ``cert_eps``,
     ``full_pass_violators`` (None: no full pass checked the result).
@@ -166,7 +166,7 @@ class MEBSolver:
     @property
     def certified_eps(self):
         """The eps the returned center satisfies: the last level's, or the
-        bound of :func:`~.exact.half_step_eps` when the last BVM step was halved."""
+        bound of :func:`~.bvm_average.half_step_eps` when the last BVM step was halved."""
         return self.eps if self.cert_eps is None else self.cert_eps
 
     @property
@@ -385,12 +385,12 @@ class MEBSolver:
 
     def exact_ok(self, X):
         """Whether :meth:`fit_exact` applies to the rows ``X``
-        (:meth:`.exact_bvm.ExactBVM.ok`; False for methods without it)."""
+        (:meth:`.exact.bvm.ExactBVM.ok`; False for methods without it)."""
         return self.exact is not None and self.exact.ok(X)
 
     def fit_exact(self, ids, X, y, checkpoint=None, warm=False, callback=None):
         """The method's exact pass over every row ``ids``, ``X``, ``y`` of a
-        small in-memory problem (:meth:`.exact_bvm.ExactBVM.fit`). Returns self."""
+        small in-memory problem (:meth:`.exact.bvm.ExactBVM.fit`). Returns self."""
         self.exact.fit(ids, X, y, checkpoint=checkpoint, warm=warm, callback=callback)
         return self
 

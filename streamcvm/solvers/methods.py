@@ -16,7 +16,7 @@ they take on one:
   steps go to the furthest core violator (:meth:`BVM.after_search`). The
   result is the mean of the last two centers (:meth:`BVM.half_last_step`).
   Small problems held whole run the exact variant over every row
-  (:mod:`.exact_bvm`).
+  (:mod:`.exact.bvm`).
 - :class:`FVM`: Frank-Wolfe step towards the furthest point with exact line
   search ``lambda = (d^2 - R^2) / (2 d^2)``, plus Yildirim's away steps.
 
@@ -28,7 +28,7 @@ method can solve a problem, with one message for every caller.
 import numpy as np
 from numba import njit
 
-from .exact import half_last_step, half_step_eps
+from .bvm_average import half_last_step, half_step_eps
 from .smo import _q, smo_simplex
 
 
@@ -53,10 +53,9 @@ class Method:
     patience = 7            # violator-free samples that end an eps level
     plain_only = False      # solves only the plain MEB (constant k(x, x), one C, no q)
     kernel_cache = True     # needs k among the core vectors (the |S|^2 cache)
-    tracks_Ka = True        # (K~a) of the core vectors kept step by step
     away_steps = False      # takes away steps (away_gap, away)
     fixed_radius = False    # the radius is r^2, not a'q - ||c||^2
-    exact = False           # has the exact variant over every row (.exact_bvm)
+    exact = False           # has the exact variant over every row (.exact.bvm)
 
     def __init__(self, ball):
         self.ball = ball
@@ -114,7 +113,6 @@ class Method:
 
 class CVM(Method):
     name = "cvm"
-    tracks_Ka = False
 
     def __init__(self, ball, smo_max_iter=100000):
         super().__init__(ball)
@@ -192,7 +190,6 @@ class BVM(Method):
         # space [phi~; 0] with center [c; ce]; r2 shrinks from kt
         ball.ce2 = ball.kt
         self.last = None        # the last step, to halve: (slot, beta, c2, ce2, d2)
-        self.step_w = None
 
     def radius2(self):
         return self.ball.r2
@@ -228,7 +225,7 @@ class BVM(Method):
 
     def half_last_step(self, level_eps):
         """Replace the center by the mean of the last two (the last step taken
-        at half its length; see :func:`~.exact.half_last_step`), updating the
+        at half its length; see :func:`~.bvm_average.half_last_step`), updating the
         weights, ``||c||^2``, ``ce^2`` and the tracked ``(K~a)``; returns the
         certified eps (None before any step)."""
         if self.last is None:

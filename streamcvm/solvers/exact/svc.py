@@ -1,14 +1,15 @@
-"""SMO for the two-class L2-SVM's MEB dual over every row of a machine held
-in memory (``method="auto"``'s small machines): one point per row, its
-label's sign, a constant linear term. The kernel-row cache, the block and
-lane reductions and the update pattern are the exact L2-SVR's
-(:mod:`streamcvm.solvers.smo`): a classification machine is that dual with
-one sign per row and ``r = 1 / C``, without the second point's work."""
+"""The exact two-class L2-SVM (``method="auto"``'s small machines): SMO for
+its MEB dual over every row of a machine held in memory, the same dual as
+BVM, CVM and Frank-Wolfe solved to its optimum. One point per row, its
+label's sign, a constant linear term. The kernel-row cache (:mod:`.rowcache`),
+the block and lane reductions (:mod:`.reduce`) and the update pattern are the
+exact L2-SVR's (:mod:`.svr`): a classification machine is that dual with one
+sign per row and ``r = 1 / C``, without the second point's work."""
 import numpy as np
 from numba import njit
 
-from ..smo import (BLOCK, CACHE_MB, F0, F1, FAST, NEG, TINY, _ensure, _ensure_ahead, _lowest,
-                   _max_block, _rebuild, kernel_rows)
+from .reduce import BLOCK, F0, F1, FAST, NEG, TINY, _lowest, _max_block
+from .rowcache import CACHE_MB, _ensure, _ensure_ahead, _rebuild, kernel_rows
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
@@ -37,7 +38,7 @@ def _svc_update(Ki, Kj, ai, aj, y, h):
 
 @njit(cache=True, nogil=True)
 def svc_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, r, a, y, u, tol, max_iter):
-    """:func:`svr_smo` for a two-class L2-SVM: one point per row, its label's
+    """:func:`~.svr.svr_smo` for a two-class L2-SVM: one point per row, its label's
     sign ``y`` (float32 +-1), a constant linear term: minimise ``a'Qa`` on
     the simplex, ``Q = y y' (K + 1) + diag(r)``, in place (``r``: each row's
     1 / C, float64). ``u = (K + 1)(a y)`` on entry (not kept); the gradients

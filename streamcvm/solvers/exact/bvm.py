@@ -1,5 +1,5 @@
 """Exact BVM over every row of a problem held in memory (docs/design.md,
-section 3): the driver around the compiled loop :func:`.exact.bvm_exact`.
+section 3): the driver around the compiled loop :func:`.bvm_loop.bvm_exact`.
 
 The sampled methods find violators in random samples; a small problem, whose
 rows the sampler holds whole, can afford (K~a) of every row instead, so no
@@ -14,8 +14,9 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from .kernels import RBF, kernel_sums, sq_norms
-from .exact import EXACT_HIST, EXACT_STATE, bvm_exact, half_last_step
+from ..bvm_average import half_last_step
+from ..kernels import kernel_sums, sq_norms
+from .bvm_loop import EXACT_HIST, EXACT_STATE, bvm_exact
 
 EXACT_MAX_CELLS = 64_000_000  # rows x features (or nnz) the exact pass may hold (256 MB float32)
 # Sparse rows whose matrix columns are long (few, frequent features: a9a's
@@ -105,13 +106,13 @@ class ExactBVM:
 
     def ok(self, X):
         """Whether :meth:`fit` applies to the rows ``X`` (dense or CSR): the
-        plain MEB, the RBF kernel, no core cap, and rows that fit the exact
+        plain MEB, a kernel the compiled pass knows (``has("exact_bvm")``: the RBF), no core cap, and rows that fit the exact
         pass's memory (stored values, rows x features or nnz, at most
         EXACT_MAX_CELLS). Whether it is cheaper than sampling is
         :func:`~streamcvm.problems.driver.run_solver`'s call."""
         ball = self.s.ball
         cells = X.nnz if sp.issparse(X) else X.shape[0] * X.shape[1]
-        return (ball.plain and ball.kernel.code == RBF and self.s.max_core is None
+        return (ball.plain and ball.kernel.has("exact_bvm") and self.s.max_core is None
                 and cells <= EXACT_MAX_CELLS)
 
     def core_size(self):
