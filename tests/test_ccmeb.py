@@ -534,10 +534,10 @@ def test_regressor_defaults_solve_small_data_exactly_and_max_core_keeps_cvm():
 
 
 def test_regressor_trials_before_an_exact_fit_take_fewer_rows(monkeypatch):
-    """mu / gamma trials before an exact final fit (on at least
-    SELECT_EXACT_MIN_ROWS rows: 2,000 here) are fitted on SELECT_FIT_EXACT
+    """mu / gamma trials before an exact final fit (on at least the option
+    select_exact_min_rows rows: 2,000 here) are fitted on select_fit_exact
     held-out rows (600 here), before a CVM fit or a smaller exact one on
-    SELECT_FIT (here all the rows the validation ones leave)."""
+    select_fit_rows (here all the rows the validation ones leave)."""
     from streamcvm import CVMRegressor
     from streamcvm.problems import regression_defaults as R
     drawn = []
@@ -548,15 +548,15 @@ def test_regressor_trials_before_an_exact_fit_take_fewer_rows(monkeypatch):
         drawn.append(len(fit[1]))
         return fit, val
     monkeypatch.setattr(R, "held_out", spy)
-    monkeypatch.setattr(R, "SELECT_EXACT_MIN_ROWS", 2000)
-    monkeypatch.setattr(R, "SELECT_FIT_EXACT", 600)
+    opts = {"select_exact_min_rows": 2000, "select_fit_exact": 600}
     X, t = _friedman(2400)      # 1,200 validation rows; up to 1,200 left to fit
-    CVMRegressor(mu=0.1, gamma=1.0).fit(X, t)
-    CVMRegressor(mu=0.1, gamma=1.0, max_core=300).fit(X, t)
-    CVMRegressor(mu=0.1, gamma=1.0).fit(X[:1900], t[:1900])
+    CVMRegressor(mu=0.1, gamma=1.0, options=opts).fit(X, t)
+    CVMRegressor(mu=0.1, gamma=1.0, max_core=300, options=opts).fit(X, t)
+    CVMRegressor(mu=0.1, gamma=1.0, options=opts).fit(X[:1900], t[:1900])
     # (the hash-keyed draw takes about the share asked)
     assert 540 <= drawn[0] <= 600 and drawn[1] > 1100 and drawn[2] > 850
-    assert R.SELECT_FIT >= 2000
+    from streamcvm.options import default
+    assert default("select_fit_rows") >= 2000
 
 
 def test_regressor_exact_path_needs_room_for_its_matrix(monkeypatch):

@@ -392,12 +392,12 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
     orig = exact_bvm.bvm_exact
     calls = {"n": 0, "kill": None, "starts": []}
 
-    def counting(*a):
+    def counting(*a, **kw):
         calls["n"] += 1
         calls["starts"].append(int(a[18][1]))      # the steps already taken (state[1])
         if calls["n"] == calls["kill"]:
             raise _Kill()
-        return orig(*a)
+        return orig(*a, **kw)
     monkeypatch.setattr(exact_bvm, "bvm_exact", counting)
     ref = CVMClassifier(eps=1e-4, method="bvm", **FIX).fit(store, checkpoint_dir=tmp_path / "ref",
                                       checkpoint_every=0.0)

@@ -3,8 +3,11 @@ computations on a few hundred points."""
 import numpy as np
 import pytest
 
+from streamcvm.options import Options
 from streamcvm.problems import compress
 from streamcvm.solvers.kernels import Kernel
+
+OPTS = Options()
 
 GAMMA = 0.3
 
@@ -231,12 +234,12 @@ def test_threaded_values_equal_serial_ones(data):
     assert np.allclose(one[:, 0], rbf(R, X[0::3]) @ a[0::3], atol=1e-4)
 
 
-def test_few_machine_groups_sum_in_place_as_the_gemm_does(data, monkeypatch):
+def test_few_machine_groups_sum_in_place_as_the_gemm_does(data):
     """union_values sums a class group of few machines from the float32
     block in place (weighted_sum over its columns), more by a float64 GEMM:
     the same values either way, for one machine and for one-vs-one groups."""
     import streamcvm.predict.decision as dec
-    import streamcvm.solvers.kernels.sums as kern
+    from streamcvm.options import default
     from streamcvm.problems.machine import Machine
     from streamcvm.solvers.kernels import weighted_sum
     X, a, T, k = data
@@ -254,12 +257,10 @@ def test_few_machine_groups_sum_in_place_as_the_gemm_does(data, monkeypatch):
                         sv_ids=np.arange(300)[i::3], classes=pair)
                 for i, pair in enumerate([(0, 1), (0, 2), (1, 2)])]):
         union = dec.build_union(ms)
-        assert all(W.shape[1] <= kern.FEW_MACHINES for _, _, _, W in union[3])
+        assert all(W.shape[1] <= default("few_machines") for _, _, _, W in union[3])
         ic = np.array([m.intercept for m in ms])
         few = dec.union_values(k, union, ic, R, n_jobs=2)
-        monkeypatch.setattr(kern, "FEW_MACHINES", 0)      # every group by the GEMM
-        gemm = dec.union_values(k, union, ic, R, n_jobs=2)
-        monkeypatch.undo()
+        gemm = dec.union_values(k, union, ic, R, n_jobs=2, few_machines=0)   # all by the GEMM
         assert np.allclose(few, gemm, rtol=1e-12, atol=1e-12)
         assert np.allclose(few[:, 0], rbf(R, ms[0].sv) @ ms[0].coef + ms[0].intercept,
                            atol=1e-4)
@@ -288,7 +289,8 @@ def test_compact_machine_keeps_the_smallest_b_that_matches(data):
     yv = np.where(fv > 0, 1.0, -1.0)            # labels the full model gets all right
     flip = rng.random(3000) < 0.05              # ... but 5% noise
     yv[flip] *= -1
-    c, rec = compress.compact_machine(m, k, Xf, Xv, yv, sizes=(16, 64, 256))
+    c, rec = compress.compact_machine(m, k, Xf, Xv, yv,
+                                      options=OPTS.but(compact_sizes=(16, 64, 256)))
     assert c is not None and rec["B"] == len(c.coef) == len(c.sv)
     assert rec["tried"][-1]["B"] == rec["B"]
     t = rec["tried"][-1]
@@ -303,7 +305,8 @@ def test_compact_machine_declines_where_it_does_not_pay():
     k = Kernel("rbf", gamma=1.0)
     m = _machine(n_sv=500)
     X = np.zeros((10, 2), np.float32)
-    c, rec = compress.compact_machine(m, k, X, X, np.ones(10), sizes=(256,))
+    c, rec = compress.compact_machine(m, k, X, X, np.ones(10),
+                                      options=OPTS.but(compact_sizes=(256,)))
     assert c is None and "too few to pay" in rec["decision"]
 
 
@@ -314,9 +317,10 @@ def test_compact_machine_regression_keeps_the_rmse():
     Xf = rng.uniform(-2, 2, size=(4000, 2)).astype(np.float32)
     Xv = rng.uniform(-2, 2, size=(2000, 2)).astype(np.float32)
     yv = m.decision(k, Xv) + rng.normal(scale=0.05, size=2000)
-    c, rec = compress.compact_machine(m, k, Xf, Xv, yv, regression=True, sizes=(16, 128, 512))
+    c, rec = compress.compact_machine(m, k, Xf, Xv, yv, regression=True,
+                                      options=OPTS.but(compact_sizes=(16, 128, 512)))
     assert c is not None
-    assert rec["tried"][-1]["rmse"] <= rec["full_rmse"] * (1 + compress.RMSE_TOL)
+    assert rec["tried"][-1]["rmse"] <= rec["full_rmse"] * (1 + OPTS.compact_rmse_tol)
 
 
 def test_a_progressive_fit_records_its_compact_choice(tmp_path):
@@ -414,24 +418,25 @@ def test_compact_shared_keeps_the_first_b_that_agrees():
     full = m.decision(k, Xc) > 0
     labels = lambda F: F[:, 0] > 0          # noqa: E731
 
-    def sample(agree=compress.AGREE):
+    def sample(agree=OPTS.compact_agree):
         return Xf, m.decision(k, Xf)[:, None], Xc, compress.agreeing_labels(labels, full, agree)
     key = np.zeros(len(m.coef))
-    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, sample)
+    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, sample, options=OPTS)
     assert got is not None and rec["B"] == rec["tried"][-1]["B"]
-    assert all(t["agree"] < compress.AGREE for t in rec["tried"][:-1])
+    assert all(t["agree"] < OPTS.compact_agree for t in rec["tried"][:-1])
     Z, Beta, b = got
     agree = np.mean(labels(compress.decisions(k, Z, Beta, b, Xc)) == full)
-    assert rec["tried"][-1]["agree"] == agree >= compress.AGREE
-    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, lambda: sample(1.01))
+    assert rec["tried"][-1]["agree"] == agree >= OPTS.compact_agree
+    got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, lambda: sample(1.01),
+                                       options=OPTS)
     assert got is None and rec["decision"].startswith("kept the full expansion")
-    assert len(rec["tried"]) == len([B for B in compress.SIZES
-                                     if len(m.coef) > compress.PAYS * B])
+    assert len(rec["tried"]) == len([B for B in OPTS.compact_sizes
+                                     if len(m.coef) > OPTS.compact_pays * B])
 
     def never():
         raise AssertionError("sampled although no B pays")
     got, rec = compress.compact_shared(m.sv[:1000], np.abs(m.coef[:1000]), key[:1000], k,
-                                       never)
+                                       never, options=OPTS)
     assert got is None and "too few to pay" in rec["decision"]
 
 
@@ -440,11 +445,11 @@ def test_close_values_is_the_worst_columns_r2():
     F = rng.normal(size=(500, 3))
     E = np.zeros_like(F)
     E[:, 1] = 0.05 * rng.normal(size=500)           # one column off by 5% of its sd
-    ok, t = compress.close_values(F)(F + E)
+    ok, t = compress.close_values(F, OPTS.compact_r2_min)(F + E)
     r2 = 1 - (E[:, 1] ** 2).sum() / ((F[:, 1] - F[:, 1].mean()) ** 2).sum()
-    assert not ok and np.isclose(t["r2_min"], r2) and r2 < compress.R2_MIN
-    ok, t = compress.close_values(F)(F + E / 10)
-    assert ok and t["r2_min"] >= compress.R2_MIN
+    assert not ok and np.isclose(t["r2_min"], r2) and r2 < OPTS.compact_r2_min
+    ok, t = compress.close_values(F, OPTS.compact_r2_min)(F + E / 10)
+    assert ok and t["r2_min"] >= OPTS.compact_r2_min
 
 
 def test_a_fit_on_every_row_gets_a_compact_expansion(tmp_path):
@@ -460,7 +465,7 @@ def test_a_fit_on_every_row_gets_a_compact_expansion(tmp_path):
     m = est.machines_[0]
     info = m.compact_info
     assert m.compact is not None and info["B"] == len(m.compact.coef) < len(m.coef) / 4
-    assert info["check_rows"] >= 2900 and info["tried"][-1]["agree"] >= compress.AGREE
+    assert info["check_rows"] >= 2900 and info["tried"][-1]["agree"] >= OPTS.compact_agree
     k = est.kernel_
     assert np.allclose(est.decision_function(T), m.compact.decision(k, T))
     exact = m.decision(k, T)
@@ -530,7 +535,7 @@ def test_ovo_votes_match_the_pairwise_loop():
         assert np.allclose(ovo_votes(F, k), votes + conf / (3 * (np.abs(conf) + 1)))
 
 
-def test_mmda_features_by_one_compact_basis(tmp_path, monkeypatch):
+def test_mmda_features_by_one_compact_basis(tmp_path):
     """MMDA: the compact basis is kept only when every feature keeps its R^2
     (here a looser one, so that 6,000 rows have a basis to keep); transform
     then uses it, compact=False the full expansions; save / load keeps both;
@@ -543,10 +548,8 @@ def test_mmda_features_by_one_compact_basis(tmp_path, monkeypatch):
     strict = MMDATransformer(n_components=2).fit(X, y)
     info = strict.machines_[0].compact_info
     assert strict._compact_basis is None and info["decision"].startswith("kept the full")
-    assert info["tried"][0]["r2_min"] < compress.R2_MIN
-    loose = compress.close_values
-    monkeypatch.setattr(compress, "close_values", lambda full: loose(full, r2=0.95))
-    est = MMDATransformer(n_components=2).fit(X, y)
+    assert info["tried"][0]["r2_min"] < OPTS.compact_r2_min
+    est = MMDATransformer(n_components=2, options={"compact_r2_min": 0.95}).fit(X, y)
     Z, Beta, b, _ = est._compact_basis
     info = est.machines_[0].compact_info
     assert len(Z) == info["B"] < est.expansion_rows_ / 4 and info["tried"][-1]["r2_min"] >= 0.95
@@ -589,9 +592,9 @@ def test_sample_rows_of_a_store_of_many_chunks_reads_a_few(monkeypatch):
     monkeypatch.setattr(type(store), "chunk", lambda self, i: read.append(i) or real(self, i))
     for max_chunks in (20, 30):
         read.clear()
-        Xf, Xc = compress.sample_rows(store, seed=3, max_chunks=max_chunks)
+        Xf, Xc = compress.sample_rows(store, OPTS.but(compact_sample_chunks=max_chunks), seed=3)
         assert len(set(read)) == max_chunks
         if max_chunks < 30:             # (by the row keys, about as many)
-            assert len(Xc) == compress.CHECK_ROWS and len(Xf) == compress.FIT_ROWS
+            assert len(Xc) == OPTS.compact_check_rows and len(Xf) == OPTS.compact_fit_rows
         assert len(np.unique(np.concatenate([Xf, Xc])[:, 0])) == len(Xf) + len(Xc)
     assert set(Xf[:, 0]).isdisjoint(Xc[:, 0])

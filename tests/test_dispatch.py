@@ -5,14 +5,14 @@ import pytest
 
 import streamcvm
 from streamcvm import CVMClassifier
-from streamcvm.problems import dispatch
+from streamcvm.options import Options
 from streamcvm.problems.dispatch import StepCosts
 
 
 def test_step_costs():
     c = StepCosts(rows=200_000, values=22.0)
     # sampled steps grow with the core set, exact ones with the rows
-    assert c.sampled(2000) > c.sampled(1000) > c.sampled(0) == dispatch.SAMPLED_FIXED_S
+    assert c.sampled(2000) > c.sampled(1000) > c.sampled(0) == Options().dispatch_sampled_fixed_s
     assert StepCosts(400_000, 22.0).exact() == pytest.approx(2 * c.exact())
     # the hand-over point: the first core-set size at which exact is the cheaper
     k = c.first_core()
@@ -44,45 +44,44 @@ def test_small_problem_runs_exact_and_records_it():
         streamcvm.as_store(X, y))                                   # one chunk: pooled
     rec = [h["dispatch"] for h in m.history_ if "dispatch" in h]
     assert len(rec) == 1 and rec[0]["path"] == "exact" and rec[0]["core_size"] == 0
-    assert rec[0]["exact_step_s"] == pytest.approx(StepCosts.of(X, 59).exact())
+    assert rec[0]["exact_step_s"] == pytest.approx(StepCosts.of(X, 59, Options()).exact())
     assert m.history_[-1].get("exact")
 
 
-def test_sampled_start_hands_over_where_the_model_says(monkeypatch):
+def test_sampled_start_hands_over_where_the_model_says():
     """A problem that starts sampled hands over to the exact pass at the
     first core-set size the model prices an exact step cheaper (here, with
     no fixed sampled cost, about rows / 105 at 4 features)."""
     from streamcvm.problems.classification import _fit
     from streamcvm.problems.driver import Solve
+    from streamcvm.options import Options
     from streamcvm.solvers.kernels import Kernel
-    monkeypatch.setattr(dispatch, "SAMPLED_FIXED_S", 0.0)
+    free = Options(dispatch_sampled_fixed_s=0.0)
     X, y = _rows(20000, 4, seed=1)
     store = streamcvm.as_store(X, y)
-    k = StepCosts.of(X, 59).first_core()
+    k = StepCosts.of(X, 59, free).first_core()
     assert 100 < k < 300
     m, solver = _fit(store, Kernel("rbf", gamma=0.5), (-1.0, 1.0),
-                     Solve(method="bvm", eps=1e-3), C=1.0, class_weight=None,
+                     Solve(method="bvm", eps=1e-3, options=free), C=1.0, class_weight=None,
                      sample_weight=False, exact_start=False)
     rec = [h["dispatch"] for h in solver.history if "dispatch" in h]
     assert len(rec) == 1 and rec[0]["path"] == "sampled, then exact"
     assert rec[0]["core_size"] == k          # one vector enters per step
     assert solver.history[-1].get("exact")
     # the same problem with a fixed cost large enough: exact from the start
-    monkeypatch.setattr(dispatch, "SAMPLED_FIXED_S", 1.0)
     _, solver = _fit(store, Kernel("rbf", gamma=0.5), (-1.0, 1.0),
-                     Solve(method="bvm", eps=1e-3), C=1.0, class_weight=None,
-                     sample_weight=False, exact_start=True)
+                     Solve(method="bvm", eps=1e-3, options=Options(dispatch_sampled_fixed_s=1.0)),
+                     C=1.0, class_weight=None, sample_weight=False, exact_start=True)
     assert [h["dispatch"]["path"] for h in solver.history if "dispatch" in h] == ["exact"]
 
 
-def test_progressive_stages_record_their_choice(monkeypatch):
+def test_progressive_stages_record_their_choice():
     """Each stage of a progressive fit records its path; the recorded
     core-set size and costs agree with the model's choice."""
-    import streamcvm.problems.progressive as pg
-    monkeypatch.setattr(pg, "MIN_ROWS", 10000)
     X, y = _rows(40000, 4, seed=2)
     y = np.where(np.random.default_rng(3).random(len(y)) < 0.15, -y, y)     # noisy: stages
-    m = CVMClassifier().fit(streamcvm.as_store(X, y, chunk_rows=5000))
+    m = CVMClassifier(options={"progressive_min_rows": 10000}).fit(
+        streamcvm.as_store(X, y, chunk_rows=5000))
     stages = [h for h in m.history_ if "stage_validation_error" in h]
     recs = [h["dispatch"] for h in m.history_ if "dispatch" in h]
     assert len(stages) >= 2 and len(recs) >= len(stages)
@@ -104,28 +103,30 @@ def test_resumed_exact_pass_keeps_its_choice(tmp_path, monkeypatch):
 
     class Kill(Exception):
         pass
-    monkeypatch.setattr(dispatch, "SAMPLED_FIXED_S", 0.0)   # a sampled start, then exact
+    opts = {"dispatch_sampled_fixed_s": 0.0}                 # a sampled start, then exact
     X, y = _rows(30000, 4, seed=4)
     store = streamcvm.as_store(X, y)                        # one chunk: pooled whole
     orig, calls = exact_bvm.bvm_exact, {"n": 0, "kill": None}
 
-    def counting(*a):
+    def counting(*a, **kw):
         calls["n"] += 1
         if calls["n"] == calls["kill"]:
             raise Kill()
-        return orig(*a)
+        return orig(*a, **kw)
     monkeypatch.setattr(exact_bvm, "bvm_exact", counting)
-    ref = CVMClassifier(eps=1e-4, method="bvm", C=1.0, gamma=0.25).fit(store, checkpoint_dir=tmp_path / "ref",
-                                      checkpoint_every=0.0)
+    ref = CVMClassifier(eps=1e-4, method="bvm", C=1.0, gamma=0.25, options=opts).fit(
+        store, checkpoint_dir=tmp_path / "ref", checkpoint_every=0.0)
     want = [h["dispatch"] for h in ref.history_ if "dispatch" in h]
     assert len(want) == 1 and want[0]["path"] == "sampled, then exact"
     assert calls["n"] > 4
     calls.update(n=0, kill=4)
     with pytest.raises(Kill):
-        CVMClassifier(eps=1e-4, method="bvm", C=1.0, gamma=0.25).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
+        CVMClassifier(eps=1e-4, method="bvm", C=1.0, gamma=0.25, options=opts).fit(
+            store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
     assert calls["n"] == 4                                  # the kill landed in the pass
     calls.update(n=0, kill=None)
-    res = CVMClassifier(eps=1e-4, method="bvm", C=1.0, gamma=0.25).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
+    res = CVMClassifier(eps=1e-4, method="bvm", C=1.0, gamma=0.25, options=opts).fit(
+        store, checkpoint_dir=tmp_path / "ck", resume=True)
     assert [h["dispatch"] for h in res.history_ if "dispatch" in h] == want
     assert res.n_iter_ == ref.n_iter_
     np.testing.assert_array_equal(res.decision_function(X[:500]), ref.decision_function(X[:500]))

@@ -106,14 +106,23 @@ def test_each_stage_imports_only_the_stages_before_it():
         for target in imports(path):
             other = _folder_of(target)
             if other == "streamcvm":
+                # streamcvm.options: the settings, below every stage (it imports
+                # nothing of the library: test_options_are_below_every_stage)
                 if target not in ("streamcvm", "streamcvm.__version__",
-                                  "streamcvm.numba_cache_moved"):
+                                  "streamcvm.numba_cache_moved") and \
+                        not target.startswith("streamcvm.options"):
                     wrong.append(f"{os.path.relpath(path, ROOT)} imports {target}")
                 continue
             if rank[other] > rank[folder]:
                 wrong.append(f"{os.path.relpath(path, ROOT)} ({folder}) imports {target} "
                              f"({other})")
     assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_options_are_below_every_stage():
+    """streamcvm/options.py, which every stage reads its settings from,
+    imports nothing of the library (no cycle through it)."""
+    assert not imports(os.path.join(PACKAGE, "options.py"))
 
 
 def test_the_import_graph_sees_the_imports():
@@ -154,3 +163,104 @@ def test_a_fit_in_memory_of_one_chunk_does_not_import_dask():
     assert not _imported_after("dask", "import numpy as np; from streamcvm import CVMRegressor; "
                                "X = np.random.default_rng(0).random((600, 5)).astype(np.float32); "
                                "CVMRegressor().fit(X, X.sum(axis=1))")
+
+
+# -- settings live in one place (streamcvm/options.py) -------------------------
+# The folders whose code trains and predicts: a numeric module- or class-level
+# constant there would be a setting no user could change. What is left of them is
+# listed here with the reason it is not a setting.
+SETTINGS_FOLDERS = ("solvers", "problems", "estimators", "predict", "apps")
+NOT_SETTINGS = {
+    # the compiled loops' shape (streamcvm.options.COMPILED): vector lanes, tiles,
+    # batches; every value they compute is the same whatever they are
+    "solvers/exact/reduce.py": {"BLOCK", "LANES", "F0", "F1", "TINY"},
+    "solvers/exact/rowcache.py": {"RBF_BATCH", "CACHE_MIN_ROWS"},   # (min: a step's rows i, j)
+    "solvers/kernels/rows.py": {"RBF_TILE"},
+    "solvers/kernels/expf.py": {"_LOG2E", "_LN2_HI", "_LN2_LO", "_ROUND", "EXP_MIN", "_ONE",
+                                "_ZERO"},                   # Cephes' expf constants
+    "solvers/kernels/compiled.py": {"RBF_CODE", "L1_CODE", "L2_CODE"},   # kernel codes
+    # what a kernel is (its declarations), not how a solver runs
+    "solvers/kernels/base.py": {"Kernel.code", "Kernel.distance_power"},
+    "solvers/kernels/distance.py": {"_FromDifferences.distance_power"},
+    "solvers/kernels/dot.py": {"Poly.value_limit", "NPoly.value_limit"},    # float limits
+    # the exact BVM loop's resumable state: its layout
+    "solvers/exact/bvm_loop.py": {"EXACT_STATE", "EXACT_HIST"},
+    "predict/metrics.py": {"AUCSketch.BITS"},       # the AUC sketch's bins (its resolution)
+    "predict/probability.py": {"HOLDOUT_SEED"},     # a seed offset, not a size
+    "problems/progressive.py": {"ErrorVerdict.classes"},    # the labels -1, +1
+    "problems/regression.py": {"TINY_SD"},          # a constant target (float64 rounding)
+    "estimators/feature_range.py": {"ZERO_EXPONENT", "ONE_EXPONENT"},   # float32's range
+    "estimators/model.py": {"FORMAT_VERSION"},
+}
+
+
+def _numeric(node):
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return bool(node.elts) and all(_numeric(e) for e in node.elts)
+    if isinstance(node, ast.BinOp):
+        return _numeric(node.left) and _numeric(node.right)
+    if isinstance(node, ast.UnaryOp):
+        return _numeric(node.operand)
+    if isinstance(node, ast.Call):      # np.float32(1.0), ...
+        return bool(node.args) and all(_numeric(a) for a in node.args)
+    return False
+
+
+def numeric_constants(path):
+    """``NAME`` and ``Class.NAME`` of the numeric constants a module sets at
+    its top level or in a class body (not a dataclass's annotated fields)."""
+    out = set()
+    for node in ast.parse(open(path).read()).body:
+        bodies = [(None, [node])] if not isinstance(node, ast.ClassDef) else \
+            [(node.name, node.body)]
+        for cls, nodes in bodies:
+            for n in nodes:
+                if cls is not None and isinstance(n, ast.AnnAssign):
+                    continue        # a record's field and its default (dataclasses)
+                if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None \
+                        and _numeric(n.value):
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                        for e in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                            if isinstance(e, ast.Name):
+                                out.add(e.id if cls is None else f"{cls}.{e.id}")
+    return out
+
+
+def test_no_setting_outside_the_options():
+    """No module of the folders that train and predict sets a numeric
+    constant (a setting no user could change: it belongs in
+    streamcvm/options.py) but those listed with a reason."""
+    found = {}
+    for folder, path in _modules():
+        if folder not in SETTINGS_FOLDERS:
+            continue
+        rel = os.path.relpath(path, PACKAGE)
+        extra = numeric_constants(path) - NOT_SETTINGS.get(rel, set())
+        if extra:
+            found[rel] = sorted(extra)
+    assert not found, found
+
+
+def test_the_settings_check_sees_constants(tmp_path):
+    """The check above finds what it looks for."""
+    p = tmp_path / "m.py"
+    p.write_text("A = 3\nB, C = 1.0, (1, 2)\nD = 1 << 20\nE = 'text'\n"
+                 "class K:\n    F = 2.5\n    G = None\n    H: int = 0\n")
+    assert numeric_constants(str(p)) == {"A", "B", "C", "D", "K.F"}
+
+
+def test_no_test_monkeypatches_a_module_constant():
+    """Tests set options (streamcvm.options), never a module's constants."""
+    import re
+    pat = re.compile(r"""(?:monkeypatch|m)\.setattr\([^,]+,\s*["']([A-Z][A-Z0-9_]+)["']""")
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    for f in sorted(os.listdir(here)):
+        if f.endswith(".py"):
+            for k, line in enumerate(open(os.path.join(here, f)), 1):
+                m = pat.search(line)
+                if m and f != "test_layout.py":
+                    found.append(f"{f}:{k}: {m.group(1)}")
+    assert not found, found

@@ -288,11 +288,12 @@ def test_cross_validation_prints_as_svm_train_and_writes_nothing(files, tmp_path
     one_line_error(inproc("train", d / "train.svm"), "train", "-o MODEL is needed")
 
 
-def test_cross_validation_refuses_a_store_beyond_its_row_limit(files, monkeypatch):
-    from streamcvm.cli import libsvm
-    monkeypatch.setattr(libsvm, "CV_MAX_ROWS", 100)
-    one_line_error(inproc("train", files[0] / "g.zarr", "-v", "3"), "train",
-                   r"2,000 rows, more than 100")
+def test_cross_validation_refuses_a_store_beyond_its_row_limit(files):
+    one_line_error(inproc("train", files[0] / "g.zarr", "-v", "3", "--option",
+                          "cv_max_rows=100"), "train", r"2,000 rows, more than 100")
+    one_line_error(inproc("train", files[0] / "g.zarr", "-v", "3", "--option",
+                          "cv_max_row=100"), "train", r"unknown option 'cv_max_row' \(did you "
+                   r"mean cv_max_rows")
 
 
 def test_argv_rewriting_touches_train_only():
@@ -378,12 +379,12 @@ def test_every_command_has_a_description_and_every_option_a_help_line():
 
 
 def test_train_help_says_what_b_and_e_do():
-    from streamcvm.predict import probability
+    from streamcvm.options import Options
     _, sub = _subparsers()
     text = " ".join(sub.choices["train"].format_help().split("options:")[1].split())
     b = text[text.index("-b {0,1}, --probability {0,1}"):text.index("--scale [")]
-    assert f"up to {probability.CV_MAX_ROWS:,} rows" in b
-    assert f"{probability.CV_FOLDS}-fold cross-validation" in b
+    assert f"up to {Options().probability_cv_rows:,} rows" in b
+    assert f"{Options().probability_folds}-fold cross-validation" in b
     assert "held out" in b and "%%" not in b
     e = text[text.index("-e EPS, --eps EPS"):text.index("-a SAMPLE_SIZE")]
     assert "not LIBSVM's -e" in e

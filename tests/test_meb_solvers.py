@@ -139,11 +139,12 @@ def test_bvm_exact_encloses_every_row(two_class, eps):
 
 @pytest.mark.parametrize("layout", ["dense", "csr"])
 def test_bvm_exact_blocks_and_sparse_rows(layout):
-    """bvm_exact over several row blocks (n > EXACT_BLOCK), on dense rows and on
-    CSR rows: every row inside the certified ball, ||c||^2 exact, and the
-    sparse and dense runs reach the same ball."""
+    """bvm_exact over several row blocks (n > the option exact_block_rows),
+    on dense rows and on CSR rows: every row inside the certified ball,
+    ||c||^2 exact, and the sparse and dense runs reach the same ball."""
     import scipy.sparse as sp
-    from streamcvm.solvers.exact.bvm_loop import EXACT_BLOCK
+    from streamcvm.options import default
+    EXACT_BLOCK = default("exact_block_rows")
     rng = np.random.default_rng(3)
     n = 2 * EXACT_BLOCK + 300
     X = rng.standard_normal((n, 6)).astype(np.float32)
@@ -185,14 +186,15 @@ def test_bvm_exact_dense_columns_same_run(monkeypatch):
                        np.arange(0, n * fields + 1, fields)), shape=(n, fields * levels))
     y = np.where((cols % levels)[:, :4].sum(axis=1) + rng.standard_normal(n) > 2,
                  1.0, -1.0)
-    assert exact_bvm.dense_columns(X)
+    from streamcvm.options import Options
+    assert exact_bvm.dense_columns(X, Options())
     text = sp.random(n, 20 * n, density=10 / (20 * n), format="csr", random_state=1,
                      dtype=np.float32)
-    assert not exact_bvm.dense_columns(text)            # too wide to hold dense
+    assert not exact_bvm.dense_columns(text, Options())     # too wide to hold dense
     k = Kernel("rbf", gamma=0.1)
     fits = []
     for dense in (True, False):
-        monkeypatch.setattr(exact_bvm, "dense_columns", lambda X, dense=dense: dense)
+        monkeypatch.setattr(exact_bvm, "dense_columns", lambda X, o, dense=dense: dense)
         s = MEBSolver(k, X.shape[1], True, C=1.0, b=1.0, method="bvm", eps=1e-4)
         s.fit_exact(np.arange(n), X, y)
         fits.append((s.ball.core.ids[:s.ball.core.n].copy(),
@@ -241,11 +243,13 @@ def _rss_bytes():
 
 @pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="Linux RSS")
 def test_a_capped_kernel_cache_costs_its_filled_part_only():
-    """Past RESERVE, a core set with a cap allocates its [cap, cap] cache
+    """Past the option core_reserve, a core set with a cap allocates its [cap, cap] cache
     once (no growth copies), and RAM follows |S|^2 (4,200^2 x 4 B = 71 MB),
     not |S| x cap (336 MB for a cap of 20,000, as a cache on huge pages
     would cost) nor the 1.6 GB of the whole cache."""
-    from streamcvm.solvers.coreset import RESERVE, CoreSet
+    from streamcvm.options import default
+    from streamcvm.solvers.coreset import CoreSet
+    RESERVE = default("core_reserve")
     kern = Kernel("rbf", gamma=1.0)
     X = np.random.default_rng(0).random((4200, 2)).astype(np.float32)
     cs = CoreSet(2, False, max_cap=20000)
@@ -267,12 +271,15 @@ def test_a_capped_kernel_cache_costs_its_filled_part_only():
 def test_the_exact_pass_thread_choice_is_robust_and_probes_cheaply():
     """_Threads: ``most`` first, then one thread on a short probe, then the
     faster by the median of each count's last pieces (one slow piece does
-    not flip it), the other retried every RETRY pieces, on a probe."""
+    not flip it), the other retried every exact_thread_retry pieces, on a probe."""
+    from streamcvm.options import Options
     from streamcvm.solvers.exact.bvm import _Threads
-    t = _Threads(2, 100000)
+    o = Options()
+    PROBE = o.exact_thread_probe
+    t = _Threads(2, 100000, o)
     assert t.pick() == (2, 1.0)
     t.took(2, 1.0)
-    assert t.pick() == (1, _Threads.PROBE) and _Threads.PROBE < 1
+    assert t.pick() == (1, PROBE) and PROBE < 1
     t.took(1, 1.3)
     assert t.pick() == (2, 1.0)
     t.took(2, 1.0)
@@ -281,16 +288,17 @@ def test_the_exact_pass_thread_choice_is_robust_and_probes_cheaply():
     t.took(2, 5.0)
     t.took(2, 5.0)              # a sustained slow-down: one thread is now faster
     assert t.pick() == (1, 1.0)
-    picks = [t.pick() for _ in range(2 * _Threads.RETRY)]
-    assert picks.count((2, _Threads.PROBE)) == 2 and picks.count((1, 1.0)) == len(picks) - 2
-    assert _Threads(2, _Threads.MIN_ROWS - 1).pick() == (1, 1.0)      # too few rows to share
+    picks = [t.pick() for _ in range(2 * o.exact_thread_retry)]
+    assert picks.count((2, PROBE)) == 2 and picks.count((1, 1.0)) == len(picks) - 2
+    assert _Threads(2, o.exact_thread_rows - 1, o).pick() == (1, 1.0)      # too few rows
 
 
 def test_bvm_exact_same_run_whatever_the_threads_choose(monkeypatch):
     """The pieces' thread counts and lengths do not change the run."""
     from streamcvm.solvers.exact import bvm as exact_bvm
     rng = np.random.default_rng(3)
-    n = exact_bvm._Threads.MIN_ROWS + 2000
+    from streamcvm.options import default
+    n = default("exact_thread_rows") + 2000
     X = rng.standard_normal((n, 4)).astype(np.float32)
     y = np.where(X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.5 * rng.standard_normal(n) > 0.3, 1.0, -1.0)
     k = Kernel("rbf", gamma=0.5)

@@ -198,6 +198,7 @@ def test_in_memory_route_other_kernels(name):
     feature space near 1), as the sample-by-sample route's is."""
     import streamcvm
     from streamcvm.data.sampling import ChunkPool
+    from streamcvm.options import Options
     from streamcvm.solvers.mmda import MMDASolver
     X, y = _data(n=160, seed=2)
     kern = Kernel(name, gamma=0.5)
@@ -218,7 +219,7 @@ def test_in_memory_route_other_kernels(name):
 
 @pytest.mark.skipif(os.cpu_count() < 2, reason="needs two cores")
 def test_a_store_of_more_than_memory_rows_is_sampled(monkeypatch):
-    """Above ``MEMORY_ROWS`` rows the solver samples (its history has no
+    """Above the option ``mmda_memory_rows`` rows the solver samples (its history has no
     draw counts), at the limit it takes the compiled loop; and the estimator
     runs classes side by side only where its solvers take that loop (a
     kernel column over every row per entering row grows with the rows: 26 s
@@ -229,14 +230,15 @@ def test_a_store_of_more_than_memory_rows_is_sampled(monkeypatch):
     import streamcvm.problems.mmda as em
     from streamcvm import MMDATransformer
     from streamcvm.data.sampling import ChunkPool
+    from streamcvm.options import Options
     from streamcvm.solvers.mmda import MMDASolver
     X, y = _data(n=160, seed=2)
     kern = Kernel("rbf", gamma=0.5)
     store = streamcvm.as_store(X, y, chunk_rows=40)
     for rows, memory in ((160, True), (159, False)):
-        monkeypatch.setattr(MMDASolver, "MEMORY_ROWS", rows)
+        opts = Options(mmda_memory_rows=rows)
         pool = ChunkPool(store, np.random.default_rng(0), classes=(-1.0, 1.0))
-        solver = MMDASolver(kern, C=1.0, eps=1e-2).fit(pool, (-1.0, 1.0))
+        solver = MMDASolver(kern, C=1.0, eps=1e-2, options=opts).fit(pool, (-1.0, 1.0))
         pool.close()
         assert ("samples" in solver.history[-1]) == memory
     made = []
@@ -252,9 +254,9 @@ def test_a_store_of_more_than_memory_rows_is_sampled(monkeypatch):
     try:
         numba.set_num_threads(2)
         for rows, side_by_side in ((len(X3), True), (len(X3) - 1, False)):
-            monkeypatch.setattr(MMDASolver, "MEMORY_ROWS", rows)
             made.clear()
-            MMDATransformer(n_components=1, eps=1e-2).fit(X3, y3)
+            MMDATransformer(n_components=1, eps=1e-2,
+                            options={"mmda_memory_rows": rows}).fit(X3, y3)
             assert (len(made) == 2) == side_by_side, made
     finally:
         numba.set_num_threads(was)

@@ -30,17 +30,18 @@ def test_pairwise_coupling_recovers_consistent_probabilities():
     np.testing.assert_allclose(got, p, atol=2e-3)
 
 
-def test_held_out_rows_are_never_trained_on(monkeypatch):
-    """Above CV_MAX_ROWS rows the sigmoid's rows are held out from training."""
-    from streamcvm.predict import probability
-    monkeypatch.setattr(probability, "CV_MAX_ROWS", 1000)
+def test_held_out_rows_are_never_trained_on():
+    """Above the option probability_cv_rows rows the sigmoid's rows are held
+    out from training."""
+    from streamcvm.options import Options
     X, y = make_blobs(n_samples=6000, centers=2, cluster_std=3.0, random_state=0)
     store = streamcvm.as_store(X.astype(np.float32), y.astype(float), chunk_rows=1000)
-    frac = holdout_fraction(store.n)
+    frac = holdout_fraction(store.n, Options())
     hs = HoldoutStore(store, 0, 0.0, frac)
     Xh, yh = hs.held_out()
     assert 900 < len(yh) < 1100                              # 1,000 of 6,000 expected
-    clf = CVMClassifier(probability=True, eps=1e-2).fit(store)
+    clf = CVMClassifier(probability=True, eps=1e-2,
+                        options={"probability_cv_rows": 1000}).fit(store)
     held = np.concatenate([np.isnan(hs.chunk(i).y) for i in range(hs.n_chunks)])
     ids = clf.machines_[0].sv_ids
     assert not held[ids].any()                               # no support vector held out

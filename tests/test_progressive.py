@@ -6,6 +6,7 @@ import pytest
 import streamcvm
 from streamcvm import CVMClassifier
 from streamcvm.data import snapshots
+from streamcvm.options import Options
 from streamcvm.problems import progressive as pg
 from streamcvm.solvers import meb
 from streamcvm.solvers.exact import bvm as exact_bvm
@@ -14,6 +15,7 @@ from streamcvm.solvers.exact import bvm as exact_bvm
 # the progressive machinery at a fixed point (C and gamma not searched: the search has
 # tests of its own, tests/test_selection.py)
 FIX = dict(C=1.0, gamma=0.125)
+SMALL = {"options": {"progressive_min_rows": 10000}}     # progressive from 10,000 rows
 
 
 def _noisy(n=24000, seed=0, chunk_rows=3000):
@@ -44,13 +46,16 @@ def test_row_keys_are_uniform_and_the_sample_ignores_the_chunking():
 
 def test_plan_and_stages():
     s = _noisy()
-    assert pg.plan(s, (-1.0, 1.0), "all") is None
-    assert pg.plan(s, (-1.0, 1.0), "auto") is None            # 24,000 <= MIN_ROWS
-    n_val, n_train = pg.plan(s, (-1.0, 1.0), 16000)
+    o = Options()
+    assert pg.plan(s, (-1.0, 1.0), "all", o) is None
+    assert pg.plan(s, (-1.0, 1.0), "auto", o) is None         # 24,000 <= progressive_min_rows
+    assert pg.plan(s, (-1.0, 1.0), "auto", o.but(progressive_min_rows=20000)) is not None
+    n_val, n_train = pg.plan(s, (-1.0, 1.0), 16000, o)
     assert n_val == 2400 and n_train == 16000
-    assert pg.stage_sizes(16000) == [4000, 8000, 16000]
-    assert pg.stage_sizes(190000) == [16384, 32768, 65536, 190000]
-    assert pg.stage_sizes(300000)[-2:] == [131072, 300000]
+    first = o.first_stage_rows
+    assert pg.stage_sizes(16000, first) == [4000, 8000, 16000]
+    assert pg.stage_sizes(190000, first) == [16384, 32768, 65536, 190000]
+    assert pg.stage_sizes(300000, first)[-2:] == [131072, 300000]
 
 
 def test_gain_left_follows_the_learning_curve():
@@ -70,7 +75,7 @@ def test_gain_left_follows_the_learning_curve():
     assert pg.gain_left(gains, [0.0, 0.0], ms[-1], ms[-1])[0] == 0.0
     # one gain only: the prior ratio; the standard error raises the estimate
     first, rho0 = pg.gain_left(gains[:1], [0.0], ms[1], 4 * ms[1])
-    assert rho0 == pg.RHO_PRIOR
+    assert rho0 == Options().rho_prior
     assert pg.gain_left(gains, [0.0, 0.001], ms[-1], 1048576)[0] > left
     # a doubling that made things worse still leaves its standard error's worth
     assert pg.gain_left([0.01, -0.001], [0.0, 0.002], 100, 800)[0] > 0
@@ -141,10 +146,10 @@ def _killed_in_stage(store, rows, tmp_path, monkeypatch):
     of a stage of at least ``rows`` rows: its latest snapshot's manifest."""
     orig = exact_bvm.bvm_exact
 
-    def killing(*a):
+    def killing(*a, **kw):
         if a[22] >= rows:
             raise KeyboardInterrupt
-        return orig(*a)
+        return orig(*a, **kw)
     monkeypatch.setattr(exact_bvm, "bvm_exact", killing)
     with pytest.raises(KeyboardInterrupt):
         CVMClassifier(train_size=16000, **FIX).fit(store, checkpoint_dir=tmp_path,
@@ -162,9 +167,9 @@ def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch)
     assert stage >= 1, "the kill should land after the first stage"
     seen = []
 
-    def counting(*a):
+    def counting(*a, **kw):
         seen.append(a[22])
-        return orig(*a)
+        return orig(*a, **kw)
     monkeypatch.setattr(exact_bvm, "bvm_exact", counting)
     res = CVMClassifier(train_size=16000, **FIX).fit(store, checkpoint_dir=tmp_path,
                                                      resume=True)
@@ -179,14 +184,14 @@ def test_progressive_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch)
 
 def test_auto_keeps_the_plain_fit_while_its_core_set_stays_small(monkeypatch):
     """train_size="auto": the sampled fit on every row is the model when its
-    core set stays under PROBE_CORE (clean data); noisy data, whose core set
-    reaches it, trains progressively."""
-    from streamcvm.problems.classification import PROBE_CORE
-    monkeypatch.setattr(pg, "MIN_ROWS", 10000)
+    core set stays under the option probe_core (clean data); noisy data,
+    whose core set reaches it, trains progressively."""
+    from streamcvm.options import default
+    PROBE_CORE = default("probe_core")
     rng = np.random.default_rng(1)
     X = rng.standard_normal((24000, 4)).astype(np.float32)
     clean = streamcvm.as_store(X, np.where(X[:, 0] > 0, 1.0, -1.0), chunk_rows=3000)
-    plain = CVMClassifier(**FIX).fit(clean)
+    plain = CVMClassifier(**FIX, **SMALL).fit(clean)
     assert plain.core_set_size_ < PROBE_CORE
     assert not any("stage_rows" in h for h in plain.history_)
     assert np.mean(plain.predict(X) == clean.y) > 0.99
@@ -197,21 +202,18 @@ def test_auto_keeps_the_plain_fit_while_its_core_set_stays_small(monkeypatch):
     real = MEBSolver.certify
     monkeypatch.setattr(MEBSolver, "certify",
                         lambda self, *a, **k: certified.append(1) or real(self, *a, **k))
-    noisy = CVMClassifier(**FIX).fit(_noisy())
+    noisy = CVMClassifier(**FIX, **SMALL).fit(_noisy())
     stages = [h["stage_rows"] for h in noisy.history_ if "stage_validation_error" in h]
     assert len(stages) >= 2 and stages[0] < 24000 / 2       # stages on subsamples
     assert noisy.core_set_size_ >= PROBE_CORE / 2
     assert not certified
     # a fit capped by max_core, kept, still certifies its eps
-    capped = CVMClassifier(train_size="all", max_core=64, method="bvm", **FIX).fit(clean)
+    capped = CVMClassifier(train_size="all", max_core=64, method="bvm", **FIX, **SMALL).fit(clean)
     assert certified and capped.core_set_size_ == 64
 
 
-def _four_stages(monkeypatch):
-    """Stages of 2,000, 4,000, 8,000 and 16,000 rows (so that a third
-    verdict exists)."""
-    sizes = pg.stage_sizes
-    monkeypatch.setattr(pg, "stage_sizes", lambda n, first=2000: sizes(n, first=first))
+# stages of 2,000, 4,000, 8,000 and 16,000 rows (so that a third verdict exists)
+FOUR = {"options": {"first_stage_rows": 2000}}
 
 
 LOOSE = 1.0     # points: _noisy's stages promise 3.0 after their first doubling, 0.6 after the next
@@ -219,9 +221,8 @@ LOOSE = 1.0     # points: _noisy's stages promise 3.0 after their first doubling
 
 def test_the_tolerance_ends_the_stages(monkeypatch):
     store = _noisy()
-    _four_stages(monkeypatch)
-    free = CVMClassifier(train_size=16000, stage_tol=0.0, **FIX).fit(store)
-    loose = CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX).fit(store)
+    free = CVMClassifier(train_size=16000, stage_tol=0.0, **FIX, **FOUR).fit(store)
+    loose = CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX, **FOUR).fit(store)
     stages = [h for h in loose.history_ if "stage_validation_error" in h]
     free_stages = [h for h in free.history_ if "stage_validation_error" in h]
     last = stages[-1]
@@ -236,13 +237,12 @@ def test_the_tolerance_ends_the_stages(monkeypatch):
 
 def test_the_model_and_info_say_why_the_stages_stopped(tmp_path, monkeypatch):
     from streamcvm.cli.info import describe_model
-    _four_stages(monkeypatch)
-    clf = CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX).fit(_noisy())
+    clf = CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX, **FOUR).fit(_noisy())
     streamcvm.save_model(clf, tmp_path / "m")
     text = describe_model(str(tmp_path / "m"))
     assert "(stopped by: gain left below tolerance)" in text
     assert "estimated gain left from the rest of the sample" in text
-    clf = CVMClassifier(train_size=16000, stage_tol=0.0, **FIX).fit(_noisy())
+    clf = CVMClassifier(train_size=16000, stage_tol=0.0, **FIX, **FOUR).fit(_noisy())
     streamcvm.save_model(clf, tmp_path / "n")
     assert "(stopped by: the whole sample)" in describe_model(str(tmp_path / "n"))
 
@@ -251,24 +251,23 @@ def test_a_resumed_fit_keeps_the_gains_for_the_stop_rule(tmp_path, monkeypatch):
     """The stages' gains are in the snapshot: a run killed in a later stage
     stops where the uninterrupted one did."""
     store = _noisy()
-    _four_stages(monkeypatch)
-    ref = CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX).fit(store)
+    ref = CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX, **FOUR).fit(store)
     ref_rows = [h["stage_rows"] for h in ref.history_ if "stage_validation_error" in h]
     assert ref_rows[-1] < 16000, ref_rows
     orig = exact_bvm.bvm_exact
 
-    def killing(*a):
+    def killing(*a, **kw):
         if a[22] >= ref_rows[-1]:
             raise KeyboardInterrupt
-        return orig(*a)
+        return orig(*a, **kw)
     monkeypatch.setattr(exact_bvm, "bvm_exact", killing)
     with pytest.raises(KeyboardInterrupt):
-        CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX).fit(
+        CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX, **FOUR).fit(
             store, checkpoint_dir=tmp_path, checkpoint_every=0.0)
     monkeypatch.setattr(exact_bvm, "bvm_exact", orig)
     man = snapshots.latest(tmp_path)[0]
     assert man["current"]["pool"]["progressive"]["stage"] == len(ref_rows) - 1
-    res = CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX).fit(
+    res = CVMClassifier(train_size=16000, stage_tol=LOOSE, **FIX, **FOUR).fit(
         store, checkpoint_dir=tmp_path, resume=True)
     rows = [h["stage_rows"] for h in res.history_ if "stage_validation_error" in h]
     assert rows == ref_rows
@@ -301,9 +300,9 @@ def test_progressive_regression_holds_out_its_validation_rows_and_records_the_st
     rows = [h["stage_rows"] for h in stages]
     assert rows == [2000, 4000, 8000][:len(rows)] and len(rows) >= 2
     for h in stages[1:-1]:                  # it went on: more was left than the tolerance
-        assert h["gain_left"] > pg.STAGE_TOL
+        assert h["gain_left"] > Options().regression_stage_tol
     last = stages[-1]
-    assert len(stages) == 3 or last["gain_left"] <= pg.STAGE_TOL or \
+    assert len(stages) == 3 or last["gain_left"] <= Options().regression_stage_tol or \
         last.get("stopped_by") == "core budget"
     assert reg.C_ == 5.0 * last["stage_rows"]       # C="auto": 5 x the stage's rows
     (vid, Xv, yv, _), (tid, _, _, _) = pg.draw_sample(store, None, 1200, 8000, 0)
@@ -370,10 +369,10 @@ def test_a_progressive_regression_chooses_mu_and_gamma_over_every_pair():
     fits); a progressive one every (mu, gamma) pair (8), and among the
     trials within 1% of the best RMSE the sparsest wins."""
     from streamcvm.solvers.kernels import Kernel
-    from streamcvm.problems.regression_defaults import SELECT_SLACK, select_params
+    from streamcvm.problems.regression_defaults import select_params
     store = _friedman(n=1000)
     kw = dict(c=5.0, mu="auto", gamma="auto", base_gamma=0.6, sd=float(store.y.std()),
-              method="cvm", eps="auto")
+              method="cvm", eps="auto", options=Options())
     make = lambda g: Kernel("rbf", gamma=g)          # noqa: E731
     mu5, g5, t5 = select_params(store, make, **kw)
     mu8, g8, t8 = select_params(store, make, full_grid=True, **kw)
@@ -381,6 +380,6 @@ def test_a_progressive_regression_chooses_mu_and_gamma_over_every_pair():
     assert {(t["mu"], t["gamma"]) for t in t5} <= {(t["mu"], t["gamma"]) for t in t8}
     assert len({(t["mu"], t["gamma"]) for t in t8}) == 8
     top = min(t["val_rmse"] for t in t8)
-    ok = [t for t in t8 if t["val_rmse"] <= (1 + SELECT_SLACK) * top]
+    ok = [t for t in t8 if t["val_rmse"] <= (1 + Options().select_slack) * top]
     chosen = next(t for t in t8 if (t["mu"], t["gamma"]) == (mu8, g8))
     assert chosen in ok and chosen["n_support"] == min(t["n_support"] for t in ok)

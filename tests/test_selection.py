@@ -29,6 +29,8 @@ def _landscape(best_c, best_g, n=4000, seed=0, cost_of=lambda p: p["C"]):
     return evaluate, calls
 
 
+from streamcvm.options import default  # noqa: E402
+
 AXES = (sel.Axis("C", (1.0, 10.0, 100.0), 10.0, 1e-3, 1e5),
         sel.Axis("gamma", (0.5, 1.0, 2.0, 4.0, 8.0), 2.0, 1 / 64, 64.0))
 
@@ -73,14 +75,14 @@ def test_ties_go_to_the_anchor_then_to_a_point_twice_as_cheap():
 
 def test_a_costly_candidate_that_ranks_lower_does_not_go_on():
     """After the first rung, a candidate that ranks below a survivor at
-    least COST_RATIO times cheaper is dropped for the next one in rank."""
+    least the option halving_cost_ratio times cheaper is dropped for the next one in rank."""
     ev, calls = _landscape(10.0, 2.0, cost_of=lambda p: p["C"] ** 2)
     chosen, trials = sel.halving(AXES, [400, 1200, 3600], ev, cost="n_iter")
     last = [t for t in trials if t["rung"] == 2]
     r1 = sorted((t for t in trials if t["rung"] == 1), key=lambda t: t["val_loss"])
     for t in last:
         better = [u for u in r1 if u["val_loss"] < t["val_loss"]]
-        assert all(t["n_iter"] < sel.COST_RATIO * u["n_iter"] for u in better)
+        assert all(t["n_iter"] < default("halving_cost_ratio") * u["n_iter"] for u in better)
 
 
 def test_tied_is_one_standard_error_of_the_paired_difference():
@@ -124,15 +126,14 @@ def test_svc_exact_solves_the_meb_dual_to_its_optimum():
     assert ab @ Q @ ab > a @ Q @ a * (1 + 1e-3)      # BVM: feasible, not optimal
 
 
-def test_method_auto_is_exact_where_small_and_bvm_above(monkeypatch):
-    from streamcvm.problems import classification as cl
+def test_method_auto_is_exact_where_small_and_bvm_above():
     rng = np.random.default_rng(2)
     X = rng.standard_normal((1500, 4)).astype(np.float32)
     y = np.where(X[:, 0] + X[:, 1] ** 2 > 0.5, 1.0, -1.0)
     m = CVMClassifier(C=10.0, gamma=0.5, compact=False).fit(X, y)
     assert m.machines_[0].history[-1]["exact"] == "smo"
-    monkeypatch.setattr(cl, "EXACT_ROWS", 1000)
-    m2 = CVMClassifier(C=10.0, gamma=0.5, compact=False).fit(X, y)
+    m2 = CVMClassifier(C=10.0, gamma=0.5, compact=False,
+                       options={"svc_exact_rows": 1000}).fit(X, y)
     assert "exact" not in m2.machines_[0].history[-1] or \
         m2.machines_[0].history[-1]["exact"] != "smo"
     assert np.mean(m.predict(X) == m2.predict(X)) > 0.97

@@ -10,6 +10,7 @@ from conftest import inproc, one_line_error
 from streamcvm.apps import surface
 from streamcvm.data.snapshots import CheckpointError
 from streamcvm.apps.meshio import read_points
+from streamcvm.options import SurfaceOptions
 
 FAST = dict(scales=(0.3, 0.1), max_rows=2000)
 
@@ -48,10 +49,11 @@ def test_sphere_closed_and_round():
     assert f[0] > 1 > f[1]
 
 
-def test_resume_after_a_level_gives_the_same_model(tmp_path, monkeypatch):
-    monkeypatch.setattr(surface, "MIN_GAIN", -100.0)   # keep both levels of the sphere
+def test_resume_after_a_level_gives_the_same_model(tmp_path):
+    keep = {"min_gain": -100.0}                         # keep both levels of the sphere
     P = sphere(300, seed=1)
-    ref = surface.fit(P, checkpoint_dir=tmp_path / "ck", **FAST)
+    ref = surface.fit(P, checkpoint_dir=tmp_path / "ck", options=keep, **FAST)
+    assert ref.options == SurfaceOptions(min_gain=-100.0, scales=(0.3, 0.1), max_rows=2000)
     snaps = sorted(p for p in (tmp_path / "ck").iterdir() if not p.name.startswith("."))
     assert len(snaps) == 2
     import shutil
@@ -65,7 +67,7 @@ def test_resume_after_a_level_gives_the_same_model(tmp_path, monkeypatch):
     import unittest.mock
     with unittest.mock.patch.object(surface, "fit_local", counting):
         got = surface.fit(P, checkpoint_dir=tmp_path / "ck", resume=True, log=said.append,
-                          **FAST)
+                          options=keep, **FAST)
     assert any("1 of 2 levels done" in s for s in said), said
     assert len(trained) == 1            # only the level after the snapshot was trained
     (_, a), (_, b) = ref.levels[0], got.levels[0]
@@ -77,7 +79,11 @@ def test_resume_after_a_level_gives_the_same_model(tmp_path, monkeypatch):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     with pytest.raises(CheckpointError, match="different run"):
         surface.fit(P, checkpoint_dir=tmp_path / "ck", resume=True, scales=(0.3, 0.05),
-                    max_rows=2000)
+                    max_rows=2000, options=keep)
+    # the options are the run's too: the same scales with other options are refused
+    with pytest.raises(CheckpointError, match="different run"):
+        surface.fit(P, checkpoint_dir=tmp_path / "ck", resume=True,
+                    options=SurfaceOptions(min_gain=-50.0), **FAST)
 
 
 def test_block_solve_is_the_cvr_solution():
@@ -113,7 +119,8 @@ def test_local_weights_are_a_partition_of_unity():
     lev = LocalLevel(0.1, [0.0, 0.0, 0.0], 0.3, nb, np.zeros(126, np.int64),
                      np.zeros((0, 3)), [], np.ones(125))
     Q = np.random.default_rng(1).uniform(0.0, 1.2, (1000, 3))
-    np.testing.assert_allclose(lev.add_to(Q, np.zeros(len(Q))), 1.0, atol=1e-12)
+    np.testing.assert_allclose(lev.add_to(Q, np.zeros(len(Q)), SurfaceOptions()), 1.0,
+                               atol=1e-12)
 
 
 def test_local_level_on_grid_nodes_is_its_value_there():
@@ -122,20 +129,19 @@ def test_local_level_on_grid_nodes_is_its_value_there():
     lev = model.levels[-1]
     lo, step = np.array([-0.4, -0.4, -0.4]), 0.004
     idx = np.random.default_rng(1).integers(0, 200, (20000, 3))
-    want = lev.add_to(lo + step * idx, np.zeros(len(idx)))
+    want = lev.add_to(lo + step * idx, np.zeros(len(idx)), model.options)
     assert (want != 0).mean() > 0.3
     got = lev.add_grid(idx, lo, step, np.zeros(len(idx)))
     np.testing.assert_allclose(got, want, atol=1e-6 * np.abs(want).max())
 
 
-def test_a_level_that_does_not_help_is_dropped(monkeypatch):
+def test_a_level_that_does_not_help_is_dropped():
     """A level that cuts the held-out points' mean |1 - f| by less than
-    MIN_GAIN (here 90%: the sphere's second level cuts about 60%) is
+    min_gain (here 90%: the sphere's second level cuts about 60%) is
     dropped, and the finer ones; the ones kept are in params["used"]."""
-    monkeypatch.setattr(surface, "MIN_GAIN", 0.9)
     said = []
     model = surface.fit(sphere(4000, seed=6), scales=(0.3, 0.1, 0.03), log=said.append,
-                        max_rows=1000)
+                        max_rows=1000, options=SurfaceOptions(min_gain=0.9))
     assert any("level sigma 0.1: " in s and "dropped" in s for s in said), said
     assert len(model.levels) == 1 and model.params["used"] == [0.3]
 
@@ -161,6 +167,14 @@ def test_a_mesh_far_from_the_points_is_refused():
     assert surface.check_near(model, model.normalise(V), Z, step) is None
     far = surface.check_near(model, model.normalise(V * 1.3), Z, step)
     assert far is not None and "far from the points" in far
+    # the mesh takes the options the fit used, unless told otherwise
+    assert surface.check_near(model, model.normalise(V * 1.3), Z, step,
+                              {"far_steps": 1e3}) is None
+    model.options = model.options.but(far_steps=0.0, far_noise=0.0)   # every point far
+    with pytest.raises(surface.FarMeshError, match="far from the points"):
+        surface.mesh(model, P, grid=32)
+    V2, _ = surface.mesh(model, P, grid=32, options={"far_steps": 4.0, "far_noise": 4.0})
+    np.testing.assert_array_equal(V2, V)
 
 
 def _xyz(path, P):
@@ -188,18 +202,44 @@ def test_cli_writes_mesh_and_png(tmp_path):
     assert (tmp_path / "s.ply").read_bytes() == before
 
 
-def test_cli_refuses_a_far_mesh_unless_kept(tmp_path, monkeypatch):
+def test_cli_refuses_a_far_mesh_unless_kept(tmp_path):
     # every point counts as far (no tolerance): the mesh is refused, exit 1,
     # nothing written; --keep-far writes it
-    monkeypatch.setattr(surface, "FAR_STEPS", 0.0)
-    monkeypatch.setattr(surface, "FAR_NOISE", 0.0)
     pts = _xyz(tmp_path / "s.xyz", sphere(600))
-    opts = ["--scales", "0.3,0.1", "--grid", "24", "-q"]
+    opts = ["--scales", "0.3,0.1", "--grid", "24", "-q", "--option", "far_steps=0",
+            "--option", "far_noise=0"]
     one_line_error(inproc("surface", pts, "-o", tmp_path / "m.ply", *opts), "surface",
                    "far from the points")
     assert not (tmp_path / "m.ply").exists()
     assert inproc("surface", pts, "-o", tmp_path / "m.ply", "--keep-far", *opts).returncode == 0
     assert (tmp_path / "m.ply").exists()
+
+
+def test_cli_option_reaches_the_fit(tmp_path, monkeypatch):
+    """``--option NAME=VALUE`` (repeatable) gives the fit those
+    SurfaceOptions; a bad name or value is one line, exit 1, before any
+    work."""
+    pts = _xyz(tmp_path / "s.xyz", sphere(200))
+    got = []
+
+    def fit(P, **kw):
+        got.append(kw)
+        raise ValueError("stopped after the options")
+    monkeypatch.setattr(surface, "fit", fit)
+    one_line_error(inproc("surface", pts, "-o", tmp_path / "m.ply", "-q", "--option",
+                          "min_gain=0.5", "--option", "far-steps=8"), "surface", "stopped")
+    assert got[-1]["options"] == SurfaceOptions(min_gain=0.5, far_steps=8.0)
+    one_line_error(inproc("surface", pts, "-o", tmp_path / "m.ply", "-q"), "surface",
+                   "stopped")
+    assert "options" not in got[-1]         # none given: the library's defaults
+    n = len(got)
+    for bad, phrase in [("min_gian=0.5", "unknown option 'min_gian' .*min_gain"),
+                        ("min_gain=x", "min_gain=x: not a number"),
+                        ("min_gain", "expected NAME=VALUE"),
+                        ("max_far=2", "max_far=2.0: must be <= 1")]:
+        one_line_error(inproc("surface", pts, "-o", tmp_path / "m.ply", "-q", "--option", bad),
+                       "surface", phrase)
+    assert len(got) == n and not (tmp_path / "m.ply").exists()
 
 
 def test_cli_refusals(tmp_path):

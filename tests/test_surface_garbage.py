@@ -14,6 +14,7 @@ from plyfile import PlyData, PlyElement
 from conftest import inproc, one_line_error
 from streamcvm.apps import surface
 from streamcvm.apps.meshio import read_points
+from streamcvm.options import SurfaceOptions
 
 FAST = dict(scales=(0.3, 0.1), max_rows=2000)
 TOL = 0.01                 # vertex distance to the true sphere, in radii
@@ -65,7 +66,8 @@ def test_default_grid_follows_the_spacing(monkeypatch):
     sparse = surface.fit(sphere(600), **FAST)
     lo, hi = surface.mesh_box(sparse, sphere(600))
     n = surface.default_grid(sparse, lo, hi)
-    assert surface.MIN_GRID <= n < surface.GRID
+    defaults = SurfaceOptions()
+    assert defaults.min_grid <= n < defaults.grid
     # and mesh uses it when no grid is given
     used, grid_values = [], surface.grid_values
     monkeypatch.setattr(surface, "grid_values",
@@ -74,9 +76,13 @@ def test_default_grid_follows_the_spacing(monkeypatch):
     surface.mesh(sparse, sphere(600))
     assert used == [n]
     dense = surface.SurfaceModel(np.zeros(3), 1.0, [], {"spacing": 1e-4})
-    assert surface.default_grid(dense, lo, hi) == surface.GRID
+    assert surface.default_grid(dense, lo, hi) == defaults.grid
     assert surface.default_grid(surface.SurfaceModel(np.zeros(3), 1.0, []), lo, hi) == \
-        surface.GRID
+        defaults.grid
+    # the options' grid bounds, the model's unless told otherwise
+    assert surface.default_grid(dense, lo, hi, {"grid": 100}) == 100
+    assert surface.default_grid(surface.SurfaceModel(np.zeros(3), 1.0, [], {"spacing": 1e-4},
+                                                     {"grid": 64}), lo, hi) == 64
 
 
 def test_a_grid_finer_than_the_points_still_meshes():

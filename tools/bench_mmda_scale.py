@@ -37,9 +37,10 @@ The memory claim checked: the peak RSS of the 1M-row fit is within 10% of
 the 100K-row fit's (RAM independent of n).
 
 ``--routes auto memory sampled`` also fits each size with the solver's route
-forced (``MMDASolver.MEMORY_ROWS`` set out of reach or to 0 in the child):
-the compiled in-memory loop, where the pool holds the whole store (at most 8
-chunks), or the sampled one. How ``MEMORY_ROWS`` was chosen.
+forced (the option ``mmda_memory_rows`` set out of reach or to 0): the
+compiled in-memory loop, where the pool holds the whole store (at most
+``pool_chunks`` chunks), or the sampled one. How ``mmda_memory_rows`` was
+chosen.
 
 Usage::
 
@@ -75,17 +76,18 @@ def child_mmda(spec):
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import LinearSVC
     from streamcvm import MMDATransformer, open_store
-    from streamcvm.solvers.mmda import MMDASolver
     route = spec.get("route", "auto")
-    if route != "auto":         # forced before the warm-up, which then compiles that route
-        MMDASolver.MEMORY_ROWS = 1 << 62 if route == "memory" else 0
+    # forced from the warm-up on, which then compiles that route
+    opts = None if route == "auto" else \
+        {"mmda_memory_rows": 1 << 62 if route == "memory" else 0,
+         "mmda_memory_mb": 1 << 40 if route == "memory" else 0}
     warm = spec["warm"]
-    w = MMDATransformer(n_components=spec["k"]).fit(warm)
+    w = MMDATransformer(n_components=spec["k"], options=opts).fit(warm)
     w.transform(warm)
     rss0 = B.peak_rss_bytes()
     store = open_store(spec["store"])
     t = time.perf_counter()
-    m = MMDATransformer(n_components=spec["k"]).fit(store)
+    m = MMDATransformer(n_components=spec["k"], options=opts).fit(store)
     fit_s = time.perf_counter() - t
     rss_fit = B.peak_rss_bytes()
     out_path = spec["out"]

@@ -221,7 +221,8 @@ def child_reference(spec):
             # 1 / the mean squared distance between rows (5,000 rows, seed 0):
             # streamcvm's gamma="auto" before its own choice of x1 or x2
             from streamcvm.estimators.base import resolve_gamma
-            gamma = resolve_gamma("auto", open_store(spec["train"]))
+            from streamcvm.options import Options
+            gamma = resolve_gamma("auto", open_store(spec["train"]), Options())
         out["gamma_used"] = float(gamma)
         block = None
         if spec["method"] == "svr":

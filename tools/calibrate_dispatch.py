@@ -83,7 +83,8 @@ def exact_cost(X, y, gamma, tasks, passes=60, warm=200):
     levels = np.array(MEBSolver(Kernel("rbf", gamma=gamma), X.shape[1], sp.issparse(X), C=1.0,
                                 b=1.0, method="bvm", eps="auto").levels())
     e, ef = np.zeros(0, np.int64), np.zeros(0, np.float32)
-    if sp.issparse(X) and not dense_columns(X):
+    from streamcvm.options import Options
+    if sp.issparse(X) and not dense_columns(X, Options()):
         XT = np.zeros((X.shape[1], 0), np.float32)
         Xc = X.tocsc()
         args = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data,

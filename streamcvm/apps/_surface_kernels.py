@@ -97,9 +97,6 @@ def solve_blocks(X, t, ptr, gamma, ic0, two_over_C, C, tol, max_iter, coef, inte
                                     coef[a:e])
 
 
-CUT = 16.0      # exp(-16) = 1.1e-7: a support vector further than 5.7 widths adds nothing
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _weight(f):
     """The partition of unity's weight of the node below a coordinate at
@@ -109,15 +106,16 @@ def _weight(f):
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def local_values(Q, origin, L, node_block, bptr, sv, coef, intercept, gamma, out):
+def local_values(Q, origin, L, node_block, bptr, sv, coef, intercept, gamma, cut, out):
     """Adds a local level's value at points ``Q`` [n, 3] to ``out``: the
     blend, by a C1 partition of unity over the nodes ``origin + L * (i, j,
     k)``, of the 8 surrounding nodes' block expansions (``node_block``: the
     block of each node, -1 none; block b's support vectors ``bptr[b] :
     bptr[b + 1]`` of ``sv``, ``coef``; its ``intercept[b]``). Kernel values
-    below exp(-CUT) are skipped."""
+    below exp(-``cut``) are skipped (``SurfaceOptions.cut``: 16, exp(-16) = 1.1e-7,
+    a support vector further than 5.7 widths adds nothing)."""
     nx, ny, nz = node_block.shape
-    cut = CUT / gamma
+    reach = cut / gamma
     for i in prange(Q.shape[0]):
         u0 = (Q[i, 0] - origin[0]) / L
         u1 = (Q[i, 1] - origin[1]) / L
@@ -148,7 +146,7 @@ def local_values(Q, origin, L, node_block, bptr, sv, coef, intercept, gamma, out
                         for k in range(3):
                             v = Q[i, k] - sv[p, k]
                             d += v * v
-                        if d < cut:
+                        if d < reach:
                             s += coef[p] * np.exp(-gamma * d)
                     acc += wb * (w2 if c == 0 else 1.0 - w2) * s
         out[i] += acc

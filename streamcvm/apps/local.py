@@ -3,7 +3,7 @@ of unity (:mod:`streamcvm.apps.surface`).
 
 A Gaussian of width sigma fixes f only within a few sigma, so a fine level
 need not be one machine over every row: the space is cut by a grid of nodes
-``L = BLOCK_SIGMAS x sigma`` apart, and each node's block is an L2-SVR
+``L = block_sigmas x sigma`` apart, and each node's block is an L2-SVR
 (the cvr paper's QP, :class:`~streamcvm.solvers.points.SignedPoints`) over
 at most ``cap`` rows drawn from its support, the 2L cube around it. The
 level's value is the blend of the 8 nodes around a point with C1 weights
@@ -19,12 +19,6 @@ Time and memory grow with the blocks, that is with the surface's area over
 sigma^2, not with the points.
 """
 import numpy as np
-
-BLOCK_SIGMAS = 3.0      # node spacing, in kernel widths
-MIN_ROWS = 24           # a node with fewer rows in its support gets no block
-TOL = 3e-2              # SMO's stop, in units of the block's largest |target|
-ON_SHARE = 0.6         # of a block's rows, at most, the points' (the rest off-surface)
-MAX_ITER = 200_000      # SMO iterations per block, at most
 
 
 class LocalLevel:
@@ -54,12 +48,14 @@ class LocalLevel:
     def n_blocks(self):
         return len(self.intercept)
 
-    def add_to(self, Z, out):
-        """out += this level at points ``Z`` [n, 3] (normalised coordinates)."""
+    def add_to(self, Z, out, opts):
+        """out += this level at points ``Z`` [n, 3] (normalised coordinates);
+        support vectors further than ``opts.cut`` (a
+        :class:`~streamcvm.options.SurfaceOptions`) in gamma d^2 skipped."""
         from ._surface_kernels import local_values
         local_values(np.ascontiguousarray(Z, np.float64), self.origin, self.L,
                      self.node_block, self.bptr, self.sv, self.coef, self.intercept,
-                     self.gamma, out)
+                     self.gamma, float(opts.cut), out)
         return out
 
     def add_grid(self, idx, lo, step, out):
@@ -101,15 +97,19 @@ def _cells(X, origin, L):
     return np.floor((X - origin) / L).astype(np.int64)
 
 
-def fit_local(X, residual, sigma, *, c_per_row, mu, cap, seed, lo, hi, on=0):
+def fit_local(X, residual, sigma, *, c_per_row, mu, cap, seed, lo, hi, opts, on=0):
     """A :class:`LocalLevel` of width ``sigma`` fitted to the rows ``X``
     [m, 3] (float64): ``residual(rows)`` gives the targets of the row
     indices asked for (what the coarser levels left). Nodes cover the box
-    [lo, hi] grown by a node spacing; each node's block fits at most ``cap``
-    rows of its support, drawn with ``seed``: up to ``ON_SHARE`` of them
-    from the first ``on`` rows (the points), the rest from the others."""
+    [lo, hi] grown by a node spacing (``opts.block_sigmas`` widths; ``opts``
+    a :class:`~streamcvm.options.SurfaceOptions`); each node with at least
+    ``opts.block_min_rows`` rows in its support gets a block, which fits at
+    most ``cap`` of them, drawn with ``seed``: up to ``opts.block_on_share``
+    of them from the first ``on`` rows (the points), the rest from the
+    others; its SMO stops at ``opts.block_tol`` (in units of the largest
+    |target|) or after ``opts.block_max_iter`` steps."""
     from ._surface_kernels import solve_blocks
-    L = BLOCK_SIGMAS * sigma
+    L = opts.block_sigmas * sigma
     origin = np.asarray(lo, np.float64) - L
     shape = tuple(int(v) for v in np.floor((np.asarray(hi) - origin) / L).astype(np.int64) + 3)
     cell = _cells(X, origin, L)
@@ -133,14 +133,14 @@ def fit_local(X, residual, sigma, *, c_per_row, mu, cap, seed, lo, hi, on=0):
                     if p < len(uniq) and uniq[p] == k:
                         sel.append(order[first[p]:ends[p]])
         n = sum(len(s) for s in sel)
-        if n < MIN_ROWS:
+        if n < opts.block_min_rows:
             continue
         sel = np.concatenate(sel)
         if n > cap:
             # the points first (they place the level set), off-surface rows
             # for the rest (the slope needs fewer)
             pts, off = sel[sel < on], sel[sel >= on]
-            k = min(len(pts), int(ON_SHARE * cap))
+            k = min(len(pts), int(opts.block_on_share * cap))
             sel = np.concatenate([rng.choice(pts, k, replace=False),
                                   rng.choice(off, min(len(off), cap - k), replace=False)])
         nodes.append(nd)
@@ -163,7 +163,8 @@ def fit_local(X, residual, sigma, *, c_per_row, mu, cap, seed, lo, hi, on=0):
     # ridge mu rows / C at that size (mu / c_per_row) in every block
     C = c_per_row * float(np.median(np.diff(ptr)))
     solve_blocks(np.ascontiguousarray(X[rows], np.float64), t / a, ptr, 0.5 / sigma ** 2,
-                 mu / c_per_row, 2.0 / C, C, TOL * 2.0 / C, MAX_ITER, coef, intercept)
+                 mu / c_per_row, 2.0 / C, C, opts.block_tol * 2.0 / C, opts.block_max_iter,
+                 coef, intercept)
     keep = coef != 0.0
     counts = np.add.reduceat(keep.astype(np.int64), ptr[:-1]) if len(rows) else []
     bptr = np.zeros(len(parts) + 1, np.int64)

@@ -3,35 +3,32 @@
 The normals are local PCA over a neighbourhood sized to the scan's noise
 (:func:`neighbourhood`), signed along a minimum spanning tree; the training
 rows are the points (target 1) and a row each side along the normal.
+Their settings (``neighbours`` ... ``block``) are fields of
+:class:`~streamcvm.options.SurfaceOptions`, passed down as ``opts``.
 """
 import numpy as np
 
-NEIGHBOURS = 16                 # the smallest neighbourhood of a normal
-LARGEST = 128                   # the largest, for noisy scans
-FLATNESS = 0.1                  # a neighbourhood's thickness over its radius, at most
-OFFSET = 0.01                   # off-surface rows at this distance (box diagonals) ...
-STEP = 0.5                      # ... with targets 1 -+ STEP (outside / inside)
-NOISE_OFFSETS = 3.0             # ... or at this many noise widths, if further
-BLOCK = 65536                   # rows per block of neighbour work
+from ..options import SurfaceOptions, resolve
 
 
-def neighbourhood(Z, tree=None, sample=4000, seed=0):
-    """(k, spacing, noise, flat) of points ``Z`` [n, 3]: ``k`` the smallest of 16,
-    32, 64, 128 neighbours whose PCA thickness (sqrt of the smallest
-    eigenvalue) is at most ``FLATNESS`` of the neighbourhood's radius at
-    the median over ``sample`` points (a clean scan's curvature passes at
-    16; noise of width s needs a radius of ~10 s); ``spacing`` the median
-    distance to the 16th neighbour; ``noise`` the median thickness at k
+def neighbourhood(Z, tree=None, sample=4000, seed=0, *, opts):
+    """(k, spacing, noise, flat) of points ``Z`` [n, 3]: ``k`` the smallest of
+    ``opts.neighbours`` (16), 32, 64, ``opts.largest`` (128) neighbours whose
+    PCA thickness (sqrt of the smallest eigenvalue) is at most
+    ``opts.flatness`` of the neighbourhood's radius at the median over
+    ``sample`` points (a clean scan's curvature passes at 16; noise of width
+    s needs a radius of ~10 s); ``spacing`` the median distance to the
+    ``opts.neighbours``-th neighbour; ``noise`` the median thickness at k
     (the scan's noise along the normal, or its curvature's if clean);
-    ``flat`` False when even 128 neighbours are thicker than that (their
-    radius is then too small for the noise, which is underestimated)."""
+    ``flat`` False when even the largest neighbourhood is thicker than that
+    (its radius is then too small for the noise, which is underestimated)."""
     from scipy.spatial import cKDTree
     tree = cKDTree(Z) if tree is None else tree
     n = len(Z)
     rng = np.random.default_rng(seed)
     S = Z[rng.choice(n, min(sample, n), replace=False)]
     spacing = noise = None
-    for k in (NEIGHBOURS, 32, 64, LARGEST):
+    for k in (opts.neighbours, 32, 64, opts.largest):
         kk = min(k, n)
         d, idx = tree.query(S, kk, workers=-1)
         nb = Z[idx].astype(np.float64)
@@ -41,15 +38,17 @@ def neighbourhood(Z, tree=None, sample=4000, seed=0):
         if spacing is None:
             spacing = float(np.median(d[:, -1]))
         noise = float(np.median(thick))
-        if np.median(thick / np.maximum(d[:, -1], 1e-30)) <= FLATNESS or kk == n:
+        if np.median(thick / np.maximum(d[:, -1], 1e-30)) <= opts.flatness or kk == n:
             return kk, spacing, noise, True
     return kk, spacing, noise, False
 
 
-def normals(Z, k=None, tree=None):
+def normals(Z, k=None, tree=None, options=None):
     """Unit normals of points ``Z`` [n, 3], consistently signed and pointing
     outwards: the smallest principal axis of each point's ``k`` nearest
-    neighbours; the signs carried along a minimum spanning tree of the
+    neighbours (None: :func:`neighbourhood`'s; ``options``: a
+    :class:`~streamcvm.options.SurfaceOptions`, a dict of its fields, or
+    None for the defaults); the signs carried along a minimum spanning tree of the
     neighbour graph whose edge weights prefer neighbours with parallel
     normals *beside* each other (a neighbour across a thin part lies along
     the normal, and copying its sign would turn one side inside out); the
@@ -57,13 +56,14 @@ def normals(Z, k=None, tree=None):
     import scipy.sparse as sp
     from scipy.sparse.csgraph import minimum_spanning_tree
     from scipy.spatial import cKDTree
+    opts = resolve(options, SurfaceOptions)
     n = len(Z)
     tree = cKDTree(Z) if tree is None else tree
-    k = int(min(neighbourhood(Z, tree)[0] if k is None else k, n))
+    k = int(min(neighbourhood(Z, tree, opts=opts)[0] if k is None else k, n))
     N = np.empty((n, 3))
     kg = min(8, k)              # the orientation graph: fewer edges, same tree
     rows, cols, wts = [], [], []
-    blk = max(1024, BLOCK * NEIGHBOURS // k)
+    blk = max(1024, opts.block * opts.neighbours // k)
     for a in range(0, n, blk):
         idx = tree.query(Z[a:a + blk], k, workers=-1)[1]
         nb = Z[idx].astype(np.float64)
@@ -72,8 +72,8 @@ def normals(Z, k=None, tree=None):
         rows.append(np.repeat(np.arange(a, a + len(idx), dtype=np.int32), kg - 1))
         cols.append(idx[:, 1:kg].ravel().astype(np.int32))
     rows, cols = np.concatenate(rows), np.concatenate(cols)
-    for a in range(0, len(rows), BLOCK * 8):
-        r, c = rows[a:a + BLOCK * 8], cols[a:a + BLOCK * 8]
+    for a in range(0, len(rows), opts.block * 8):
+        r, c = rows[a:a + opts.block * 8], cols[a:a + opts.block * 8]
         u = Z[c].astype(np.float64) - Z[r]
         u /= np.maximum(np.linalg.norm(u, axis=1), 1e-30)[:, None]
         wts.append(1.0 - np.abs(np.einsum("ij,ij->i", N[r], N[c]))
@@ -90,7 +90,7 @@ def normals(Z, k=None, tree=None):
     return N * sign[:, None]
 
 
-def training_rows(Z, N, offset=OFFSET, step=STEP, tree=None):
+def training_rows(Z, N, offset, step, tree=None):
     """(rows [m, 3] float32, targets [m]): the points with target 1 and, for
     each, rows at +-``offset`` along its normal with targets 1 -+ ``step``
     (scaled with the distance when a row moves closer: when the surface

@@ -7,6 +7,14 @@ inside along the normals (:mod:`.normals`), at widths coarse to fine, each
 level fitting the residuals of the levels before it; the surface is the
 level set f = 1 of their sum, meshed by marching cubes.
 
+The settings named here (``step``, ``max_rows``, ``max_points``,
+``grid_per_spacing`` ...) are the fields of
+:class:`~streamcvm.options.SurfaceOptions`: :func:`fit`, :func:`mesh` and
+:func:`reconstruct` take them as ``options=`` (a SurfaceOptions, or a dict
+of the fields to change) and pass them down with the call; the fitted
+:class:`SurfaceModel` keeps them, so that :func:`mesh` uses the options the
+fit used unless told otherwise.
+
 - **The first level** is one L2-SVR over ``max_rows`` rows drawn at
   random, trained by the CVM (``train_regressor``): it fixes f far from
   the points, where holes in a scan are bridged.
@@ -15,18 +23,19 @@ level set f = 1 of their sum, meshed by marching cubes.
   blocks of a grid of nodes, blended by a partition of unity. Their cost
   grows with the surface's area over sigma^2, not with the points.
 - **Levels finer than the scan** are replaced by the finest it resolves: a
-  width below half the points' spacing (median distance to the 16th
-  neighbour) or 10 times their noise (the PCA thickness,
-  :func:`.normals.neighbourhood`) would fit holes or noise.
+  width below ``spacings`` (half) the points' spacing (median distance to
+  the 16th neighbour) or ``noise_widths`` (10) times their noise (the PCA
+  thickness, :func:`.normals.neighbourhood`) would fit holes or noise.
 - **A scan of more than ``max_points`` points** is fitted as the means of
   its points in small cells (:func:`voxel_means`): the noise of a mean of k
   points is 1/sqrt(k) of theirs, and the cost stays fixed. A local level
   that does not help on held-out points is dropped, with the finer ones.
 - **Far outliers** (:func:`inliers`) are dropped, with a note: points
-  beyond the box of the central 96% of the points (per axis) grown by its
-  longest side would otherwise set the box, the scale and the grid.
-- **The grid** follows the points: by default ``GRID_PER_SPACING`` steps
-  per point spacing, ``MIN_GRID`` to ``GRID`` along the longest side; a grid
+  beyond the box of the central 96% of the points (per axis,
+  ``outlier_quantile``) grown by its longest side (``outlier_reach``) would
+  otherwise set the box, the scale and the grid.
+- **The grid** follows the points: by default ``grid_per_spacing`` steps
+  per point spacing, ``min_grid`` to ``grid`` along the longest side; a grid
   that cannot fit in the memory available is refused (:func:`check_grid`).
 - **Coordinates** stay float64 until they are centred and scaled (a scan
   far from the origin keeps its precision); the mesh's vertices come back
@@ -43,39 +52,11 @@ import time
 
 import numpy as np
 
+from ..options import SurfaceOptions, resolve
+from .grid import check_grid, default_grid, grid_axes, inliers, model_options, points_box
 from .local import LocalLevel, fit_local
-from .normals import BLOCK, NEIGHBOURS, NOISE_OFFSETS, OFFSET, STEP, neighbourhood, normals, \
-    training_rows
+from .normals import neighbourhood, normals, training_rows
 
-SCALES = (0.2, 0.06, 0.02, 0.01)    # kernel widths sigma, in units of the box diagonal
-MU = 0.1                        # the first level's mean slack (CVR's mu)
-LOCAL_MU = 0.3                  # the local levels'
-C_PER_ROW = 5.0                 # C = 5 x rows fitted, as CVMRegressor's C="auto"
-EPS = 1e-6                      # the first level's CVM eps: below 2 / (10 x MAX_ROWS)
-MAX_ROWS = 4000                 # rows the first level is fitted on
-CAP = 150                       # rows a local block is fitted on, at most, ...
-CAP_WIDTH = 0.02                # ... up to 4x more on a scan whose finest width (10 noise
-                                # widths) is wider than this: they average the noise
-MAX_POINTS = 100_000            # points the normals and rows come from, at most (means of
-                                # the points in small cells on a larger scan)
-NOISE_WIDTHS = 10.0             # no level narrower than this many noise widths ...
-SPACINGS = 0.5                  # ... or this many point spacings
-PROJECT = 2                     # Newton steps of the mesh's vertices onto f = 1
-BAND = 2                        # grid steps around the points where f is evaluated exactly
-FAR_STEPS = 4.0                 # a point further than this many grid steps ...
-FAR_NOISE = 4.0                 # ... and noise widths from the mesh is far;
-MAX_FAR = 0.05                  # a mesh with more than this share of far points is refused
-HELD = 0.05                     # of the points, held out to judge each local level ...
-MIN_HELD = 200                  # ... (at least this many, or a tenth) ...
-MIN_GAIN = 0.05                 # ... which must cut their mean |1 - f| by this share
-THIN = 4                        # a scan too noisy for its normals takes them from 1 point
-MIN_THINNED = 5000              # in THIN, while this many are left
-MIN_POINTS = 2 * NEIGHBOURS     # fewer cannot give a mesh (each normal needs its neighbours)
-FLAT = 1e-6                     # spread across / along below this: points on a plane
-
-
-from .grid import (GRID, GRID_BYTES, GRID_PER_SPACING, MIN_GRID, OUTLIER_QUANTILE,  # noqa: F401
-                   OUTLIER_REACH, check_grid, default_grid, grid_axes, inliers, points_box)
 
 class FarMeshError(ValueError):
     """The mesh lies far from the points (:func:`check_near`)."""
@@ -85,14 +66,18 @@ class SurfaceModel:
     """The fitted multi-scale function on points mapped by ``(x - center) /
     scale``: ``levels``, the first a (Kernel, Machine), the others
     :class:`~.local.LocalLevel`. ``f(X)`` is their sum; the surface is
-    f = 1. ``params`` holds the options and what the points set (the
-    scales used, the noise and spacing found)."""
+    f = 1. ``params`` holds the fit's arguments and what the points set (the
+    scales used, the noise and spacing found); ``options`` the
+    :class:`~streamcvm.options.SurfaceOptions` it was fitted with (a dict
+    of fields or None: the defaults), which :func:`mesh` and ``f`` use
+    unless told otherwise."""
 
-    def __init__(self, center, scale, levels, params=None):
+    def __init__(self, center, scale, levels, params=None, options=None):
         self.center = np.asarray(center, np.float64)
         self.scale = float(scale)
         self.levels = levels
         self.params = dict(params or {})
+        self.options = resolve(options, SurfaceOptions)
 
     def normalise(self, X):
         return (np.asarray(X, np.float64) - self.center) / self.scale
@@ -101,17 +86,20 @@ class SurfaceModel:
         """f at points ``X`` (original coordinates)."""
         return self.f_normalised(self.normalise(X), n_jobs=n_jobs)
 
-    def f_normalised(self, Z, n_jobs=1, levels=None):
-        """f at normalised points ``Z`` (``levels``: only these of them)."""
+    def f_normalised(self, Z, n_jobs=1, levels=None, opts=None):
+        """f at normalised points ``Z`` (``levels``: only these of them;
+        ``opts``: a SurfaceOptions, None the model's)."""
+        opts = self.options if opts is None else opts
+        block = opts.block
         Z = np.ascontiguousarray(Z, np.float64)
         out = np.zeros(len(Z))
         for lev in self.levels if levels is None else levels:
             if isinstance(lev, LocalLevel):
-                lev.add_to(Z, out)
+                lev.add_to(Z, out, opts)
                 continue
             k, m = lev
-            for a in range(0, len(Z), BLOCK):
-                out[a:a + BLOCK] += m.decision(k, Z[a:a + BLOCK].astype(np.float32),
+            for a in range(0, len(Z), block):
+                out[a:a + block] += m.decision(k, Z[a:a + block].astype(np.float32),
                                                n_jobs=n_jobs)
         return out
 
@@ -121,44 +109,48 @@ class SurfaceModel:
                    for lev in self.levels)
 
 
-def check_points(points):
+def check_points(points, options=None):
     """``points`` as float64 ``[n, 3]``, or a one-line ValueError when no
-    surface can come of them: another shape, fewer than ``MIN_POINTS``,
-    NaN or infinite coordinates, all equal, or spread in fewer than three
-    dimensions (on a plane or a line, or a few far outliers dwarf the rest:
-    the smallest singular value of the centred points, on a subsample of at
-    most ~100,000, under ``FLAT`` times the largest)."""
+    surface can come of them: another shape, fewer than twice
+    ``neighbours`` (``options``' field), NaN or infinite coordinates, all
+    equal, or spread in fewer than three dimensions (on a plane or a line,
+    or a few far outliers dwarf the rest: the smallest singular value of the
+    centred points, on a subsample of at most ~100,000, under ``flat``
+    times the largest)."""
+    opts = resolve(options, SurfaceOptions)
+    min_points = 2 * opts.neighbours    # fewer: no mesh (each normal needs its neighbours)
     P = np.asarray(points, np.float64)
     if P.ndim != 2 or P.shape[1] != 3:
         raise ValueError(f"a surface needs points of 3 coordinates, got shape {P.shape}")
-    if len(P) < MIN_POINTS:
-        raise ValueError(f"a surface needs at least {MIN_POINTS} points (each normal is "
-                         f"fitted to its {NEIGHBOURS} nearest neighbours), got {len(P)}")
+    if len(P) < min_points:
+        raise ValueError(f"a surface needs at least {min_points} points (each normal is "
+                         f"fitted to its {opts.neighbours} nearest neighbours), got {len(P)}")
     if not np.isfinite(P).all():
         raise ValueError("the points hold NaN or infinite coordinates")
     if not np.linalg.norm(P.max(0) - P.min(0)) > 0:
         raise ValueError("the points are all equal: no surface")
     S = P[:: max(1, len(P) // 100_000)]
     spread = np.linalg.svd(S - S.mean(0), compute_uv=False)
-    if spread[2] <= FLAT * spread[0]:
+    if spread[2] <= opts.flat * spread[0]:
         raise ValueError(f"the points lie on a plane or a line, or a few far outliers dwarf "
                          f"the rest (spread {spread[2]:.3g} across against {spread[0]:.3g} "
                          f"along): a closed surface needs points spread in three dimensions")
     return P
 
 
-def _kept(P, say=None):
-    """``P`` without its far outliers (:func:`inliers`), saying how many
-    were dropped."""
-    keep = inliers(P)
+def _kept(P, opts, say=None):
+    """``P`` without its far outliers (:func:`inliers` with ``opts``), saying
+    how many were dropped."""
+    keep = inliers(P, opts)
     if keep.all():
         return P
     n = int(len(P) - np.count_nonzero(keep))
     if say is not None:
         say(f"{n:,} far outlier{'s' if n > 1 else ''} dropped ({100 * n / len(P):.2g}% of "
-            f"the points, beyond the box of the central {100 * (1 - 2 * OUTLIER_QUANTILE):g}% "
-            f"grown by {OUTLIER_REACH:g} of its longest side)")
-    return check_points(P[keep])
+            f"the points, beyond the box of the central "
+            f"{100 * (1 - 2 * opts.outlier_quantile):g}% grown by {opts.outlier_reach:g} of "
+            f"its longest side)")
+    return check_points(P[keep], opts)
 
 
 def _params(scales, mu, local_mu, c_per_row, eps, step, max_rows, cap, max_points, seed):
@@ -180,44 +172,62 @@ def _sample(n, most, seed):
     return np.sort(np.random.default_rng([seed, 7]).choice(n, most, replace=False))
 
 
-def voxel_means(model, P, most):
+def voxel_means(model, P, most, opts):
     """About ``most`` points standing for ``P`` (normalised): the means of
-    the points in each cell of a grid sized for that many cells. A mean of
-    k points has 1/sqrt(k) of their noise, and the cells are far smaller
-    than the finest width, so every point's information is kept."""
+    the points in each cell of a grid sized for that many cells
+    (``opts.block`` x 16 points at a time). A mean of k points has 1/sqrt(k)
+    of their noise, and the cells are far smaller than the finest width, so
+    every point's information is kept."""
+    chunk = opts.block * 16
     h = 0.002
     for _ in range(2):
         keys = np.empty(len(P), np.int64)
-        for a in range(0, len(P), BLOCK * 16):
-            c = np.floor((model.normalise(P[a:a + BLOCK * 16]) + 1.0) / h).astype(np.int64)
-            keys[a:a + BLOCK * 16] = (c[:, 0] * 1_000_003 + c[:, 1]) * 1_000_003 + c[:, 2]
+        for a in range(0, len(P), chunk):
+            c = np.floor((model.normalise(P[a:a + chunk]) + 1.0) / h).astype(np.int64)
+            keys[a:a + chunk] = (c[:, 0] * 1_000_003 + c[:, 1]) * 1_000_003 + c[:, 2]
         uniq, inv = np.unique(keys, return_inverse=True)
         del keys
         if len(uniq) <= most:
             break
         h *= np.sqrt(len(uniq) / most)
     sums = np.zeros((len(uniq), 3))
-    for a in range(0, len(P), BLOCK * 16):
-        z = model.normalise(P[a:a + BLOCK * 16])
+    for a in range(0, len(P), chunk):
+        z = model.normalise(P[a:a + chunk])
         for k in range(3):
-            sums[:, k] += np.bincount(inv[a:a + BLOCK * 16], z[:, k], minlength=len(uniq))
+            sums[:, k] += np.bincount(inv[a:a + chunk], z[:, k], minlength=len(uniq))
     return sums / np.bincount(inv, minlength=len(uniq))[:, None]
 
 
-def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW, eps=EPS,
-        step=STEP, max_rows=MAX_ROWS, cap=CAP, max_points=MAX_POINTS, seed=0, n_jobs=1,
-        checkpoint_dir=None, resume=False, checkpoint_replace=False, log=None, progress=None):
+_FIT_FIELDS = ("scales", "mu", "local_mu", "c_per_row", "eps", "step", "max_rows", "cap",
+               "max_points")        # fit's keywords that are SurfaceOptions fields
+
+
+def _check_scales(scales):
+    scales = tuple(float(v) for v in scales)
+    if len(scales) < 1 or not all(np.isfinite(v) and v > 0 for v in scales):
+        raise ValueError(f"scales must be positive finite widths, got {scales!r}")
+    return scales
+
+
+def fit(points, *, scales=None, mu=None, local_mu=None, c_per_row=None, eps=None, step=None,
+        max_rows=None, cap=None, max_points=None, seed=0, n_jobs=1, checkpoint_dir=None,
+        resume=False, checkpoint_replace=False, log=None, progress=None, options=None):
     """The multi-scale model of ``points`` [n, 3] (see the module).
 
+    ``options``: the settings (a :class:`~streamcvm.options.SurfaceOptions`,
+    a dict of the fields to change, or None: the defaults); the keywords
+    ``scales`` ... ``max_points``, when given, change those fields of it
+    (None: the options'). The model keeps the options (``model.options``).
     ``scales``: the levels' widths, coarse to fine, in box diagonals (those
     finer than the scan are skipped). ``checkpoint_dir``: a snapshot after
     each level; ``resume=True`` continues after the last level in it (the
     same levels come back: each level's sample has its own seed); another
     run's snapshots there are refused, or deleted with
     ``checkpoint_replace=True``. ``log(str)`` gets a line per stage,
-    ``progress(done, total)`` the levels done. Fewer than ``MIN_POINTS``
-    points, points on a plane or a line, or non-finite coordinates or
-    scales are a ValueError."""
+    ``progress(done, total)`` the levels done. Fewer than twice
+    ``options.neighbours`` points, points on a plane or a line, or
+    non-finite coordinates or scales are a ValueError, as options out of
+    range or unknown."""
     from ..problems.checkpoint import Checkpointer, finished_machines
     from ..problems import one_blas_thread
     from ..problems.driver import Solve
@@ -225,46 +235,53 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
     from ..problems.regression import train_regressor
     from ..data.store import as_store
     from scipy.spatial import cKDTree
-    P = check_points(points)
-    scales = tuple(float(v) for v in scales)
-    if len(scales) < 1 or not all(np.isfinite(v) and v > 0 for v in scales):
-        raise ValueError(f"scales must be positive finite widths, got {scales!r}")
-    params = _params(scales, mu, local_mu, c_per_row, eps, step, max_rows, cap, max_points, seed)
+    opts = resolve(options, SurfaceOptions)
+    P = check_points(points, opts)
+    given = {name: v for name, v in zip(_FIT_FIELDS, (scales, mu, local_mu, c_per_row, eps, step,
+                                                      max_rows, cap, max_points))
+             if v is not None}
+    scales = _check_scales(given.get("scales", opts.scales))
+    if given:
+        opts = opts.but(**dict(given, scales=scales))
+    params = _params(scales, opts.mu, opts.local_mu, opts.c_per_row, opts.eps, opts.step,
+                     opts.max_rows, opts.cap, opts.max_points, seed)
     if resume and checkpoint_dir is None:
         raise ValueError("resume=True needs checkpoint_dir")
     say = (lambda s: None) if log is None else log
-    P = _kept(P, say)
+    P = _kept(P, opts, say)
     lo, hi = P.min(0), P.max(0)
     center, scale = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
-    model = SurfaceModel(center, scale, [], params)
+    model = SurfaceModel(center, scale, [], params, opts)
+    max_points, thin_by = opts.max_points, opts.thin
     t = time.perf_counter()
-    Z = model.normalise(P) if len(P) <= max_points else voxel_means(model, P, max_points)
+    Z = model.normalise(P) if len(P) <= max_points else voxel_means(model, P, max_points, opts)
     tree = cKDTree(Z)
-    k, spacing, noise, flat = neighbourhood(Z, tree, seed=seed)
+    k, spacing, noise, flat = neighbourhood(Z, tree, seed=seed, opts=opts)
     Zn, tree_n, thin = Z, tree, 1
-    while not flat and len(Zn) >= THIN * MIN_THINNED:
-        # too noisy for 128 neighbours: the normals from fewer points, whose
-        # neighbourhoods are wider; every point takes its nearest one's
-        Zn = Zn[_sample(len(Zn), len(Zn) // THIN, seed)]
-        thin *= THIN
+    while not flat and len(Zn) >= thin_by * opts.min_thinned:
+        # too noisy for the largest neighbourhood: the normals from fewer
+        # points, whose neighbourhoods are wider; every point takes its
+        # nearest one's
+        Zn = Zn[_sample(len(Zn), len(Zn) // thin_by, seed)]
+        thin *= thin_by
         tree_n = cKDTree(Zn)
-        k, _, noise, flat = neighbourhood(Zn, tree_n, seed=seed)
-    N = normals(Zn, k, tree_n)
+        k, _, noise, flat = neighbourhood(Zn, tree_n, seed=seed, opts=opts)
+    N = normals(Zn, k, tree_n, opts)
     if Zn is not Z:
         N = N[tree_n.query(Z, workers=-1)[1]]
     del Zn, tree_n
-    offset = max(OFFSET, NOISE_OFFSETS * noise)
-    X, T = training_rows(Z, N, offset, step, tree)
+    offset = max(opts.offset, opts.noise_offsets * noise)
+    X, T = training_rows(Z, N, offset, opts.step, tree)
     X = X.astype(np.float64)
     del tree, N
-    finest = max(SPACINGS * spacing, NOISE_WIDTHS * noise)
+    finest = max(opts.spacings * spacing, opts.noise_widths * noise)
     # no level narrower than the scan resolves: those are dropped, and the
     # finest width it does resolve stands in for them
     used = scales[:1] + tuple(s for s in scales[1:] if s >= finest)
     if len(used) < len(scales) and finest < used[-1]:
         used += (finest,)
-    rows_per_block = int(cap * min(4.0, max(1.0, NOISE_WIDTHS * noise / CAP_WIDTH,
-                                            np.sqrt(len(P) / len(Z)))))
+    rows_per_block = int(opts.cap * min(4.0, max(1.0, opts.noise_widths * noise / opts.cap_width,
+                                                 np.sqrt(len(P) / len(Z)))))
     model.params.update(rows_per_block=rows_per_block, used=list(used), spacing=spacing, noise=noise, neighbours=k,
                         offset=offset)
     say(f"{len(P):,} points{f' (as {len(Z):,} cell means)' if len(Z) < len(P) else ''}: spacing "
@@ -275,7 +292,8 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
            if set(used) != set(scales) else ""))
     # held-out points judge each local level (none of their rows is fitted)
     held = np.zeros(len(X), bool)
-    held[_sample(len(Z), max(int(HELD * len(Z)), min(MIN_HELD, len(Z) // 10)), seed + 1)] = True
+    held[_sample(len(Z), max(int(opts.held * len(Z)), min(opts.min_held, len(Z) // 10)),
+                 seed + 1)] = True
     on = np.flatnonzero(held)
     fit_rows = np.flatnonzero(~held)
     Xf = X[fit_rows]
@@ -289,9 +307,13 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
     if checkpoint_dir is not None:
         import hashlib
         digest = hashlib.sha256(np.ascontiguousarray(P)).hexdigest()[:32]   # no copy
-        ck = Checkpointer(checkpoint_dir, {"estimator": "surface", "params": params,
-                                           "points": digest, "rows": int(len(P))},
-                          every=float("inf")).claim(resume, checkpoint_replace)
+        run = {"estimator": "surface", "params": params, "points": digest,
+               "rows": int(len(P))}
+        changed = {k: v for k, v in opts.changed().items() if k not in params}
+        if changed:         # the other options that differ (none: as before they were)
+            run["options"] = changed
+        ck = Checkpointer(checkpoint_dir, run, every=float("inf")).claim(resume,
+                                                                          checkpoint_replace)
     try:
         if ck is not None:
             got = ck.load() if resume else None
@@ -313,34 +335,36 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
                 t = time.perf_counter()
                 before = np.abs(residual(on)).mean()
                 if lev == 0:
-                    rows = fit_rows[_sample(len(fit_rows), max_rows, seed)]
+                    rows = fit_rows[_sample(len(fit_rows), opts.max_rows, seed)]
                     r = residual(rows)
                     # the targets in units of their largest: eps is relative
                     # to the ball, not to the targets
                     a = float(np.abs(r).max()) or 1.0
                     m = train_regressor(as_store(X[rows].astype(np.float32), r / a),
-                                        _kernel(s), Solve(method="cvm", eps=eps, seed=seed),
-                                        C=c_per_row * len(rows), mu=mu, centred=False,
-                                        train_size="all")
+                                        _kernel(s), Solve(method="cvm", eps=opts.eps,
+                                                          seed=seed),
+                                        C=opts.c_per_row * len(rows), mu=opts.mu,
+                                        centred=False, train_size="all")
                     m.coef = m.coef * a
                     m.intercept *= a
                     level, what = (_kernel(s), m), f"from {len(rows):,} rows"
                     rec = machine_arrays(m)
                 else:
                     level = fit_local(Xf, lambda r: residual(fit_rows[r]), s,
-                                      c_per_row=c_per_row, mu=local_mu, cap=rows_per_block,
-                                      seed=[seed, lev], lo=X.min(0), hi=X.max(0),
+                                      c_per_row=opts.c_per_row, mu=opts.local_mu,
+                                      cap=rows_per_block, seed=[seed, lev], lo=X.min(0),
+                                      hi=X.max(0), opts=opts,
                                       on=int(np.count_nonzero(fit_rows < len(Z))))
                     what = f"in {level.n_blocks:,} blocks"
                     rec = level.record()
                 model.levels.append(level)
                 res = np.abs(residual(on))
-                if lev and res.mean() > (1.0 - MIN_GAIN) * before:
+                if lev and res.mean() > (1.0 - opts.min_gain) * before:
                     # no finer width will find what this one did not
                     model.levels.pop()
                     model.params["used"] = list(used[:lev])
                     say(f"level sigma {s:g}: |1 - f| on the held-out points {before:.4f} -> "
-                        f"{res.mean():.4f}, under {100 * MIN_GAIN:g}% better: dropped, and "
+                        f"{res.mean():.4f}, under {100 * opts.min_gain:g}% better: dropped, and "
                         f"the finer widths with it")
                     if progress is not None:
                         progress(len(used), len(used))
@@ -361,9 +385,10 @@ def fit(points, *, scales=SCALES, mu=MU, local_mu=LOCAL_MU, c_per_row=C_PER_ROW,
             ck.close()
 
 
-def mesh_box(model, P, pad=0.1):
-    """:func:`points_box` in normalised coordinates."""
-    lo, hi = points_box(P, pad)
+def mesh_box(model, P, pad=0.1, options=None):
+    """:func:`points_box` in normalised coordinates (``options``: None, the
+    model's)."""
+    lo, hi = points_box(P, pad, model_options(model, options))
     return model.normalise(lo), model.normalise(hi)
 
 
@@ -374,10 +399,11 @@ def _coarse_factor(sigma, step):
     return int(min(8, max(1, sigma / (10 * step))))
 
 
-def grid_values(model, Z, lo, hi, n, *, band=BAND, runner=None, progress=None):
+def grid_values(model, Z, lo, hi, n, *, band=None, runner=None, progress=None, opts=None):
     """f on a grid over [lo, hi] (normalised coordinates, ``n`` points along
     the longest side): (values [nx, ny, nz] float32, axes). f is exact at
-    the nodes within ``band`` steps of the points ``Z`` and around the
+    the nodes within ``band`` steps (None: ``opts.band``; ``opts`` a
+    SurfaceOptions, None the model's) of the points ``Z`` and around the
     cells of a coarse grid (every few nodes) where f crosses 1; elsewhere
     the coarse grid's f, interpolated, stands in (marching cubes needs only
     its sign there). The first level, smooth, comes from the coarse grid
@@ -385,6 +411,8 @@ def grid_values(model, Z, lo, hi, n, *, band=BAND, runner=None, progress=None):
     evaluates the exact nodes as chunk tasks; else this process, on all
     cores."""
     from scipy.ndimage import binary_dilation, map_coordinates
+    opts = model_options(model, opts)
+    band = opts.band if band is None else band
     axes = grid_axes(lo, hi, n)
     shape = tuple(len(a) for a in axes)
     step = axes[0][1] - axes[0][0]
@@ -392,12 +420,13 @@ def grid_values(model, Z, lo, hi, n, *, band=BAND, runner=None, progress=None):
     cax = [a[0] + c * step * np.arange(-(-(len(a) - 1) // c) + 1) for a in axes]
     cg = np.stack(np.meshgrid(*cax, indexing="ij"), -1).reshape(-1, 3)
     first, rest = model.levels[:1], model.levels[1:]
-    CG = model.f_normalised(cg, levels=first).reshape([len(a) for a in cax])
-    CF = CG + model.f_normalised(cg, levels=rest).reshape(CG.shape)
+    CG = model.f_normalised(cg, levels=first, opts=opts).reshape([len(a) for a in cax])
+    CF = CG + model.f_normalised(cg, levels=rest, opts=opts).reshape(CG.shape)
     # the band: nodes near the points, and the coarse cells where f crosses 1
     near = np.zeros(shape, bool)
-    for a in range(0, len(Z), BLOCK * 8):
-        idx = np.rint((Z[a:a + BLOCK * 8] - lo) / step).astype(np.int64)
+    blk = opts.block * 8
+    for a in range(0, len(Z), blk):
+        idx = np.rint((Z[a:a + blk] - lo) / step).astype(np.int64)
         idx = np.clip(idx, 0, np.array(shape) - 1)
         near[idx[:, 0], idx[:, 1], idx[:, 2]] = True
     near = binary_dilation(near, np.ones((3, 3, 3), bool), iterations=band)
@@ -438,7 +467,7 @@ def grid_values(model, Z, lo, hi, n, *, band=BAND, runner=None, progress=None):
         nodes = np.argwhere(mark)
         at = np.zeros(mark.shape)
         del mark
-        at[tuple(nodes.T)] = model.f_normalised(lo + f * step * nodes, levels=[lev])
+        at[tuple(nodes.T)] = model.f_normalised(lo + f * step * nodes, levels=[lev], opts=opts)
         extra += map_coordinates(at, (idx / f).T, order=1)
     chunk = 1 << 18
     n_tasks = -(-len(idx) // chunk)
@@ -465,29 +494,33 @@ def _band_task(t, model, idx, lo, step, chunk, levels):
     return out
 
 
-def mesh(model, points, *, grid=None, pad=0.1, band=BAND, keep_far=False, runner=None,
-         progress=None):
+def mesh(model, points, *, grid=None, pad=0.1, band=None, keep_far=False, runner=None,
+         progress=None, options=None):
     """(vertices, faces) of the level set f = 1 by marching cubes on a grid
     over the points' box grown by ``pad`` of its longest side on each side
-    (:func:`grid_values`), far outliers (:func:`inliers`) left out; ``grid``
-    points along its longest side (None: :func:`default_grid`; one that
-    cannot fit in memory is refused, :func:`check_grid`). The grid's outer faces are set below the level,
-    so every surface closes; pieces of the level set whose median vertex
-    lies more than two grid steps (or half the points' spacing, when that is
-    more) from the points are dropped
+    (:func:`grid_values`, f exact within ``band`` grid steps of the points;
+    None: ``options.band``), far outliers (:func:`inliers`) left out;
+    ``grid`` points along its longest side (None: :func:`default_grid`; one
+    that cannot fit in memory is refused, :func:`check_grid`). ``options``:
+    a :class:`~streamcvm.options.SurfaceOptions`; None, those the model was
+    fitted with; a dict, those with its fields changed. The grid's outer
+    faces are set below the level, so every surface closes; pieces of the
+    level set whose median vertex lies more than two grid steps (or half
+    the points' spacing, when that is more) from the points are dropped
     (:func:`near_components`). A mesh far from the points
     (:func:`check_near`) is a :class:`FarMeshError` unless ``keep_far``."""
     from skimage.measure import marching_cubes
-    P = _kept(check_points(points))
-    Z = model.normalise(P[_sample(len(P), model.params.get("max_points", MAX_POINTS),
-                                  model.params.get("seed", 0))])
+    opts = model_options(model, options)
+    P = _kept(check_points(points, opts), opts)
+    Z = model.normalise(P[_sample(len(P), opts.max_points, model.params.get("seed", 0))])
     # the box of every point, not of the sample (which finds the band),
     # grown by pad of the longest side: a flat scan still gets a box to close in
-    lo, hi = mesh_box(model, P, pad)
+    lo, hi = mesh_box(model, P, pad, opts)
     if grid is None:
-        grid = default_grid(model, lo, hi)
-    check_grid(lo, hi, grid)
-    F, axes = grid_values(model, Z, lo, hi, grid, band=band, runner=runner, progress=progress)
+        grid = default_grid(model, lo, hi, opts)
+    check_grid(lo, hi, grid, options=opts)
+    F, axes = grid_values(model, Z, lo, hi, grid, band=band, runner=runner, progress=progress,
+                          opts=opts)
     level = 1.0
     if not (F.min() < level < F.max()):
         raise ValueError(f"f does not cross {level:g} on the grid (it spans {F.min():.3g} "
@@ -499,24 +532,27 @@ def mesh(model, points, *, grid=None, pad=0.1, band=BAND, keep_far=False, runner
     # near: two grid steps, or half the points' spacing on a grid finer than them
     V, faces = near_components(V + lo, faces, Z,
                                max(2.0 * step, 0.5 * model.params.get("spacing", 0.0)))
-    V = project(model, V, F, lo, step)
+    V = project(model, V, F, lo, step, opts=opts)
     del F
     if len(faces) == 0:
         raise ValueError("no piece of the level set f = 1 lies near the points: no surface "
                          "(points far from the rest? too few or too sparse points?)")
-    far = check_near(model, V, Z, step)
+    far = check_near(model, V, Z, step, opts)
     if far is not None and not keep_far:
         raise FarMeshError(far)
     return V * model.scale + model.center, faces
 
 
-def project(model, V, F, lo, step, rounds=PROJECT):
-    """Vertices ``V`` moved onto f = 1: ``rounds`` Newton steps along the
+def project(model, V, F, lo, step, rounds=None, opts=None):
+    """Vertices ``V`` moved onto f = 1: ``rounds`` Newton steps (None:
+    ``opts.project``; ``opts`` a SurfaceOptions, None the model's) along the
     gradient of the grid's values ``F`` (trilinear, over half a step), with
     f exact at the vertices, each move at most half a step (marching cubes
     places a vertex by linear interpolation along a cell edge, off the
     level set by the curvature of f across the cell)."""
     from scipy.ndimage import map_coordinates
+    opts = model_options(model, opts)
+    rounds = opts.project if rounds is None else rounds
     V = np.array(V, np.float64)
     for _ in range(rounds):
         u = ((V - lo) / step).T
@@ -526,26 +562,28 @@ def project(model, V, F, lo, step, rounds=PROJECT):
             e[a] = 0.5
             g[:, a] = (map_coordinates(F, u + e, order=1) - map_coordinates(F, u - e, order=1)) / step
         g2 = np.maximum(np.einsum("ij,ij->i", g, g), 1e-30)
-        move = ((model.f_normalised(V) - 1.0) / g2)[:, None] * g
+        move = ((model.f_normalised(V, opts=opts) - 1.0) / g2)[:, None] * g
         size = np.linalg.norm(move, axis=1)
         move *= np.minimum(1.0, 0.5 * step / np.maximum(size, 1e-300))[:, None]
         V -= move
     return V
 
 
-def check_near(model, V, Z, step):
+def check_near(model, V, Z, step, options=None):
     """None when the mesh (vertices ``V``, normalised) lies near the points
-    ``Z``; else why not, in one line: more than ``MAX_FAR`` of the points
-    further from every vertex than ``FAR_STEPS`` grid steps and
-    ``FAR_NOISE`` times the noise found."""
+    ``Z``; else why not, in one line: more than ``max_far`` of the points
+    further from every vertex than ``far_steps`` grid steps and
+    ``far_noise`` times the noise found (``options``' fields; None: the
+    model's)."""
     from scipy.spatial import cKDTree
-    tol = max(FAR_STEPS * step, FAR_NOISE * model.params.get("noise", 0.0))
+    opts = model_options(model, options)
+    tol = max(opts.far_steps * step, opts.far_noise * model.params.get("noise", 0.0))
     d = cKDTree(V).query(Z, distance_upper_bound=tol, workers=-1)[0]
     share = float(np.mean(~np.isfinite(d)))
-    if share <= MAX_FAR:
+    if share <= opts.max_far:
         return None
     return (f"the mesh lies far from the points: {100 * share:.1f}% of them are more than "
-            f"{100 * tol:.2g}% of the box diagonal from it (at most {100 * MAX_FAR:g}% "
+            f"{100 * tol:.2g}% of the box diagonal from it (at most {100 * opts.max_far:g}% "
             f"allowed); the scan may be too noisy or too sparse for the widths "
             f"{', '.join(f'{s:g}' for s in model.params.get('used', []))}: try coarser "
             f"--scales or a finer --grid (--keep-far writes it anyway)")
@@ -578,10 +616,12 @@ def is_closed(faces):
 
 
 def reconstruct(points, *, grid=None, keep_far=False, runner=None, log=None, progress=None,
-                **fit_kw):
+                options=None, **fit_kw):
     """(vertices, faces, model): the multi-scale CVR surface of ``points``
-    (``fit_kw``: :func:`fit`'s options; see :func:`mesh`)."""
-    model = fit(points, log=log, **fit_kw)
+    (``options``: a :class:`~streamcvm.options.SurfaceOptions` or a dict of
+    its fields, for the fit and the mesh; ``fit_kw``: :func:`fit`'s other
+    arguments; see :func:`mesh`)."""
+    model = fit(points, log=log, options=options, **fit_kw)
     V, faces = mesh(model, points, grid=grid, keep_far=keep_far, runner=runner,
                     progress=progress)
     return V, faces, model

@@ -27,6 +27,25 @@ def add_cluster_args(p):
                         "(default: dask's threaded scheduler in this process)")
 
 
+def add_options_arg(p, what="a setting of the solvers and samplers"):
+    """``--option NAME=VALUE`` (repeatable): fields of
+    :class:`streamcvm.options.Options` (or, for surfaces, SurfaceOptions)."""
+    p.add_argument("--option", action="append", metavar="NAME=VALUE",
+                   help=f"{what}, repeatable (e.g. --option svc_exact_rows=8192; a list as "
+                        f"a,b,c); `streamcvm info --options` lists them with their defaults, "
+                        f"units and what each trades")
+
+
+def parse_options(items, command, kind=None):
+    """The options of ``--option`` values, or a one-line error (exit 2)."""
+    from ..options import Options
+    kind = Options if kind is None else kind
+    try:
+        return kind.parse(items)
+    except ValueError as e:
+        raise SystemExit(f"streamcvm {command}: error: {e}") from None
+
+
 def add_checkpoint_replace(p):
     p.add_argument("--checkpoint-replace", action="store_true",
                    help="delete the snapshots of another run (other data or options) found "

@@ -3,9 +3,10 @@ model) written to a new store."""
 import os
 import sys
 
-from .common import (STORE_SUFFIXES, add_checkpoint_replace, add_cluster_args,
+from .common import (STORE_SUFFIXES, add_checkpoint_replace, add_cluster_args, add_options_arg,
                      check_checkpoint_dir, checkpoint_arg, estimator_default, given,
-                     num_or_auto, option, positive_int, runner_of, signature_default)
+                     num_or_auto, option, parse_options, positive_int, runner_of,
+                     signature_default)
 
 
 def mmda(name):
@@ -73,6 +74,7 @@ def add(sub):
                    help="replace an existing file or streamcvm output at FEATURE_STORE or "
                         "MODEL (a feature store or model folder is replaced without it; "
                         "the inputs never)")
+    add_options_arg(p, "a setting of the MMDA solver (fitting only)")
     add_cluster_args(p)
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress bars and no summary lines (errors are still printed)")
@@ -85,7 +87,7 @@ def run(args):
     from ..data.outputs import check_output
     fit_opts = ("n_components", "C", "kernel", "gamma", "eps", "sample_size", "max_core",
                 "seed", "checkpoint_dir", "checkpoint_every", "checkpoint_keep", "resume",
-                "save_model")
+                "save_model", "option")
     if args.model is not None:
         fit_given = [o for o in fit_opts if getattr(args, o) is not None]
         if fit_given:
@@ -126,6 +128,8 @@ def run(args):
             kw["gamma"] = num_or_auto(args.gamma, "gamma", "features")
         if args.exact:
             kw["compact"] = False
+        if args.option:
+            kw["options"] = parse_options(args.option, "features")
         est = MMDATransformer(verbose=not args.quiet, **kw)
         resume = bool(args.resume) and snapshots.is_checkpoint_dir(args.resume)
         t = time.perf_counter()

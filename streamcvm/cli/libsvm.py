@@ -8,7 +8,6 @@ import sys
 SCALE_KINDS = ("standard", "range")
 # svm-train's -t numbers; 3 (sigmoid) has no kernel here
 KERNEL_NUMBERS = {"0": "linear", "1": "poly", "2": "rbf", "3": None}
-CV_MAX_ROWS = 1_000_000     # -v reads the store's rows into memory: at most this many
 _WEIGHT = re.compile(r"^-w(-?[^\s-][^\s]*)$")
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
@@ -70,19 +69,20 @@ def class_weights(text, weights, parse):
     return out
 
 
-def cross_validate(store, make, task, k, seed, quiet):
+def cross_validate(store, make, task, k, seed, quiet, max_rows):
     """svm-train -v K: the K-fold cross-validation of the estimator ``make()``
     gives, over the store's rows in memory (stratified folds for
-    classification); prints svm-train's lines. Returns the exit status."""
+    classification; at most ``max_rows``, the option ``cv_max_rows``);
+    prints svm-train's lines. Returns the exit status."""
     import numpy as np
     import scipy.sparse as sp
     from sklearn.model_selection import KFold, StratifiedKFold
 
     from ..data.store import as_store
-    if store.n > CV_MAX_ROWS:
+    if store.n > max_rows:
         raise SystemExit(f"streamcvm train: error: -v reads every row into memory: the store "
-                         f"has {store.n:,} rows, more than {CV_MAX_ROWS:,}; hold out a test "
-                         f"store instead (train, then evaluate)")
+                         f"has {store.n:,} rows, more than {max_rows:,} (--option "
+                         f"cv_max_rows); hold out a test store instead (train, then evaluate)")
     if not 2 <= k <= store.n:
         raise SystemExit(f"streamcvm train: error: -v needs 2 to {store.n:,} folds (the "
                          f"rows), got {k}")

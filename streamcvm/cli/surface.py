@@ -19,6 +19,14 @@ def _surface(name):
 _fit, _mesh = _surface("fit"), _surface("mesh")
 
 
+def _default(name):
+    """The default of SurfaceOptions' field ``name``, for the help."""
+    def get():
+        from ..options import SurfaceOptions
+        return getattr(SurfaceOptions(), name)
+    return Default(get)
+
+
 def add(sub):
     p = sub.add_parser(
         "surface", help="reconstruct a surface mesh from a 3D point set (multi-scale CVR)",
@@ -35,14 +43,16 @@ def add(sub):
     p.add_argument("--png", metavar="PNG", help="also render the mesh to this picture")
     p.add_argument("--up", choices=["x", "y", "z"], default="y",
                    help="the axis drawn upwards in --png (default y, as scanned PLY files)")
-    option(p, "--grid", type=positive_int, lib=Default(lambda: _surface("GRID")()),
+    option(p, "--grid", type=positive_int, lib=_default("grid"),
            help="grid points along the box's longest side (default: 4 per point spacing, "
                 "at most %(lib)s); a grid that cannot fit in memory is refused")
     option(p, "--scales", lib=Default(lambda: ",".join(
-               f"{s:g}" for s in signature_default(_fit, "scales").read())),
+               f"{s:g}" for s in _default("scales").read())),
            help="kernel widths, coarse to fine, in box diagonals (default %(lib)s)")
     option(p, "--seed", type=int, lib=signature_default(_fit, "seed"),
            help="seed of each level's row sample (default %(lib)s)")
+    p.add_argument("--option", action="append", metavar="NAME=VALUE",
+                   help="a surface setting (streamcvm info --options lists them)")
     p.add_argument("--checkpoint-dir", metavar="DIR",
                    help="snapshot the fit here after each level (crash-safe)")
     p.add_argument("--resume", metavar="DIR",
@@ -77,6 +87,14 @@ def run(args):
                                            for v in fit_kw["scales"]):
             raise SystemExit(f"streamcvm surface: error: --scales {args.scales}: widths must "
                              f"be positive finite numbers")
+    opts = None
+    if args.option:
+        from ..options import SurfaceOptions
+        try:
+            opts = SurfaceOptions.parse(args.option)
+        except ValueError as e:
+            raise SystemExit(f"streamcvm surface: error: {e}") from None
+        fit_kw["options"] = opts
     if args.grid is not None and args.grid < 8:
         raise SystemExit("streamcvm surface: error: --grid must be at least 8")
     if not args.output.lower().endswith((".ply", ".obj")):
@@ -100,12 +118,12 @@ def run(args):
     except PointsError as e:
         raise SystemExit(f"streamcvm surface: error: {e}") from None
     try:
-        P = surface.check_points(P)
+        P = surface.check_points(P, opts)
     except ValueError as e:
         raise SystemExit(f"streamcvm surface: error: {args.points}: {e}") from None
     if args.grid is not None:
         try:            # before the fit: a grid that cannot fit is refused at once
-            surface.check_grid(*surface.points_box(P), args.grid)
+            surface.check_grid(*surface.points_box(P, options=opts), args.grid, options=opts)
         except ValueError as e:
             raise SystemExit(f"streamcvm surface: error: {e}") from None
     say = (lambda s: None) if args.quiet else \

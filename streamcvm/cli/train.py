@@ -4,10 +4,11 @@ import argparse
 import math
 import sys
 
-from .common import (TASKS, Default, add_checkpoint_replace, add_cluster_args, check_checkpoint_dir,
-                     checkpoint_arg, estimator_default, given, num_or_auto, option,
-                     open_input, positive_int, runner_of, signature_default)
-from .libsvm import CV_MAX_ROWS, SCALE_KINDS
+from .common import (TASKS, Default, add_checkpoint_replace, add_cluster_args, add_options_arg,
+                     check_checkpoint_dir, checkpoint_arg, estimator_default, given,
+                     num_or_auto, option, open_input, parse_options, positive_int, runner_of,
+                     signature_default)
+from .libsvm import SCALE_KINDS
 
 
 def add(sub):
@@ -149,6 +150,7 @@ def add(sub):
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing file or streamcvm output at MODEL (an existing "
                         "model folder is replaced without it; the input never)")
+    add_options_arg(p)
     add_cluster_args(p)
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress bar and no summary line (errors, and -v's figures, "
@@ -156,20 +158,21 @@ def add(sub):
     p.set_defaults(func=run)
     for a in p._actions:        # the numbers the -b and -v helps name, read when shown
         if a.dest == "probability":
-            a.cv_rows, a.folds = _probability("CV_MAX_ROWS"), _probability("CV_FOLDS")
-            a.lo, a.hi = _probability("HOLDOUT_MIN"), _probability("HOLDOUT_MAX")
-            a.share = Default(lambda: f"{_prob().HOLDOUT_FRACTION * 100:.0f}%")
+            a.cv_rows, a.folds = _option("probability_cv_rows"), _option("probability_folds")
+            a.lo, a.hi = _option("probability_holdout_min"), _option("probability_holdout_max")
+            a.share = Default(lambda: f"{_default('probability_holdout') * 100:.0f}%")
         elif a.dest == "cross_validation":
-            a.cv_max = Default(lambda: CV_MAX_ROWS)
+            a.cv_max = _option("cv_max_rows")
 
 
-def _prob():
-    from ..predict import probability
-    return probability
+def _default(name):
+    from ..options import default
+    return default(name)
 
 
-def _probability(name):
-    return Default(lambda: getattr(_prob(), name))
+def _option(name):
+    """An option's default, as a help text names it (read when shown)."""
+    return Default(lambda: _default(name))
 
 
 def _folds(text):
@@ -185,16 +188,14 @@ def _fit():
 
 
 def _max_core():
-    from ..estimators import CVMRanker, regressor
-    from ..problems.regression import STAGE_CORE
+    from ..estimators import CVMRanker
     return (f"none; ranking: {CVMRanker().max_core:,}; regression: "
-            f"{regressor.REGRESSION_MAX_CORE:,} on every row, {STAGE_CORE:,} per "
-            f"progressive stage")
+            f"{_default('regression_max_core'):,} on every row, "
+            f"{_default('regression_stage_core'):,} per progressive stage")
 
 
 def _many_classes():
-    from ..estimators.base import MANY_CLASSES
-    return MANY_CLASSES
+    return _default("many_classes")
 
 
 def _train_size(text):
@@ -268,8 +269,10 @@ def run(args):
     cls = getattr(estimators, TASKS[task])
     if cv is not None:
         from .libsvm import cross_validate
+        from ..options import resolve
         return cross_validate(store, lambda: cls(**kw), task, cv,
-                              0 if args.seed is None else args.seed, args.quiet)
+                              0 if args.seed is None else args.seed, args.quiet,
+                              resolve(kw.get("options")).cv_max_rows)
     return _train(args, task, store, cls(verbose=not args.quiet, **kw))
 
 
@@ -305,6 +308,8 @@ def _params(args, task):
         kw["class_weight"] = cw
     if args.train_size is not None:
         kw["train_size"] = _train_size(args.train_size)
+    if args.option:
+        kw["options"] = parse_options(args.option, "train")
     return kw
 
 

@@ -26,15 +26,18 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
-# rows per violator search, the default everywhere: the best of 59 random rows
-# is among the top 5% with probability 1 - 0.95^59 > 95% (cvm paper, sec. 4.1)
-SAMPLE_SIZE = 59
-POOL_CHUNKS = 8     # chunks a pool holds: a store of at most this many is held whole
+from ..options import SAMPLE_SIZE, default
 
 
 class ChunkPool:
-    def __init__(self, store, rng, classes=None, pool_chunks=POOL_CHUNKS, refresh=None,
+    """``pool_chunks`` chunks of ``store`` held decompressed (None: the
+    option ``pool_chunks``'s default), ``rng`` the draws' generator,
+    ``classes`` the two sides of a sub-problem; see the module's docstring."""
+
+    def __init__(self, store, rng, classes=None, pool_chunks=None, refresh=None,
                  prefetch=True, sample_size=SAMPLE_SIZE):
+        if pool_chunks is None:
+            pool_chunks = default("pool_chunks")
         self.store = store
         self.rng = rng
         if refresh is None:
@@ -361,7 +364,7 @@ def relabel(y, classes, target):
     return y
 
 
-def sample_rows(store, m, seed=0, max_chunks=64):
+def sample_rows(store, m, max_chunks, seed=0):
     """``m`` random rows of a store (seed 0: the benchmark protocol's sample),
     read chunk by chunk. Stores of more than ``max_chunks`` chunks are sampled
     within ``max_chunks`` random chunks, so this never costs a full pass."""
@@ -384,9 +387,9 @@ def sample_rows(store, m, seed=0, max_chunks=64):
     return sp.vstack(parts).tocsr() if sp.issparse(parts[0]) else np.concatenate(parts)
 
 
-def small_in_memory(store, max_chunks=8):
+def small_in_memory(store, max_chunks):
     """A store of at most ``max_chunks`` chunks (what one machine's sampler
-    pools anyway) read once into memory, so that the machines of a
+    pools anyway: the option ``pool_chunks``) read once into memory, so that the machines of a
     multi-class fit do not each decompress it again; larger stores as they are."""
     from .store import DiskStore, as_store
     if not isinstance(store, DiskStore) or store.n_chunks > max_chunks:

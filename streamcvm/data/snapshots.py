@@ -35,11 +35,11 @@ import warnings
 import numpy as np
 import xxhash
 
+from ..options import CHECKPOINT_KEEP
 from .atomic import Place, atomic_dir, fsync_dir, is_url, remove
 
 FORMAT_VERSION = 1
 PREFIX = "ckpt-"
-KEEP = 2                # snapshots of a run kept, the default everywhere
 
 
 class CheckpointError(ValueError):
@@ -88,7 +88,7 @@ def same_run(a, b):
         json.loads(json.dumps(b, sort_keys=True, default=str))
 
 
-def write(path, manifest, arrays, keep=KEEP, own=None):
+def write(path, manifest, arrays, keep=CHECKPOINT_KEEP, own=None):
     """Write one snapshot (``manifest``: JSON-able dict; ``arrays``: name ->
     ndarray) atomically under ``path``; prune all but the last ``keep`` of
     the run's own snapshots: those in ``own`` (names), or by default those

@@ -1,19 +1,25 @@
-"""What every estimator shares: parameter checks and defaults (gamma,
-eps, classes), the input conversion (arrays, sparse matrices, stores, dask
-arrays), and :class:`Fit`, the one set-up of a fit (checkpoint folder,
-progress bar, one BLAS thread, runner) that every estimator and the MMDA
-transformer train inside.
+"""What every estimator shares: one fit (:class:`FitTemplate`), parameter
+checks and defaults (gamma, eps, classes), the input conversion (arrays,
+sparse matrices, stores, dask arrays), and :class:`Fit`, the set-up every
+estimator and the MMDA transformer train inside (checkpoint folder,
+progress bar, one BLAS thread, runner).
 
-The estimators only validate and translate parameters; training is
-:mod:`streamcvm.problems` on plain arrays and stores, prediction
-:mod:`streamcvm.predict`.
+The one fit, :meth:`FitTemplate._fit`, is what each estimator's ``fit``
+calls: it checks the parameters, resolves the options
+(:class:`streamcvm.options.Options`), turns the input into a store
+(validation, scaling: the estimator's :meth:`~FitTemplate._fit_data`),
+fixes the seed, the checkpoint arguments and the route the rows take (in
+memory, sampled from a store on disk, or passes on a distributed client:
+:class:`Run`), hands them to the estimator's :meth:`~FitTemplate._train`
+(the call to its problem, :mod:`streamcvm.problems`), and records the
+training (``training_``). Prediction is :mod:`streamcvm.predict`.
 """
 import contextlib
 import math
 import numbers
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -21,11 +27,11 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data.parallel import Runner
-from ..data.sampling import SAMPLE_SIZE
-from ..data.snapshots import KEEP
-from ..data.store import DaskStore, as_store, is_dask_array, is_store_like
+from ..data.store import ArrayStore, BaseStore, DaskStore, as_store, is_dask_array, \
+    is_store_like
+from ..options import CHECKPOINT_EVERY, CHECKPOINT_KEEP, SAMPLE_SIZE, Options, resolve
 from ..problems import checkpoint, one_blas_thread
-from ..problems.checkpoint import EVERY
+from ..problems.driver import Solve
 from ..solvers.kernels import Kernel, estimate_beta
 from ..solvers.methods import METHODS as _METHODS
 from .progress import FitProgress
@@ -43,7 +49,7 @@ def positive_number(v):
         and v > 0
 
 
-def resolve_gamma(gamma, store):
+def resolve_gamma(gamma, store, options):
     """gamma in the units of the rows the kernel sees: "auto" is 1/beta of
     ``store``'s rows; a number is in the units of the features given, times
     the store's ``gamma_factor`` when a fit reads them times a power of two
@@ -51,32 +57,31 @@ def resolve_gamma(gamma, store):
     (one line) for a gamma outside float32's range."""
     from .feature_range import float32_gamma, sample
     if isinstance(gamma, str) and gamma == "auto":
-        # 1/beta, beta the mean squared distance between rows, on 5,000 rows
-        return float32_gamma(1.0 / estimate_beta(sample(store), n_sample=5000, seed=0))
+        # 1/beta, beta the mean squared distance between rows, on range_sample_rows rows
+        n = options.range_sample_rows
+        return float32_gamma(1.0 / estimate_beta(sample(store, options), n_sample=n, seed=0))
     if not positive_number(gamma):
         raise ValueError(f"gamma must be 'auto' or a positive finite number, got {gamma!r}")
     return float32_gamma(float(gamma) * getattr(store, "gamma_factor", 1.0), float(gamma))
 
 
-MANY_CLASSES = 100      # a warning beyond this many classes (k (k - 1) / 2 machines)
-
-
-def _check_discrete(store, codes):
+def _check_discrete(store, codes, many):
     """A store's y as classes: refuse a target that looks continuous
-    (non-integer values), warn at more than ``MANY_CLASSES`` classes."""
+    (non-integer values), warn at more than ``many`` classes (the option
+    ``many_classes``)."""
     if not store.label_names and not np.all(np.asarray(codes) == np.round(codes)):
         frac = np.asarray(codes)[np.asarray(codes) != np.round(codes)]
         raise ValueError(f"the store's y has {len(codes):,} distinct values, some not "
                          f"integers (e.g. {frac[0]:g}): a continuous target; train a "
                          f"regressor (CVMRegressor, --task regression)")
-    if len(codes) > MANY_CLASSES:
+    if len(codes) > many:
         import warnings
         warnings.warn(f"streamcvm: the store's y has {len(codes):,} classes (one-vs-one "
                       f"trains {len(codes) * (len(codes) - 1) // 2:,} machines); a "
                       f"regression target?", UserWarning, stacklevel=3)
 
 
-def store_classes(store, labels=None):
+def store_classes(store, labels=None, options=None):
     """(classes_, codes): the class labels and the values the store's y holds
     for them, in the same order. ``labels``: those scikit-learn validated
     (arrays; ``codes`` are then 0..k-1), None for a store, whose own labels
@@ -86,7 +91,7 @@ def store_classes(store, labels=None):
     if len(codes) < 2:
         raise ValueError(f"need samples of at least 2 classes, got {len(codes)} class")
     if labels is None:
-        _check_discrete(store, codes)
+        _check_discrete(store, codes, (options or Options()).many_classes)
         if store.label_names:
             names = store.decode_labels(codes)
             order = np.argsort(names, kind="stable")
@@ -102,7 +107,8 @@ def training_record(est, store, t0):
     The last step of every fit, so first a fitted model whose decision values
     are not finite is refused (a ValueError: :func:`.feature_range.check_finite`)."""
     from .feature_range import check_finite
-    check_finite(est, machines=getattr(est, "machines_", None) or [est.machine_])
+    check_finite(est, rows=est.options_.finite_check_rows,
+                 machines=getattr(est, "machines_", None) or [est.machine_])
     return {"seconds": round(time.perf_counter() - t0, 3), "rows": int(store.n),
             "features": int(store.d), "store": getattr(store, "path", None),
             "store_fingerprint": store.fingerprint,
@@ -125,9 +131,9 @@ class Checkpoints:
     iterations, how many to keep, whether to resume from the newest, whether
     another run's snapshots there may be deleted."""
     dir: object = None
-    every: object = EVERY
+    every: object = CHECKPOINT_EVERY
     iters: object = None
-    keep: int = KEEP
+    keep: int = CHECKPOINT_KEEP
     resume: bool = False
     replace: bool = False
 
@@ -218,13 +224,136 @@ def keep_params(est, params):
             setattr(est, name, value)
 
 
-class _CVMBase(BaseEstimator):
+@dataclass
+class FitData:
+    """What :meth:`FitTemplate._fit_data` makes of a fit's input: the
+    training ``store`` (validated, scaled), the labels scikit-learn
+    validated (None for a store), the store ``training_`` describes
+    (``source``: before any row is held out of training), and what an
+    estimator needs besides (``extra``: e.g. the rows a weight of 0 dropped)."""
+    store: object
+    labels: object = None
+    source: object = None
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.source is None:
+            self.source = self.store
+
+
+ROUTES = ("memory", "sampled", "distributed")
+
+
+@dataclass
+class Run:
+    """A fit's settings, fixed once by :meth:`FitTemplate._fit` and handed to
+    the estimator's :meth:`~FitTemplate._train`: the estimator, its options,
+    its seed, the checkpoint arguments, the dask ``client`` (or None), and
+    the start time. :meth:`solve` is the machines' solver options,
+    :meth:`fit` the set-up they train in, :meth:`passes` the runner of the
+    passes a fit makes before (row statistics, held-out samples).
+
+    ``route`` (also the estimator's ``route_``): how the rows reach the
+    solvers: "memory" (arrays, or a store of at most ``pool_chunks`` chunks,
+    held whole), "sampled" (random rows from a store on disk, passes on
+    threads) or "distributed" (passes on a dask.distributed client)."""
+    est: object
+    options: Options
+    seed: int
+    checkpoints: "Checkpoints"
+    client: object = None
+    t0: float = 0.0
+    route: str = "sampled"
+
+    def solve(self, **changes):
+        """The :class:`~streamcvm.problems.driver.Solve` of this fit's
+        machines: the estimator's method, eps, sample size, core cap, seed and
+        options, with ``changes``."""
+        est = self.est
+        kw = dict(method=est.method, eps=resolve_eps(est.eps), sample_size=est.sample_size,
+                  max_core=est.max_core, seed=self.seed, options=self.options)
+        kw.update(changes)
+        return Solve(**kw)
+
+    def fit(self, store, kern, n, **kw):
+        """The set-up of ``n`` machines (:class:`Fit`) on ``store``."""
+        return Fit(self.est, store, kern, n, self.checkpoints, self.client, **kw)
+
+    @contextlib.contextmanager
+    def passes(self):
+        """A runner of chunk tasks (one BLAS thread), for the passes a fit
+        makes before its machines."""
+        with one_blas_thread(), Runner(self.client) as runner:
+            yield runner
+
+    def held_whole(self, store):
+        """``store`` read into memory when it is of at most ``pool_chunks``
+        chunks (what one machine's sampler pools anyway: the machines of a
+        multi-class fit do not each decompress it again), else as it is."""
+        from ..data.sampling import small_in_memory
+        return small_in_memory(store, self.options.pool_chunks)
+
+
+def route_of(store, client, options):
+    """The :attr:`Run.route` of a fit on ``store`` given ``client`` (as the
+    estimators' ``fit`` takes it: None uses the active dask client, if any)."""
+    from ..data.parallel import active_client
+    if client is not None or active_client() is not None:
+        return "distributed"
+    held = isinstance(store, ArrayStore) or store.n_chunks <= options.pool_chunks
+    return "memory" if held else "sampled"
+
+
+class FitTemplate:
+    """The one fit of every estimator (and the MMDA transformer). Each
+    estimator's ``fit`` calls :meth:`_fit` with its arguments; the estimator
+    supplies only what differs:
+
+    - ``_check_params()``: its parameters' rules;
+    - ``_fit_data(X, y, **inputs)`` -> :class:`FitData`: its input as a
+      store (and labels);
+    - ``_train(data, run)``: the call to its problem, setting the fitted
+      attributes (``run``: :class:`Run`);
+    - ``requires_y``: whether ``fit(X)`` of arrays needs y.
+    """
+
+    requires_y = True
+    y_hint = ""             # what the missing y would have been, in the message
+
+    def _fit(self, X, y=None, *, checkpoints=None, client=None, **inputs):
+        """Fit on ``X`` (arrays, a sparse matrix, a store, its path or URL, a
+        dask array) and ``y``; ``checkpoints``: a :class:`Checkpoints`;
+        ``inputs``: what the estimator's ``_fit_data`` takes besides
+        (``sample_weight``, ``qid``). Returns self."""
+        t0 = time.perf_counter()
+        self._check_params()
+        self.options_ = resolve(getattr(self, "options", None))
+        if self.requires_y and y is None and not is_store_like(X) \
+                and not isinstance(X, BaseStore):
+            raise ValueError(f"{type(self).__name__} requires y to be passed, "
+                             f"but the target y is None{self.y_hint}")
+        data = self._fit_data(X, y, **inputs)
+        seed = 0 if self.random_state is None else int(self.random_state)
+        run = Run(self, self.options_, seed, checkpoints or Checkpoints(), client, t0)
+        run.route = self.route_ = route_of(data.store, client, self.options_)
+        self._train(data, run)
+        self.training_ = training_record(self, data.source, t0)
+        return self
+
+
+def check_options(options):
+    """A ValueError (one line) unless ``options`` is None, an
+    :class:`~streamcvm.options.Options` or a dict of its fields."""
+    resolve(options)
+
+
+class _CVMBase(FitTemplate, BaseEstimator):
     auto_C = False          # whether C="auto" (chosen by the data) and method="auto" are allowed
     # The parameters every estimator has; each estimator's own __init__ names
     # its defaults (these are CVMOneClass's) and only keeps its arguments.
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None, full_pass=False,
-                 scale=False, random_state=0, verbose=False):
+                 scale=False, options=None, random_state=0, verbose=False):
         keep_params(self, locals())
 
     def __sklearn_tags__(self):
@@ -233,6 +362,7 @@ class _CVMBase(BaseEstimator):
         return tags
 
     def _check_params(self):
+        check_options(getattr(self, "options", None))
         methods = ("auto",) + METHODS if self.auto_C else METHODS
         if self.method not in methods:
             raise ValueError(f"method must be one of {methods}, got {self.method!r}")
@@ -279,11 +409,11 @@ class _CVMBase(BaseEstimator):
         if y is None:
             X = validate_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32),
                               reset=True)
-            X, self._row_offset = float32_rows(X, self.kernel)
+            X, self._row_offset = float32_rows(X, self.kernel, self.options_)
             return as_store(X, np.zeros(X.shape[0])), None
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
                              reset=True, y_numeric=regression)
-        X, self._row_offset = float32_rows(X, self.kernel)
+        X, self._row_offset = float32_rows(X, self.kernel, self.options_)
         if sample_weight is not None:
             from sklearn.utils.validation import _check_sample_weight
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
@@ -323,8 +453,14 @@ class _CVMBase(BaseEstimator):
             self.scaler_ = uniform
         return store
 
+    def _options(self):
+        """The options of this model: the fit's (``options_``), or, for a
+        model loaded from a file, its ``options`` parameter resolved."""
+        got = self.__dict__.get("options_")
+        return got if got is not None else resolve(getattr(self, "options", None))
+
     def _kernel(self, store):
-        self.gamma_ = resolve_gamma(self.gamma, store)
+        self.gamma_ = resolve_gamma(self.gamma, store, self.options_)
         return Kernel(self.kernel, gamma=self.gamma_, coef0=self.coef0, degree=self.degree)
 
     def _validate_X(self, X):
@@ -367,25 +503,22 @@ class _CVMBase(BaseEstimator):
 
 
 class _OneMachine(_CVMBase):
-    """Estimators of a single machine (one-class, regression): the fit's
-    checkpointing and progress plumbing, and the machine's arrays."""
+    """Estimators of a single machine (one-class, regression, ranking): the
+    machine's training inside :class:`Fit` and its arrays."""
 
-    def _fit_one(self, store, kern, solve, train, ckpt, client=None, t0=None):
+    def _fit_one(self, run, store, kern, solve, train):
         """``train(solve)`` -> the machine, unless a finished run's snapshot
         already holds it; ``solve`` (:class:`~streamcvm.problems.driver.Solve`)
         gets the seed, progress, checkpointer, resume state and runner from
-        :class:`Fit`. ``ckpt``: the fit's :class:`Checkpoints`; ``client``:
-        as :meth:`CVMClassifier.fit`'s."""
-        seed = 0 if self.random_state is None else int(self.random_state)
-        with Fit(self, store, kern, 1, ckpt, client) as fit:
+        :class:`Fit`; ``run``: the fit's :class:`Run`."""
+        with run.fit(store, kern, 1) as fit:
             for _ in fit.todo():
-                fit.done(train(fit.solve(solve, seed)))
+                fit.done(train(fit.solve(solve, run.seed)))
         self.machine_ = fit.machines[0]
         self.kernel_ = kern
         self.n_iter_ = self.machine_.n_iter
         self.core_set_size_ = self.machine_.core_size
         self.history_ = self.machine_.history
-        self.training_ = training_record(self, store, time.perf_counter() if t0 is None else t0)
 
     def _model_record(self):
         """(machines, this estimator's fields of the model manifest): see

@@ -1,7 +1,6 @@
 """CVMClassifier: kernel L2-SVM classification, binary or multi-class
 (one-vs-one or one-vs-rest), over arrays or stores."""
 import numbers
-import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -9,19 +8,17 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ..data.sampling import small_in_memory
-from ..data.store import BaseStore, DaskStore, as_store, is_dask_array, is_store_like
+from ..data.parallel import in_order
+from ..data.store import DaskStore, as_store, is_dask_array, is_store_like
+from ..options import CHECKPOINT_EVERY, CHECKPOINT_KEEP, SAMPLE_SIZE
 from ..predict import probability
 from ..predict.chunks import class_table
 from ..predict.decision import (active_machines, build_union, class_indices, ovo_votes,
                                 union_values)
-from ..data.parallel import in_order
 from ..problems import pairs, train_machine
 from ..problems.classification import side_by_side
-from ..problems.driver import Solve
+from .base import Checkpoints, FitData, _CVMBase, keep_params, store_classes
 from .svc_compat import _labels_at, _weighted_rows, one_vs_rest, support_classes, svc_layout
-from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, _CVMBase, keep_params,
-                   resolve_eps, store_classes, training_record)
 
 
 class CVMClassifier(ClassifierMixin, _CVMBase):
@@ -121,6 +118,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         (streamcvm.problems.compress.compact_machine); predict uses it. False: no
         compact expansion at fit, and predict uses the full one (set it on a
         fitted or loaded model to predict exactly).
+    options : None (default: the defaults), a :class:`streamcvm.options.Options`
+        or a dict of its fields: every other setting of the solvers, samplers
+        and checks (the exact route's limit ``svc_exact_rows``, the
+        progressive stages' sizes, the compaction's sizes and rules, the C and
+        gamma grids ...), each documented there with its unit and what it
+        trades; ``streamcvm info --options`` lists them. A saved model keeps
+        the fields it changes.
     random_state : seed of the row sampling
     verbose : show a progress bar (eps level, core-set size, radius)
 
@@ -166,6 +170,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         "auto"); ``selection_``: every candidate tried, or None.
     n_iter_, core_set_size_, history_ : solver iterations and core vectors,
         summed over the machines, and each eps level's record.
+    options_ : the :class:`streamcvm.options.Options` the fit used.
+    route_ : how the rows reached the solvers: "memory", "sampled" (from a
+        store on disk) or "distributed" (passes on a dask.distributed client).
     probA_, probB_ : Platt's sigmoid per machine (``probability=True``), as
         SVC's: P(class i | x) = 1 / (1 + exp(probA_ f + probB_)) for f the
         machine's value in SVC's sign (``decision_function_shape="ovo"``'s
@@ -180,12 +187,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                  degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None, full_pass=False,
                  multi_class="ovo", decision_function_shape="ovr", class_weight=None,
                  train_size="auto", stage_tol=0.02, stop="slack", n_jobs=-1, scale=False,
-                 probability=False, compact="auto", random_state=0, verbose=False):
+                 probability=False, compact="auto", options=None, random_state=0,
+                 verbose=False):
         keep_params(self, locals())
 
     def fit(self, X, y=None, sample_weight=None, *, checkpoint_dir=None,
-            checkpoint_every=EVERY, checkpoint_iters=None, checkpoint_keep=KEEP, resume=False,
-            checkpoint_replace=False,
+            checkpoint_every=CHECKPOINT_EVERY, checkpoint_iters=None,
+            checkpoint_keep=CHECKPOINT_KEEP, resume=False, checkpoint_replace=False,
             client=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
 
@@ -204,12 +212,13 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         which the passes over every row run (row statistics, full violator
         passes); default: the active client if there is one, else dask's
         threaded scheduler. The model does not depend on it."""
-        t0 = time.perf_counter()
-        self._check_params()
-        if y is None and not isinstance(X, BaseStore) and not isinstance(X, str) \
-                and not hasattr(X, "__fspath__"):
-            raise ValueError(f"{type(self).__name__} requires y to be passed, "
-                             "but the target y is None")
+        return self._fit(X, y, sample_weight=sample_weight, client=client, checkpoints=Checkpoints(
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
+            checkpoint_replace))
+
+    def _fit_data(self, X, y, sample_weight=None):
+        """The training store and its classes (``classes_``); rows of weight 0
+        dropped (``extra["kept"]``: the ids of the rows given)."""
         kept = None
         if sample_weight is not None and not (is_store_like(X) or is_dask_array(X)):
             X, y, sample_weight, kept = _weighted_rows(self, X, y, sample_weight)
@@ -218,68 +227,82 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             raise ValueError("Unknown label type: the store's y has more than 1,000 "
                              "distinct values, a continuous target; train a regressor "
                              "(CVMRegressor, --task regression)")
-        labels, classes = store_classes(store, labels)
-        self.classes_ = labels
-        eps = resolve_eps(self.eps)
-        seed = 0 if self.random_state is None else int(self.random_state)
-        subs = pairs(classes, self.multi_class)
-        cw = _class_weights(self.class_weight, store, classes, self.classes_)
+        self.classes_, classes = store_classes(store, labels, self.options_)
+        return FitData(store, labels, extra={"kept": kept, "codes": classes})
+
+    def _train(self, data, run):
+        """One machine per sub-problem (:func:`~streamcvm.problems.pairs`),
+        side by side where they can be; C and gamma chosen first; then the
+        compact expansion and the probabilities."""
+        classes, subs = data.extra["codes"], pairs(data.extra["codes"], self.multi_class)
+        cw = _class_weights(self.class_weight, data.store, classes, self.classes_)
         if cw is not None and self.multi_class == "ovr" and len(subs) > 1:
             raise ValueError("class_weight with multi_class='ovr' is not supported (the "
                              "'rest' side mixes classes): use multi_class='ovo'")
-        weighted = bool(store.has_weight)
-        source = store
-        store = small_in_memory(store) if len(subs) > 1 and not weighted else store
-        solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
-                      max_core=self.max_core, n_jobs=self.n_jobs, compact=self.compact)
-        kern = self._choose(store, classes, subs, cw, solve.but(seed=seed, compact=False),
-                            client)
-        cv = False
-        if self.probability:
-            cv = store.n <= probability.CV_MAX_ROWS     # else held-out rows, never trained on
-            if not cv:
-                store = probability.HoldoutStore(store, seed, 0.0,
-                                                 probability.holdout_fraction(store.n))
+        weighted = bool(data.store.has_weight)
+        store = run.held_whole(data.store) if len(subs) > 1 and not weighted else data.store
+        solve = run.solve(n_jobs=self.n_jobs, compact=self.compact)
+        kern = self._choose(store, classes, subs, cw, solve.but(compact=False), run)
+        store, cv = self._probability_rows(store, run)
         fit_kw = dict(C=self.C_, full_pass=self.full_pass, sample_weight=weighted,
                       train_size=self.train_size, stop=self.stop, stage_tol=self.stage_tol)
-        ckpt = Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep,
-                           resume, checkpoint_replace)
         jobs = side_by_side(store, kern, subs, solve, class_weight=cw, **fit_kw)
-        with Fit(self, store, kern, len(subs), ckpt, client) as fit:
+        with run.fit(store, kern, len(subs)) as fit:
             def one(k):
                 pair = subs[k]
-                return train_machine(store, kern, fit.solve(solve, seed + k, k), classes=pair,
-                                     class_weight=None if cw is None else
+                return train_machine(store, kern, fit.solve(solve, run.seed + k, k),
+                                     classes=pair, class_weight=None if cw is None else
                                      (cw[pair[0]], cw[pair[1]]), **fit_kw)
             for _, m in zip(fit.todo(), in_order(one, fit.remaining(), jobs)):
                 fit.done(m)
-            self._support_classes = None
-            if one_vs_rest(fit.machines):   # "the rest" does not tell a row's class: the store does
-                uniq, cls = support_classes(fit.machines, len(classes), True)
-                unknown = np.flatnonzero(cls < 0)
-                cls[unknown] = _labels_at(store, uniq[unknown], classes)
-                self._support_classes = cls
-            if kept is not None:    # rows of weight 0 were dropped: ids of the rows given
-                for m in fit.machines:
-                    m.sv_ids = kept[m.sv_ids]
-            self._set_machines(fit.machines)
-            self.kernel_ = kern
+            self._finish(fit.machines, store, classes, kern, data.extra["kept"])
             if self.compact == "auto" and not any(m.compact_info for m in fit.machines):
-                self._compact_fitted(store, seed, solve.but(runner=fit.runner))
-            self.probA_ = self.probB_ = None
-            if cv:
-                F, y = probability.cv_decisions(store, subs, kern, seed, cw,
-                                                solve.but(runner=fit.runner), fit_kw)
-                self._set_sigmoids(F, y, subs)
-            elif self.probability:
-                X, y = store.held_out()
-                F = self._ovo_rows(X) if X is not None else np.zeros((0, len(subs)))
-                self._set_sigmoids(F, y, subs)
+                self._compact_fitted(store, run.seed, solve.but(runner=fit.runner))
+            self._fit_probabilities(store, cv, subs, kern, run.seed, cw,
+                                    solve.but(runner=fit.runner), fit_kw)
         self.n_iter_ = sum(m.n_iter for m in self.machines_)
         self.core_set_size_ = sum(m.core_size for m in self.machines_)
         self.history_ = [h for m in self.machines_ for h in m.history]
-        self.training_ = training_record(self, source, t0)
-        return self
+
+    def _probability_rows(self, store, run):
+        """(the store the machines train on, whether the sigmoids come from
+        cross-validation): ``probability=True`` on more than the option
+        ``probability_cv_rows`` rows holds rows out (never trained on)."""
+        if not self.probability:
+            return store, False
+        opts = run.options
+        if store.n <= opts.probability_cv_rows:
+            return store, True
+        return probability.HoldoutStore(store, run.seed, 0.0,
+                                        probability.holdout_fraction(store.n, opts)), False
+
+    def _finish(self, machines, store, classes, kern, kept):
+        """The fitted machines kept: one-vs-rest's support rows' classes (from
+        the store: "the rest" does not tell), support ids of the rows given
+        (``kept``: rows of weight 0 were dropped), the kernel."""
+        self._support_classes = None
+        if one_vs_rest(machines):
+            uniq, cls = support_classes(machines, len(classes), True)
+            unknown = np.flatnonzero(cls < 0)
+            cls[unknown] = _labels_at(store, uniq[unknown], classes)
+            self._support_classes = cls
+        if kept is not None:
+            for m in machines:
+                m.sv_ids = kept[m.sv_ids]
+        self._set_machines(machines)
+        self.kernel_ = kern
+
+    def _fit_probabilities(self, store, cv, subs, kern, seed, cw, solve, fit_kw):
+        """``probA_``, ``probB_`` (None without ``probability``): Platt's
+        sigmoids on cross-validated decision values, or on the held-out rows."""
+        self.probA_ = self.probB_ = None
+        if cv:
+            F, y = probability.cv_decisions(store, subs, kern, seed, cw, solve, fit_kw)
+            self._set_sigmoids(F, y, subs)
+        elif self.probability:
+            X, y = store.held_out()
+            F = self._ovo_rows(X) if X is not None else np.zeros((0, len(subs)))
+            self._set_sigmoids(F, y, subs)
 
     def _svc(self):
         """The machines in :class:`sklearn.svm.SVC`'s layout (:func:`svc_layout`)."""
@@ -330,19 +353,17 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         check_is_fitted(self)
         return np.array([len(m.coef) for m in self.machines_])
 
-    def _choose(self, store, classes, subs, cw, solve, client):
+    def _choose(self, store, classes, subs, cw, solve, run):
         """``C_``, ``gamma_`` and ``selection_``: "auto" ones chosen on held-out
         rows (:func:`streamcvm.estimators.search.search`), the others as
         given. Returns the kernel."""
-        from ..data.parallel import Runner
-        from ..problems import one_blas_thread
-        from ..solvers.kernels import Kernel
         from ..problems.progressive import plan
+        from ..solvers.kernels import Kernel, kernel_class
         from .base import resolve_gamma
         from .progress import SearchProgress
-        from ..solvers.kernels import kernel_class
         from .search import search
-        base = resolve_gamma(self.gamma, store)     # "auto": 1 / mean squared distance
+        # "auto": 1 / mean squared distance
+        base = resolve_gamma(self.gamma, store, run.options)
         self.selection_ = None
         length_scale = kernel_class(self.kernel).length_scale
         if self.C == "auto" or (self.gamma == "auto" and length_scale):
@@ -351,9 +372,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                      if auto]
             # the rows the final fit trains on (a candidate's C is for them):
             # all, or a progressive fit's sample
-            sizes = None if self.full_pass else plan(store, None, self.train_size)
-            with one_blas_thread(), Runner(client) as runner, \
-                    SearchProgress(self.verbose, names) as bar:
+            sizes = None if self.full_pass else plan(store, None, self.train_size, run.options)
+            with run.passes() as runner, SearchProgress(self.verbose, names) as bar:
                 C, gamma, self.selection_ = search(
                     self, store, classes, subs, cw, base, solve, runner, bar.update,
                     final_rows=store.n if sizes is None else sizes[1], staged=sizes is not None)
@@ -374,7 +394,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     def _ovo_rows(self, X, n_jobs=1):
         """:meth:`_ovo` of rows already validated (and scaled), on ``n_jobs`` threads."""
         union, intercepts = self._union()
-        return union_values(self.kernel_, union, intercepts, X, n_jobs=n_jobs)
+        return union_values(self.kernel_, union, intercepts, X, n_jobs=n_jobs,
+                            few_machines=self._options().few_machines)
 
     def _model_record(self):
         """(machines, this estimator's fields of the model manifest): what
@@ -434,10 +455,12 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             jobs = n_threads(solve.n_jobs)
 
             def sample():       # the full model's values there: 16K x |S| kernel values
-                Xf, Xc = sample_rows(store, seed, solve.runner)
+                Xf, Xc = sample_rows(store, solve.options, seed, solve.runner)
                 return Xf, self._ovo_rows(Xf, jobs), Xc, agreeing_labels(
-                    self._labels_of, self._labels_of(self._ovo_rows(Xc, jobs)))
-            got, info = compact_shared(U, w, key, self.kernel_, sample, seed=seed, n_jobs=jobs)
+                    self._labels_of, self._labels_of(self._ovo_rows(Xc, jobs)),
+                    solve.options.compact_agree)
+            got, info = compact_shared(U, w, key, self.kernel_, sample, options=solve.options,
+                                       seed=seed, n_jobs=jobs)
         attach_shared(machines, got, info)
         self._set_machines(machines)
 

@@ -33,8 +33,6 @@ from ..data.scaling import SAFE_SQ_NORM, ScaledStore, Scaler, range_scale
 from ..data.store import ArrayStore
 from ..solvers.kernels import estimate_beta, kernel_class, sq_norms
 
-SAMPLE_ROWS = 5000      # rows drawn once per fit: the range, and gamma="auto"'s 1/beta
-PAIR_ROWS = 512         # of them, the rows whose pairwise distances judge a given gamma
 # gamma d above this for every sampled pair: exp(-gamma d) is 0 in float32 (below
 # exp(-103.3), the smallest subnormal) with a factor 4 to spare
 ZERO_EXPONENT = 4 * 104.0
@@ -45,19 +43,19 @@ ONE_EXPONENT = 2.0 ** -27
 # (float32 kernel caches hold up to 3.4e38 = 2^128; 2^8 to spare for rows outside)
 F32_MAX = float(np.finfo(np.float32).max)
 F32_TINY = float(np.finfo(np.float32).tiny)
-CHECK_ROWS = 256        # support rows whose decision values a model must have finite
 
 _last = [None, None]        # (weak reference to a store, its sample): the last one only
 
 
-def sample(store):
-    """``sample_rows(store, SAMPLE_ROWS)``, drawn once for the store object a
-    fit is working on (the range check and gamma="auto" share it: the same
-    rows as before); only the last store's sample is kept."""
+def sample(store, options):
+    """``sample_rows(store, range_sample_rows)`` (the options'), drawn once
+    for the store object a fit is working on (the range check and
+    gamma="auto" share it: the same rows as before); only the last store's
+    sample is kept."""
     ref, got = _last
     if ref is not None and ref() is store:
         return got
-    got = sample_rows(store, SAMPLE_ROWS)
+    got = sample_rows(store, options.range_sample_rows, options.range_sample_chunks)
     try:
         _last[:] = [weakref.ref(store), got]
     except TypeError:           # not weak-referable: not kept
@@ -65,15 +63,15 @@ def sample(store):
     return got
 
 
-def _distances(kern, S):
+def _distances(kern, S, pair_rows):
     """Distances between distinct sampled rows (float64, those > 0), as the
     kernel class ``kern``'s exponent takes them (``kern.distance``: squared
     Euclidean for rbf, L1 for laplacian, Euclidean for exponential)."""
     from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
     m = S.shape[0]
-    if m > PAIR_ROWS:
-        S = S[np.sort(np.random.default_rng(0).choice(m, PAIR_ROWS, replace=False))]
-        m = PAIR_ROWS
+    if m > pair_rows:
+        S = S[np.sort(np.random.default_rng(0).choice(m, pair_rows, replace=False))]
+        m = pair_rows
     S = S.astype(np.float64)
     D = manhattan_distances(S) if kern.distance == "manhattan" else \
         euclidean_distances(S, squared=kern.distance == "sqeuclidean")
@@ -81,7 +79,7 @@ def _distances(kern, S):
     return d[d > 0], m
 
 
-def check_gamma(kern, gamma, coef0, degree, S, auto=False):
+def check_gamma(kern, gamma, coef0, degree, S, auto=False, pair_rows=512):
     """A ValueError (one line) for a gamma (a number, in the units of the
     sampled rows ``S``) that cannot give a model, for the kernel class
     ``kern``: for the distance kernels, exp(-gamma d) exactly 0 or exactly 1
@@ -103,7 +101,7 @@ def check_gamma(kern, gamma, coef0, degree, S, auto=False):
                              f"coef0)^degree reaches {v:.3g} on sampled rows, past what "
                              f"{kern.value_limit_why}; {fix}")
         return
-    d, m = _distances(kern, S)
+    d, m = _distances(kern, S, pair_rows)
     if not len(d):
         return                  # every sampled row alike: nothing to judge by
     lo, hi = float(d.min()), float(d.max())     # Python floats: gamma d may be inf
@@ -124,14 +122,10 @@ def check_gamma(kern, gamma, coef0, degree, S, auto=False):
                          f"{hint}")
 
 
-PRECISION_TOL = 1e-5    # float32 may move a value by at most this much of its column's range
-ERROR_ROWS = 8192       # rows whose float32 rounding error is measured at a time
-
-
-def float32_rows(X, kernel, *, warn=True):
+def float32_rows(X, kernel, options, *, warn=True):
     """``(X as float32, offsets or None)``: the rows the kernels see. Where
-    the float32 cast would move some value of a column by more than
-    ``PRECISION_TOL`` of that column's range (a Unix timestamp, ~1.7e9, has a
+    the float32 cast would move some value of a column by more than the
+    option ``float32_tol`` of that column's range (a Unix timestamp, ~1.7e9, has a
     float32 step of 128 s: 400 distinct seconds become 2 values), the
     translation-invariant kernels (rbf, laplacian, exponential) get that
     column centred first, in float64: the same kernel values, and the
@@ -144,7 +138,8 @@ def float32_rows(X, kernel, *, warn=True):
         return X, None
     if sp.issparse(X):
         X = sp.csr_matrix(X)
-        lossy = _lossy_columns(X.data, X.indices, X.shape[1]) if X.nnz else []
+        lossy = _lossy_columns(X.data, X.indices, X.shape[1], options.float32_tol) \
+            if X.nnz else []
         if len(lossy) and warn:
             _warn_lossy(lossy, "sparse rows cannot be centred without filling their zeros")
         return X.astype(np.float32), None
@@ -152,10 +147,11 @@ def float32_rows(X, kernel, *, warn=True):
     lo, hi = X.min(axis=0), X.max(axis=0)
     X32 = X.astype(np.float32)
     err = np.zeros(X.shape[1])
-    for a in range(0, X.shape[0], ERROR_ROWS):     # float64 temporaries of a block only
-        b = a + ERROR_ROWS
+    step = options.float32_block_rows
+    for a in range(0, X.shape[0], step):     # float64 temporaries of a block only
+        b = a + step
         np.maximum(err, np.abs(X32[a:b].astype(np.float64) - X[a:b]).max(axis=0), out=err)
-    lossy = np.flatnonzero(err > PRECISION_TOL * (hi - lo))
+    lossy = np.flatnonzero(err > options.float32_tol * (hi - lo))
     if not len(lossy):
         return X32, None
     if not kernel_class(kernel).translation_invariant:
@@ -169,15 +165,15 @@ def float32_rows(X, kernel, *, warn=True):
     return (X - offset).astype(np.float32), offset
 
 
-def _lossy_columns(values, cols, d):
+def _lossy_columns(values, cols, d, tol):
     """Sparse: the columns whose stored values float32 moves by more than
-    ``PRECISION_TOL`` of their range (zeros included)."""
+    ``tol`` of their range (zeros included)."""
     err = np.zeros(d)
     lo, hi = np.zeros(d), np.zeros(d)
     np.maximum.at(err, cols, np.abs(values.astype(np.float32).astype(np.float64) - values))
     np.minimum.at(lo, cols, values)
     np.maximum.at(hi, cols, values)
-    return np.flatnonzero(err > PRECISION_TOL * (hi - lo))
+    return np.flatnonzero(err > tol * (hi - lo))
 
 
 def _warn_lossy(cols, why):
@@ -210,7 +206,8 @@ def fit_range(est, store):
     linear kernel refuses rows out of range. ValueError, one line."""
     from .base import positive_number
     kern = kernel_class(est.kernel)
-    S = sample(store)
+    opts = est.options_
+    S = sample(store, opts)
     top = float(sq_norms(S).max()) if S.shape[0] else 0.0
     s = range_scale(top)
     if "gamma" not in kern.params and s != 1.0:     # no gamma absorbs the rows' scale
@@ -221,10 +218,12 @@ def fit_range(est, store):
                          f"them (scale=True, streamcvm train --scale) or rescale X")
     gamma = getattr(est, "gamma", "auto")
     if positive_number(gamma):
-        check_gamma(kern, float(gamma), float(est.coef0), float(est.degree), S)
+        check_gamma(kern, float(gamma), float(est.coef0), float(est.degree), S,
+                    pair_rows=opts.gamma_pair_rows)
     elif kern.value_limit is not None and S.shape[0] > 1:   # "auto": 1/beta of these rows
-        check_gamma(kern, 1.0 / estimate_beta(S, n_sample=SAMPLE_ROWS, seed=0),
-                    float(est.coef0), float(est.degree), S, auto=True)
+        check_gamma(kern, 1.0 / estimate_beta(S, n_sample=opts.range_sample_rows, seed=0),
+                    float(est.coef0), float(est.degree), S, auto=True,
+                    pair_rows=opts.gamma_pair_rows)
     if s == 1.0:
         return store, None
     scaler = Scaler.uniform(store.d, s)
@@ -273,7 +272,7 @@ def _rows(sv, k):
     return sv[::max(1, -(-n // k))][:k]
 
 
-def check_finite(est, rows=CHECK_ROWS, machines=None):
+def check_finite(est, rows=None, machines=None):
     """A ValueError (one line) when a fitted model is not fit to keep: its
     decision values on each machine's own support rows (up to ``rows``, split
     between the machines, at least 8 each), which are training rows, are not
@@ -284,6 +283,9 @@ def check_finite(est, rows=CHECK_ROWS, machines=None):
     machines = est._model_record()[0] if machines is None else machines
     kern = est.kernel_
     bad = None
+    if rows is None:        # the option finite_check_rows of the model's options
+        from ..options import resolve
+        rows = resolve(getattr(est, "options", None)).finite_check_rows
     per = max(8, rows // len(machines))     # many machines (one-vs-one): fewer rows each
     for k, m in enumerate(machines):
         where = f"machine {k + 1} of {len(machines)}" if len(machines) > 1 else "its machine"

@@ -11,7 +11,6 @@ before it of the same class; a run that was killed resumes at the feature it
 was on and gives the same features.
 """
 import numbers
-import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -19,14 +18,16 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data.store import as_store, is_store_like
+from ..options import CHECKPOINT_EVERY, CHECKPOINT_KEEP, SAMPLE_SIZE, resolve
 from ..problems import mmda as mmda_problem
 from ..solvers.kernels import Kernel
 from ..solvers.mmda import Basis
-from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, Fit, keep_params,
-                   no_labels_with_store, positive_number, resolve_gamma, store_classes,
-                   training_record)
+from .base import (Checkpoints, FitData, FitTemplate, check_options, keep_params,
+                   no_labels_with_store, positive_number, resolve_gamma, store_classes)
 
-class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+
+class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemplate,
+                      BaseEstimator):
     """Large-margin features: a sequence of orthogonal directions in the
     kernel's feature space, each the weight vector of an L2-SVM (C) in the
     subspace orthogonal to the ones before (mmda paper, eqs. 1-3).
@@ -49,7 +50,9 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     ``gamma`` ("auto": 1 / the mean squared distance between rows, on 5,000
     rows, as the paper's beta), ``eps`` (the MEB tolerance), ``sample_size``
     (rows per random sample), ``max_core`` (a cap on the core set),
-    ``random_state`` (the sampler's seed), ``verbose`` (a progress bar),
+    ``options`` (as :class:`CVMClassifier`'s: the ``mmda_*`` fields set
+    the solver and its in-memory route), ``random_state`` (the sampler's
+    seed), ``verbose`` (a progress bar),
     ``compact`` ("auto", the default: after the fit, one basis of B <= 4,096
     k-means centres replaces the ``expansion_rows_`` where every feature
     keeps R^2 >= 0.999 on training rows the fit of the basis did not use,
@@ -65,7 +68,8 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     task = "features"
 
     def __init__(self, n_components=1, *, C=1.0, kernel="rbf", gamma="auto", eps=1e-3,
-                 sample_size=SAMPLE_SIZE, max_core=None, compact="auto", random_state=0, verbose=False):
+                 sample_size=SAMPLE_SIZE, max_core=None, compact="auto", options=None,
+                 random_state=0, verbose=False):
         keep_params(self, locals())
 
     def __sklearn_tags__(self):
@@ -74,7 +78,13 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         tags.target_tags.required = True        # the classes to separate
         return tags
 
+    def _options(self):
+        """The options of this model (``options_``, or its ``options`` resolved)."""
+        got = self.__dict__.get("options_")
+        return got if got is not None else resolve(self.options)
+
     def _check_params(self):
+        check_options(self.options)
         if not (isinstance(self.n_components, numbers.Integral) and self.n_components >= 1):
             raise ValueError(f"n_components must be a positive integer, got "
                              f"{self.n_components!r}")
@@ -90,24 +100,24 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             raise ValueError(f"kernel must be one of {ok} (MMDA takes the distance kernels: "
                              f"a constant k(x, x), gamma a length scale), got {self.kernel!r}")
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=EVERY, checkpoint_keep=KEEP,
-            resume=False, checkpoint_replace=False):
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY,
+            checkpoint_keep=CHECKPOINT_KEEP, resume=False, checkpoint_replace=False):
         """Fit on arrays (X, y) or a store (its y). ``checkpoint_dir``: a
         snapshot after each feature (at most every ``checkpoint_every``
         seconds, and after the last); ``resume=True`` continues from the
         newest one there, with the same features as a run never interrupted.
         Another run's snapshots there are refused, or deleted with
         ``checkpoint_replace=True``."""
-        t0 = time.perf_counter()
-        self._check_params()
+        return self._fit(X, y, checkpoints=Checkpoints(
+            checkpoint_dir, checkpoint_every, None, checkpoint_keep, resume, checkpoint_replace))
+
+    def _fit_data(self, X, y):
+        """The store and ``classes_`` (at least two)."""
         if is_store_like(X):
             no_labels_with_store(X, y=y)
             store, labels = as_store(X), None
             self.n_features_in_ = store.d
         else:
-            if y is None:
-                raise ValueError("MMDATransformer requires y to be passed, but the target "
-                                 "y is None")
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32, reset=True)
             check_classification_targets(y)
             labels, codes = np.unique(y, return_inverse=True)
@@ -116,7 +126,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             raise ValueError("MMDATransformer needs class labels: the store's y has more "
                              "than 1,000 distinct values")
         try:
-            self.classes_, codes = store_classes(store, labels)
+            self.classes_, codes = store_classes(store, labels, self.options_)
         except ValueError as e:
             raise ValueError(f"MMDATransformer needs at least two classes in y ({e})") \
                 from None
@@ -126,31 +136,32 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             raise ValueError(f"n_components={self.n_components} is more than the "
                              f"{store.n:,} training rows allow (at most {store.n:,}: each "
                              f"feature is a new direction through the rows)")
-        self.gamma_ = resolve_gamma(self.gamma, store)
+        return FitData(store, labels, extra={"codes": codes})
+
+    def _train(self, data, run):
+        """The features class by class (:func:`streamcvm.problems.mmda.features_in_order`),
+        then their compact basis."""
+        store = data.store
+        self.gamma_ = resolve_gamma(self.gamma, store, run.options)
         kern = Kernel(self.kernel, gamma=self.gamma_)
-        sides = mmda_problem.sides(codes)
-        seed = 0 if self.random_state is None else int(self.random_state)
-        n_feat = len(sides) * self.n_components
-        ckpt = Checkpoints(checkpoint_dir, checkpoint_every, None, checkpoint_keep, resume,
-                           checkpoint_replace)
-        with Fit(self, store, kern, n_feat, ckpt, runner=False, method="mmda", unit="feature",
-                 verb="fit") as fit:
+        sides = mmda_problem.sides(data.extra["codes"])
+        with run.fit(store, kern, len(sides) * self.n_components, runner=False, method="mmda",
+                     unit="feature", verb="fit") as fit:
             if fit.ck is not None:
-                fit.ck.event_gap = checkpoint_every if checkpoint_every is not None else 1.0
-            machines = fit.machines
+                every = run.checkpoints.every
+                fit.ck.event_gap = every if every is not None else 1.0
             for f, m in mmda_problem.features_in_order(
-                    fit, store, kern, sides, self.n_components, seed, C=self.C, eps=self.eps,
-                    sample_size=self.sample_size, max_core=self.max_core):
+                    fit, store, kern, sides, self.n_components, run.seed, C=self.C,
+                    eps=self.eps, sample_size=self.sample_size, max_core=self.max_core,
+                    options=run.options):
                 fit.done(m)
                 j, s = divmod(f, self.n_components)
                 fit.bar.note(f"class {j + 1}/{len(sides)} feature {s + 1}: "
                              f"{m.core_size:,} support rows")
         self.kernel_ = kern
-        self._set_features(machines)
+        self._set_features(fit.machines)
         if self.compact == "auto":
-            self._compact_features(store, seed)
-        self.training_ = training_record(self, store, t0)
-        return self
+            self._compact_features(store, run.seed)
 
     def _set_features(self, machines, seconds=None):
         """``machines_`` and what they give: the per-feature attributes and the
@@ -178,7 +189,8 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     def _compact_features(self, store, seed):
         """One compact basis for all features
         (:func:`streamcvm.problems.mmda.compact_features`)."""
-        mmda_problem.compact_features(self.machines_, self._basis, self.kernel_, store, seed)
+        mmda_problem.compact_features(self.machines_, self._basis, self.kernel_, store, seed,
+                                      self._options())
         self._set_features(self.machines_, self.feature_seconds_)
 
     # -- transform ------------------------------------------------------------
@@ -187,10 +199,12 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         basis where there is one and ``compact`` is not False."""
         c = self._compact_basis
         if c is None or self.compact is False:
-            return self._basis.project(self.kernel_, X)
+            return self._basis.project(self.kernel_, X,
+                                       few_machines=self._options().few_machines)
         from ..solvers.kernels import kernel_sums
         Z, Beta, b, Zsq = c
-        return np.asarray(kernel_sums(self.kernel_, X, Z, Beta, None, Zsq),
+        return np.asarray(kernel_sums(self.kernel_, X, Z, Beta, None, Zsq,
+                                      few_machines=self._options().few_machines),
                           np.float64).reshape(X.shape[0], Beta.shape[1]) + b
 
     def transform(self, X):

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import __version__
 from ..data.snapshots import file_digest as _digest
+from ..options import recorded
 from ..solvers.kernels import Kernel
 from ..problems.machine import COMPACT_ARRAYS, has_compact, machine_arrays, machine_from
 
@@ -101,7 +102,7 @@ def save_model(est, path, overwrite=False, target=None):
             "created_by": f"streamcvm {__version__}",
             "library_versions": {"numpy": np.__version__},
             "estimator": kind,
-            "params": {k: v for k, v in est.get_params().items()},
+            "params": recorded(est.get_params()),
             "kernel": {"name": est.kernel_.name, "gamma": est.kernel_.gamma,
                        "coef0": est.kernel_.coef0, "degree": est.kernel_.degree},
             "n_features_in": int(est.n_features_in_),
@@ -126,6 +127,9 @@ def save_model(est, path, overwrite=False, target=None):
 
 
 DIGEST_KEY = "manifest_xxh3_128"
+
+
+
 
 
 def manifest_digest(man):
@@ -337,6 +341,12 @@ def load_model(path):
         machines.append(m)
     cls = _estimators()[man["estimator"]]
     params = dict(man["params"])
+    if params.get("options") is not None:
+        from ..options import Options
+        try:
+            params["options"] = Options.from_dict(params["options"])
+        except ValueError as e:
+            raise ModelError(f"{os.path.join(path, 'model.json')}: {e}") from None
     if isinstance(params.get("class_weight"), dict):
         params["class_weight"] = _class_weight_keys(params["class_weight"], man["classes"])
     est = cls(**params)

@@ -1,13 +1,10 @@
 """CVMOneClass: the one-class L2-SVM (SVDD), the data's enclosing ball."""
-import time
-
 import numpy as np
 from sklearn.base import OutlierMixin
 
+from ..options import CHECKPOINT_EVERY, CHECKPOINT_KEEP, SAMPLE_SIZE
 from ..problems import train_machine
-from ..problems.driver import Solve
-from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, _OneMachine, keep_params,
-                   resolve_eps)
+from .base import Checkpoints, FitData, _OneMachine, keep_params
 
 
 class CVMOneClass(OutlierMixin, _OneMachine):
@@ -41,29 +38,32 @@ class CVMOneClass(OutlierMixin, _OneMachine):
 
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps=1e-3, sample_size=SAMPLE_SIZE, max_core=None, full_pass=False,
-                 scale=False, random_state=0, verbose=False):
+                 scale=False, options=None, random_state=0, verbose=False):
         keep_params(self, locals())
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=EVERY,
-            checkpoint_iters=None, checkpoint_keep=KEEP, resume=False,
-            checkpoint_replace=False,
-            client=None):
+    requires_y = False
+
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY,
+            checkpoint_iters=None, checkpoint_keep=CHECKPOINT_KEEP, resume=False,
+            checkpoint_replace=False, client=None):
         """Fit on the rows of X (arrays, a sparse matrix or a store); y is
         ignored. The checkpoint arguments and ``client`` are those of
         :meth:`CVMClassifier.fit`."""
-        t0 = time.perf_counter()
-        self._check_params()
-        store, _ = self._prepare(X)
-        kern = self._kernel(store)
-        solve = Solve(method=self.method, eps=resolve_eps(self.eps),
-                      sample_size=self.sample_size, max_core=self.max_core)
-        self._fit_one(store, kern, solve, lambda run: train_machine(
-            store, kern, run, classes=None, C=self.C, full_pass=self.full_pass,
-            train_size="all", stop="slack"),       # the ball of every row
-            Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
-                        checkpoint_replace), client, t0=t0)
+        return self._fit(X, None, client=client, checkpoints=Checkpoints(
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
+            checkpoint_replace))
+
+    def _fit_data(self, X, y):
+        return FitData(self._prepare(X)[0])
+
+    def _train(self, data, run):
+        """The ball of every row (:func:`~streamcvm.problems.train_machine`,
+        one class); ``offset_`` its certified radius."""
+        kern = self._kernel(data.store)
+        self._fit_one(run, data.store, kern, run.solve(), lambda s: train_machine(
+            data.store, kern, s, classes=None, C=self.C, full_pass=self.full_pass,
+            train_size="all", stop="slack"))
         self.offset_ = -self.machine_.radius2
-        return self
 
     def decision_function(self, X):
         """R^2 - ||phi(x) - c||^2 (positive inside) for arrays, a store, its

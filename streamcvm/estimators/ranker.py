@@ -1,15 +1,12 @@
 """CVMRanker: the kernel ranking SVM over preference pairs within queries."""
-import time
-
 import numpy as np
 from sklearn.utils.validation import validate_data
 
 from ..data.store import BaseStore, as_store, is_store_like
-from ..problems.driver import Solve
+from ..options import CHECKPOINT_EVERY, CHECKPOINT_KEEP, SAMPLE_SIZE
 from ..problems.ranking import RANKING, train_ranker
 from ..solvers.methods import method_class
-from .base import (EVERY, KEEP, SAMPLE_SIZE, Checkpoints, _OneMachine, keep_params,
-                   no_labels_with_store, resolve_eps)
+from .base import Checkpoints, FitData, _OneMachine, keep_params, no_labels_with_store
 
 
 class CVMRanker(_OneMachine):
@@ -24,46 +21,47 @@ class CVMRanker(_OneMachine):
     """
 
     task = "ranking"  # what `streamcvm train --task` calls it
+    y_hint = " (y: relevance; qid: query ids)"
 
     def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
                  degree=3, eps=1e-4, sample_size=SAMPLE_SIZE, max_core=20000, full_pass=False,
-                 scale=False, random_state=0, verbose=False):
+                 scale=False, options=None, random_state=0, verbose=False):
         keep_params(self, locals())
 
-    def fit(self, X, y=None, qid=None, *, checkpoint_dir=None, checkpoint_every=EVERY,
-            checkpoint_iters=None, checkpoint_keep=KEEP, resume=False,
-            checkpoint_replace=False,
+    def _check_params(self):
+        super()._check_params()
+        method_class(self.method, plain=False, problem=RANKING)
+
+    def fit(self, X, y=None, qid=None, *, checkpoint_dir=None,
+            checkpoint_every=CHECKPOINT_EVERY, checkpoint_iters=None,
+            checkpoint_keep=CHECKPOINT_KEEP, resume=False, checkpoint_replace=False,
             client=None):
         """Fit on arrays (X, y, qid) or a store with a qid column; arrays
         without ``qid`` are one query (every pair of rows whose relevance
         differs). The
         checkpoint arguments and ``client`` are those of :meth:`CVMClassifier.fit`."""
-        t0 = time.perf_counter()
-        self._check_params()
-        method_class(self.method, plain=False, problem=RANKING)
+        return self._fit(X, y, qid=qid, client=client, checkpoints=Checkpoints(
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
+            checkpoint_replace))
+
+    def _fit_data(self, X, y, qid=None):
         if isinstance(X, (BaseStore, str)) or hasattr(X, "__fspath__"):
             no_labels_with_store(X, y=y, qid=qid)
-            store, _ = self._prepare(X)
-        else:
-            if y is None:
-                raise ValueError("CVMRanker requires y to be passed, but the target y is "
-                                 "None (y: relevance; qid: query ids)")
-            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
-                                 reset=True, y_numeric=True)
-            # no qid: every row in one query, pairs across all of them
-            qid = np.zeros(X.shape[0], np.int64) if qid is None else np.asarray(qid)
-            if qid.shape != (X.shape[0],):
-                raise ValueError(f"qid has shape {qid.shape}, expected ({X.shape[0]},)")
-            _check_pairs(np.asarray(y, np.float64), qid)
-            store = self._maybe_scale(as_store(X, np.asarray(y, np.float64), qid=qid))
-        kern = self._kernel(store)
-        solve = Solve(method=self.method, eps=resolve_eps(self.eps),
-                      sample_size=self.sample_size, max_core=self.max_core)
-        self._fit_one(store, kern, solve, lambda run: train_ranker(
-            store, kern, run, C=self.C, full_pass=self.full_pass),
-            Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
-                        checkpoint_replace), client, t0=t0)
-        return self
+            return FitData(self._prepare(X)[0])
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float32,
+                             reset=True, y_numeric=True)
+        # no qid: every row in one query, pairs across all of them
+        qid = np.zeros(X.shape[0], np.int64) if qid is None else np.asarray(qid)
+        if qid.shape != (X.shape[0],):
+            raise ValueError(f"qid has shape {qid.shape}, expected ({X.shape[0]},)")
+        _check_pairs(np.asarray(y, np.float64), qid)
+        return FitData(self._maybe_scale(as_store(X, np.asarray(y, np.float64), qid=qid)))
+
+    def _train(self, data, run):
+        """The ranking SVM over the pairs (:func:`~streamcvm.problems.ranking.train_ranker`)."""
+        kern = self._kernel(data.store)
+        self._fit_one(run, data.store, kern, run.solve(), lambda s: train_ranker(
+            data.store, kern, s, C=self.C, full_pass=self.full_pass))
 
     def predict(self, X):
         """Scores: within a query, higher ranks first. X: arrays, a store,

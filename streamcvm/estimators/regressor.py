@@ -1,27 +1,21 @@
 """CVMRegressor: kernel L2-SVR as a center-constrained MEB (Core Vector
 Regression), with the (mu, gamma) defaults chosen on held-out rows."""
 import numbers
-import time
 import warnings
 
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..data.parallel import Runner
-from ..data.store import BaseStore, is_store_like
-from ..problems import one_blas_thread
-from ..problems.driver import Solve
+from ..data.store import is_store_like
+from ..options import CHECKPOINT_EVERY, CHECKPOINT_KEEP, SAMPLE_SIZE
 from ..problems.progressive import plan
-from ..problems.regression import EXACT_C_PER_ROW, STAGE_CORE, exact_fit, train_regressor
+from ..problems.regression import exact_fit, train_regressor
 from ..problems.regression_defaults import fit_warnings, prepare_fit
 from ..solvers.kernels import Kernel, kernel_class
 from ..solvers.methods import method_class
-from .base import (EVERY, KEEP, METHODS, SAMPLE_SIZE, Checkpoints, _OneMachine, keep_params,
-                   log, positive_number, resolve_eps)
-
-AUTO_C_PER_ROW = 5.0    # CVMRegressor(C="auto"): C = 5 x training rows
-REGRESSION_MAX_CORE = 20000     # CVMRegressor(max_core=None) on every row
+from .base import (METHODS, Checkpoints, FitData, _OneMachine, check_options, keep_params, log,
+                   positive_number, resolve_eps)
 
 
 class CVMRegressor(RegressorMixin, _OneMachine):
@@ -56,9 +50,9 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     Parameters
     ----------
     method : "cvm" or "fvm" (BVM solves only the plain MEB)
-    C : regularisation, or "auto": ``AUTO_C_PER_ROW`` (5) times the number
-        of training rows, or ``EXACT_C_PER_ROW`` (2) times on the exact path
-        (below). In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
+    C : regularisation, or "auto": the option ``regression_c_per_row`` (5)
+        times the number of training rows, or ``svr_exact_c_per_row`` (2)
+        times on the exact path (below). In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
         2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
         grow with m to keep a fit as tight (``C_`` holds the value used).
         C weighs the standardised problem, so a C means the same at any
@@ -73,31 +67,33 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     gamma : "auto" (default: 1 / or 2 / the mean squared distance between
         rows, whichever validates better; with a given mu too) or a number
     max_core : cap on core points. Default (None): the exact path (below)
-        when it applies, else 20,000 (a 1.6 GB kernel
-        cache) on a fit on every row, and progressive stages (below) that
-        stop before a stage whose core set would pass 11,000 (0.5 GB). A
-        number caps both. ``eps="auto"`` asks for a tolerance that shrinks
+        when it applies, else the option ``regression_max_core`` (20,000: a
+        1.6 GB kernel cache) on a fit on every row, and progressive stages
+        (below) that stop before a stage whose core set would pass
+        ``regression_stage_core`` (11,000: 0.5 GB). A number caps both. ``eps="auto"`` asks for a tolerance that shrinks
         as the rows grow (one row's weight in the loss is C/(mu m)), and an
         L2-SVR keeps most rows outside its tube as support vectors, so the
         core set grows like the rows trained on; a fit that reaches the cap
         warns.
     train_size : "auto" (default), "all" or a number of rows. "auto": a
-        store of more than 65,536 rows trains by progressive subsampling
-        (streamcvm.problems.progressive): fits on random samples of 16,384,
-        32,768, ... rows (C="auto" scaled to each), the next only while the
-        last doubling lowered the squared error on held-out rows (10% of
-        the rows, at most 50,000) by more than its standard error and by at
-        least a tenth of the drop since the first stage, and its core set
-        would stay within the budget above. The stages are in
+        store of more than 65,536 rows (the option ``progressive_min_rows``)
+        trains by progressive subsampling (streamcvm.problems.progressive):
+        fits on random samples of 16,384, 32,768, ... rows (C="auto" scaled
+        to each), the next only while the stages' learning curve on held-out
+        rows (10% of the rows, at most 50,000) promises more than
+        ``regression_stage_tol`` (0.02) percent of the validation squared
+        error from the rest of the sample, and its core set would stay
+        within the budget above. The stages are in
         ``history_`` (``stage_rows``, ``stage_validation_rmse``). A number:
         at most that many rows, the same way.
     compact : "auto" (default) or False, as :class:`CVMClassifier`; a
         compact expansion is kept when its validation RMSE is within 0.5% of
-        the full model's.
-    kernel, coef0, degree, eps, sample_size, full_pass, scale,
+        the full model's (the option ``compact_rmse_tol``).
+    kernel, coef0, degree, eps, sample_size, full_pass, scale, options,
     random_state, verbose : as :class:`CVMClassifier`
 
-    The exact path: a fit on at most 32,768 rows with method "cvm", no
+    The exact path: a fit on at most 32,768 rows (``svr_exact_rows``) with
+    method "cvm", no
     ``max_core``, no ``full_pass``, no checkpoints and not progressive is
     solved by SMO over every signed point over a cache of kernel rows (at
     most 2,000 MB; ``streamcvm.solvers.exact.svr``; the same dual), as are the mu / gamma
@@ -119,10 +115,11 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
                  coef0=0.0, degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None,
                  full_pass=False, train_size="auto", scale=False, compact="auto",
-                 random_state=0, verbose=False):
+                 options=None, random_state=0, verbose=False):
         keep_params(self, locals())
 
     def _check_params(self):
+        check_options(self.options)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if not (isinstance(self.C, str) and self.C == "auto") and not positive_number(self.C):
@@ -138,69 +135,76 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
                              f"least 1,000, got {ts!r}")
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=EVERY,
-            checkpoint_iters=None, checkpoint_keep=KEEP, resume=False,
-            checkpoint_replace=False,
-            client=None):
+    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY,
+            checkpoint_iters=None, checkpoint_keep=CHECKPOINT_KEEP, resume=False,
+            checkpoint_replace=False, client=None):
         """Fit on arrays (X, y), a sparse matrix, or a store (targets from its
         y). The checkpoint arguments and ``client`` are those of
         :meth:`CVMClassifier.fit`."""
-        t0 = time.perf_counter()
-        self._check_params()
-        if y is None and not isinstance(X, (BaseStore, str)) and not hasattr(X, "__fspath__"):
-            raise ValueError(f"{type(self).__name__} requires y to be passed, "
-                             "but the target y is None")
+        return self._fit(X, y, client=client, checkpoints=Checkpoints(
+            checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
+            checkpoint_replace))
+
+    def _fit_data(self, X, y):
         store, _ = self._prepare(X, y, regression=True)
         cl = store.classes      # None: more than MAX_CLASSES distinct values
         self.target_type_ = "continuous" if cl is None or not np.all(cl == np.round(cl)) \
             else "integer"
-        progressive = not self.full_pass and plan(store, None, self.train_size) is not None
+        return FitData(store)
+
+    def _train(self, data, run):
+        """mu and gamma chosen on held-out rows, then the L2-SVR
+        (:func:`~streamcvm.problems.regression.train_regressor`): exactly on
+        a small store, else by CVM, progressive beyond ``progressive_min_rows``."""
+        store, o = data.store, run.options
+        progressive = not self.full_pass and plan(store, None, self.train_size, o) is not None
         # solved exactly over every row (problems.regression.exact_fit), or by CVM
         exact = self.max_core is None and exact_fit(store, self.method, self.full_pass,
-                                                    checkpoint_dir is not None, progressive)
-        c_row = EXACT_C_PER_ROW if exact else AUTO_C_PER_ROW
-        self.C_ = c_row * store.n if isinstance(self.C, str) else float(self.C)
-        seed = 0 if self.random_state is None else int(self.random_state)
-        eps = resolve_eps(self.eps)
+                                                    run.checkpoints.dir is not None,
+                                                    progressive, o)
+        auto_c = isinstance(self.C, str)
+        c_row = o.svr_exact_c_per_row if exact else o.regression_c_per_row
+        self.C_ = c_row * store.n if auto_c else float(self.C)
+        pre = self._choose(store, run, progressive, exact)
+        kern = self._make_kernel(self.gamma_)
+        solve = run.solve(max_core=o.regression_max_core if self.max_core is None
+                          else self.max_core, compact=self.compact)
+        self._fit_one(run, store, kern, solve, lambda s: train_regressor(
+            store, kern, s, C=self.C_, mu=self.mu_,
+            stage_core=o.regression_stage_core if self.max_core is None else self.max_core,
+            full_pass=self.full_pass, stats=pre["stats"], train_size=self.train_size,
+            c_per_row=o.regression_c_per_row if auto_c else None, exact=exact,
+            scale=pre["scale"]))
+        stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]
+        if stages and auto_c:               # a progressive fit: its last stage's C
+            self.C_ = o.regression_c_per_row * stages[-1]
+        self.epsilon_bar_ = self.machine_.epsilon_bar
+        Xv, yv = pre["check"]
+        for w in fit_warnings(self.machine_.decision(kern, Xv) if len(yv) else [], yv,
+                              self.epsilon_bar_, pre["sd"], o):
+            warnings.warn(f"streamcvm: {w}", RuntimeWarning, stacklevel=4)
+
+    def _choose(self, store, run, progressive, exact):
+        """``mu_``, ``gamma_`` and ``selection_`` (the trials) by
+        :func:`~streamcvm.problems.regression_defaults.prepare_fit`; returns its record."""
         auto_gamma = isinstance(self.gamma, str) and self.gamma == "auto"
-        kern_class = kernel_class(self.kernel)
         base = self._kernel(store).gamma        # gamma, or gamma="auto"'s 1/beta
-        with one_blas_thread(), Runner(client) as runner:
+        with run.passes() as runner:
             pre = prepare_fit(store, self._make_kernel, c=self.C_ / store.n, mu=self.mu,
-                              gamma="auto" if auto_gamma and kern_class.length_scale
-                              else base, base_gamma=base,
-                              method=self.method, eps=eps, seed=seed, runner=runner,
+                              gamma="auto" if auto_gamma and kernel_class(self.kernel)
+                              .length_scale else base, base_gamma=base,
+                              method=self.method, eps=resolve_eps(self.eps),
+                              options=run.options, seed=run.seed, runner=runner,
                               log=log if self.verbose else None,
                               # a progressive fit: every (mu, gamma) pair, since the SV
                               # share sets how many rows its core budget reaches; no
                               # row-statistics pass (the stages use their samples')
                               progressive=progressive,
-                              # an exact final fit: trials on SELECT_FIT_EXACT rows
+                              # an exact final fit: trials on select_fit_exact rows
                               exact=exact)
-        self.mu_, gamma, self.selection_, stats = pre["mu"], pre["gamma"], pre["trials"], \
-            pre["stats"]
-        self.gamma_ = float(gamma)
-        kern = self._make_kernel(self.gamma_)
-        auto_c = isinstance(self.C, str)
-        solve = Solve(method=self.method, eps=eps, sample_size=self.sample_size,
-                      max_core=REGRESSION_MAX_CORE if self.max_core is None else self.max_core,
-                      compact=self.compact)
-        self._fit_one(store, kern, solve, lambda run: train_regressor(
-            store, kern, run, C=self.C_, mu=self.mu_,
-            stage_core=STAGE_CORE if self.max_core is None else self.max_core,
-            full_pass=self.full_pass, stats=stats, train_size=self.train_size,
-            c_per_row=AUTO_C_PER_ROW if auto_c else None, exact=exact, scale=pre["scale"]),
-            Checkpoints(checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
-                        checkpoint_replace), client, t0=t0)
-        stages = [h["stage_rows"] for h in self.history_ if "stage_rows" in h]
-        if stages and auto_c:               # a progressive fit: its last stage's C
-            self.C_ = AUTO_C_PER_ROW * stages[-1]
-        self.epsilon_bar_ = self.machine_.epsilon_bar
-        Xv, yv = pre["check"]
-        for w in fit_warnings(self.machine_.decision(kern, Xv) if len(yv) else [], yv,
-                              self.epsilon_bar_, pre["sd"]):
-            warnings.warn(f"streamcvm: {w}", RuntimeWarning, stacklevel=2)
-        return self
+        self.mu_, self.selection_ = pre["mu"], pre["trials"]
+        self.gamma_ = float(pre["gamma"])
+        return pre
 
     def _make_kernel(self, gamma):
         return Kernel(self.kernel, gamma=gamma, coef0=self.coef0, degree=self.degree)

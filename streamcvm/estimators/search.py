@@ -3,19 +3,20 @@
 their validation errors. The search itself (successive halving on a grid
 that grows past its edges) is :func:`streamcvm.problems.selection.halving`.
 
-The rows: rows in memory, or a store of at most ``WHOLE_ROWS`` rows, are
-read whole and split, class by class, into ``VAL_SHARE`` validation rows
-(at most ``VAL_MAX``) and fit rows; a larger store gives ``VAL_MAX`` validation rows and
-``SEARCH_ROWS`` fit rows from one pass (by a hash of the seed and row id:
+The rows (the options ``search_*``): rows in memory, or a store of at most
+``search_whole_rows`` rows, are read whole and split, class by class, into
+``search_val_share`` validation rows (at most ``search_val_max``) and fit
+rows; a larger store gives ``search_val_max`` validation rows and
+``search_rows`` fit rows from one pass (by a hash of the seed and row id:
 the rows a progressive fit validates on too). The last rung trains on at
-most ``SEARCH_ROWS`` fit rows. The fit rows are ordered so that every
+most ``search_rows`` fit rows. The fit rows are ordered so that every
 prefix holds each class in proportion (a class's i-th row comes at i / its
 rows), and a rung trains on a prefix. The machines of a candidate are those
 of the final model (every class pair or every class against the rest, the
 class and sample weights), trained as a small in-memory fit on the rung's
 rows; the validation error is the whole model's. With fewer than
-``MIN_VALIDATION_ROWS`` validation rows there is no search: the default
-point is chosen, and the record says so (``reason``).
+``search_min_validation_rows`` validation rows there is no search: the
+default point is chosen, and the record says so (``reason``).
 """
 import numpy as np
 import scipy.sparse as sp
@@ -27,34 +28,37 @@ from ..data.parallel import n_threads
 from ..problems.progressive import draw_sample, row_keys
 from ..problems.selection import Axis, halving, rung_sizes
 
-SEARCH_ROWS = 8192          # fit rows of the search's last rung, at most
-VAL_EARLY = 5000            # validation rows of the rungs before the last, at most
-WHOLE_ROWS = 131072         # a store on disk of at most this many rows is read whole
-VAL_SHARE = 0.2             # validation rows of a store read whole
-VAL_MAX = 20000             # validation rows of a larger store
-FIRST_ROWS = 400            # the smallest rung's rows, at least
-C_AXIS = Axis("C", (1.0, 10.0, 100.0), 10.0, 1e-3, 1000.0)
-GAMMA_AXIS = Axis("gamma", (0.5, 1.0, 2.0, 4.0, 8.0), 2.0, 1.0 / 64, 64.0)   # x 1/beta
-# before a progressive fit, no narrower kernel than 1/beta: a narrow kernel's lead on the
-# search's few thousand rows fades as the stages grow (the Gaussian mixture: 8/beta
-# ahead by 4.4 standard errors at 8,192 rows, behind by 0.13 points at a 262,144-row
-# stage, with twice the support vectors and no compact expansion)
-STAGED_GAMMA_AXIS = Axis("gamma", (0.25, 0.5, 1.0), 2.0, 1.0 / 64, 1.0)
-# ... and no C above 100: BVM's steps, and a stage's time, grow with C (clean 200K-row
-# boundary data chose C = 10^4, and its stages took 1,264 s against 212 s at C = 100)
-STAGED_C_AXIS = Axis("C", (1.0, 10.0, 100.0), 10.0, 1e-3, 100.0)
-# A candidate's C is the final fit's, on all its rows; a rung on fewer rows trains at
-# C (rows / rung rows)^C_ROWS_EXP. The best C of an L2-SVM falls as the rows grow (its
-# loss sums over them): on ijcnn1 30 at 5,000 rows, 10 at 16,000, 3-10 at 50,000;
-# ranking candidates at their own rows favours a C too large (and costly) for the
-# final fit. The exponent is between 0 (C per row fixed) and 1 (C x rows fixed).
-C_ROWS_EXP = 0.5
-# Fewer held-out rows than this and there is no search: an error rate then moves
-# in steps of 10% or more, the candidates tie, and ties go to the smallest C and
-# gamma, which grows the grid to its far corner (C = 1e-3, gamma 1/64 of its unit:
-# 9 rows, one held out, scored 56% on their own rows). The point chosen instead
-# is the default one, C = 1 and gamma = 1/beta (a C or gamma given is kept).
-MIN_VALIDATION_ROWS = 10
+# The search's rows, grids and rules are options (streamcvm.options.SearchOptions).
+# Before a progressive fit (staged_*), no narrower kernel than 1/beta: a narrow
+# kernel's lead on the search's few thousand rows fades as the stages grow (the
+# Gaussian mixture: 8/beta ahead by 4.4 standard errors at 8,192 rows, behind by 0.13
+# points at a 262,144-row stage, with twice the support vectors and no compact
+# expansion), and no C above 100: BVM's steps, and a stage's time, grow with C (clean
+# 200K-row boundary data chose C = 10^4, and its stages took 1,264 s against 212 s at
+# C = 100). A candidate's C is the final fit's, on all its rows; a rung on fewer rows
+# trains at C (rows / rung rows)^search_c_rows_exp. The best C of an L2-SVM falls as
+# the rows grow (its loss sums over them): on ijcnn1 30 at 5,000 rows, 10 at 16,000,
+# 3-10 at 50,000; ranking candidates at their own rows favours a C too large (and
+# costly) for the final fit. The exponent is between 0 (C per row fixed) and 1 (C x
+# rows fixed). Fewer held-out rows than search_min_validation_rows and there is no
+# search: an error rate then moves in steps of 10% or more, the candidates tie, and
+# ties go to the smallest C and gamma, which grows the grid to its far corner (C =
+# 1e-3, gamma 1/64 of its unit: 9 rows, one held out, scored 56% on their own rows).
+# The point chosen instead is the default one, C = 1 and gamma = 1/beta (a C or gamma
+# given is kept).
+
+
+def axes_of(options, staged):
+    """The C and gamma :class:`~streamcvm.problems.selection.Axis` of the
+    search (``staged``: before a progressive fit)."""
+    o = options
+    c = Axis("C", o.staged_c_grid if staged else o.search_c_grid, o.search_c_step,
+             *(o.staged_c_bounds if staged else o.search_c_bounds))
+    g = Axis("gamma", o.staged_gamma_grid if staged else o.search_gamma_grid,
+             o.search_gamma_step, *(o.staged_gamma_bounds if staged else o.search_gamma_bounds))
+    return c, g
+
+
 NO_SEARCH = "too few rows to hold any out"
 
 
@@ -84,15 +88,18 @@ def _stratified(y, keys):
     return np.lexsort((keys, pos))
 
 
-def split_rows(store, seed, runner=None):
+def split_rows(store, seed, options, runner=None):
     """((X, y, w) fit rows in :func:`_stratified` order, (X, y) validation
-    rows); ``w`` None without sample weights."""
+    rows); ``w`` None without sample weights. ``options``: the search's
+    rows (``search_whole_rows``, ``search_val_share``, ``search_val_max``,
+    ``search_rows``)."""
     from ..data.store import ArrayStore
-    if isinstance(store, ArrayStore) or store.n <= WHOLE_ROWS:
+    o = options
+    if isinstance(store, ArrayStore) or store.n <= o.search_whole_rows:
         X, y, w = _read_all(store)
         keys = row_keys(np.arange(len(y)), seed)
         val = np.zeros(len(y), bool)
-        share = min(VAL_SHARE, VAL_MAX / max(len(y), 1))
+        share = min(o.search_val_share, o.search_val_max / max(len(y), 1))
         for c in np.unique(y):
             idx = np.flatnonzero(y == c)
             k = int(round(share * len(idx))) if len(idx) >= 5 else 0
@@ -100,8 +107,8 @@ def split_rows(store, seed, runner=None):
         v, f = np.flatnonzero(val), np.flatnonzero(~val)
         f = f[_stratified(y[f], keys[f])]
         return (X[f], y[f], None if w is None else np.asarray(w)[f]), (X[v], y[v])
-    n_val = int(min(VAL_MAX, VAL_SHARE * store.n))
-    (_, Xv, yv, _), (ids, Xf, yf, wf) = draw_sample(store, None, n_val, SEARCH_ROWS, seed,
+    n_val = int(min(o.search_val_max, o.search_val_share * store.n))
+    (_, Xv, yv, _), (ids, Xf, yf, wf) = draw_sample(store, None, n_val, o.search_rows, seed,
                                                     runner, weighted=store.has_weight)
     o = _stratified(yf, row_keys(ids, seed))
     return (Xf[o], yf[o], None if wf is None else wf[o]), (Xv, yv)
@@ -132,28 +139,32 @@ def search(est, store, classes, subs, class_weight, base_gamma, solve, runner=No
     ``solve``: the fits' :class:`~streamcvm.problems.driver.Solve`;
     ``progress(trial, best)``: after each fit; ``final_rows``: the rows the
     final fit trains on (default: the store's), to which a candidate's C
-    refers (:data:`C_ROWS_EXP`); ``staged``: the final fit is progressive
-    (its stages train on more rows: the narrower axes ``STAGED_*_AXIS``).
-    ``record`` is what ``selection_`` keeps."""
+    refers (the option ``search_c_rows_exp``); ``staged``: the final fit is
+    progressive (its stages train on more rows: the narrower axes
+    ``staged_*``). The rows, grids and rules are ``solve.options``'
+    (:class:`~streamcvm.options.SearchOptions`). ``record`` is what
+    ``selection_`` keeps."""
     from ..data.store import ArrayStore
     from ..solvers.kernels import Kernel
-    (Xf, yf, wf), (Xv, yv) = split_rows(store, solve.seed, runner)
+    o = solve.options
+    (Xf, yf, wf), (Xv, yv) = split_rows(store, solve.seed, o, runner)
+    c_axis, gamma_axis = axes_of(o, staged)
     index = {float(c): i for i, c in enumerate(classes)}
     truth = np.array([index.get(float(v), -1) for v in yv])
     axes, fixed = [], {}
     if est.C == "auto":
-        axes.append(STAGED_C_AXIS if staged else C_AXIS)
+        axes.append(c_axis)
     else:
         fixed["C"] = float(est.C)
     if est.gamma == "auto" and kernel_class(est.kernel).length_scale:
-        axes.append(STAGED_GAMMA_AXIS if staged else GAMMA_AXIS)
+        axes.append(gamma_axis)
     else:
         fixed["gamma"] = 1.0 if est.gamma == "auto" else float(est.gamma) / base_gamma
     weighted = wf is not None
     final_rows = int(store.n if final_rows is None else final_rows)
-    if len(yv) < MIN_VALIDATION_ROWS:
-        return _default_point(axes, fixed, base_gamma, final_rows, len(yf), len(yv))
-    rungs = rung_sizes(min(len(yf), SEARCH_ROWS), FIRST_ROWS)
+    if len(yv) < o.search_min_validation_rows:
+        return _default_point(axes, fixed, base_gamma, final_rows, len(yf), len(yv), o)
+    rungs = rung_sizes(min(len(yf), o.search_rows), o.search_first_rows, o.halving_eta)
 
     def evaluate(p, rows):
         kern = Kernel(est.kernel, gamma=p["gamma"] * base_gamma, coef0=est.coef0,
@@ -161,12 +172,12 @@ def search(est, store, classes, subs, class_weight, base_gamma, solve, runner=No
         sub = ArrayStore(Xf[:rows], yf[:rows], weight=None if wf is None else wf[:rows])
         present = set(np.unique(yf[:rows]).tolist())
         todo = [s for s in subs if all(_present(side, present) for side in s)]
-        c_fit = p["C"] * (final_rows / rows) ** C_ROWS_EXP
+        c_fit = p["C"] * (final_rows / rows) ** o.search_c_rows_exp
         ms = fit_machines(sub, kern, solve, todo, c_fit, class_weight,
                           sample_weight=weighted, train_size="all", stop="slack")
-        nv = len(yv) if rows == rungs[-1] else min(len(yv), VAL_EARLY)
+        nv = len(yv) if rows == rungs[-1] else min(len(yv), o.search_val_early)
         F = union_values(kern, build_union(ms), np.array([m.intercept for m in ms]), Xv[:nv],
-                         n_jobs=n_threads(solve.n_jobs))
+                         n_jobs=n_threads(solve.n_jobs), few_machines=o.few_machines)
         if len(todo) == len(subs):
             pred = class_indices(F, est.multi_class, len(classes))
         else:           # a class missing from the rung's rows: never predicted
@@ -178,10 +189,11 @@ def search(est, store, classes, subs, class_weight, base_gamma, solve, runner=No
     # before a progressive fit, the default point, kept unless the validation rows
     # tell a better one: the stages train on far more rows than the search saw
     anchor = {a.name: 1.0 for a in axes} if staged else None
-    chosen, trials = halving(axes, rungs, evaluate, fixed=fixed, callback=progress,
+    chosen, trials = halving(axes, rungs, evaluate, eta=o.halving_eta,
+                             cost_ratio=o.halving_cost_ratio, fixed=fixed, callback=progress,
                              cost="n_iter", anchor=anchor)
     record = {"searched": [a.name for a in axes], "fixed": fixed, "final_rows": final_rows,
-              "c_rows_exp": C_ROWS_EXP,
+              "c_rows_exp": o.search_c_rows_exp,
               "gamma_unit": float(base_gamma), "fit_rows": int(len(yf)),
               "validation_rows": int(len(yv)), "rungs": [int(r) for r in rungs],
               "chosen": {"C": chosen["C"], "gamma": chosen["gamma"] * base_gamma,
@@ -191,16 +203,16 @@ def search(est, store, classes, subs, class_weight, base_gamma, solve, runner=No
     return chosen["C"], chosen["gamma"] * base_gamma, record
 
 
-def _default_point(axes, fixed, base_gamma, final_rows, fit_rows, val_rows):
+def _default_point(axes, fixed, base_gamma, final_rows, fit_rows, val_rows, options):
     """(C, gamma, record) without a search: the searched parameters at the
     default point (C = 1, gamma = 1 x ``base_gamma``), the others as given;
     the record says why (``reason``) and holds no trials."""
     chosen = dict({a.name: 1.0 for a in axes}, **fixed)
     record = {"searched": [], "not_searched": [a.name for a in axes], "fixed": fixed,
               "reason": f"{NO_SEARCH}: {val_rows} held-out row(s), the search needs "
-                        f"{MIN_VALIDATION_ROWS} (a class holds rows out from 5 rows on, "
-                        f"{VAL_SHARE:.0%} of them)",
-              "final_rows": final_rows, "c_rows_exp": C_ROWS_EXP,
+                        f"{options.search_min_validation_rows} (a class holds rows out from "
+                        f"5 rows on, {options.search_val_share:.0%} of them)",
+              "final_rows": final_rows, "c_rows_exp": options.search_c_rows_exp,
               "gamma_unit": float(base_gamma), "fit_rows": int(fit_rows),
               "validation_rows": int(val_rows), "rungs": [],
               "chosen": {"C": chosen["C"], "gamma": chosen["gamma"] * base_gamma,

@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
+from ..options import default
 from ..solvers.kernels import block_times, for_blocks, sq_norms
 
 
@@ -78,13 +79,13 @@ def build_union(machines, keys=False):
     return U, sq_norms(U), UT, groups
 
 
-def union_values(kernel, union, intercepts, X, n_jobs=1):
+def union_values(kernel, union, intercepts, X, n_jobs=1, few_machines=default("few_machines")):
     """Every machine's f(x) on rows ``X`` (validated and scaled), one column
     per machine: kernel blocks of ``X`` against the ``union`` of the support
     rows (:func:`build_union`), then per class group one GEMM with its
     machines' coefficients (:func:`~streamcvm.solvers.kernels.block_times`:
     a group of few machines summed over the float32 block in place), plus
-    the ``intercepts``. ``n_jobs`` threads
+    the ``intercepts`` (``few_machines``: the option's). ``n_jobs`` threads
     (one BLAS thread each) take whole blocks of rows, as
     :func:`~streamcvm.solvers.kernels.kernel_sums` does: the exp of a block
     (NumPy's, one thread) is most of its cost, and the blocks start at the
@@ -103,7 +104,7 @@ def union_values(kernel, union, intercepts, X, n_jobs=1):
         b = min(a + rows, X.shape[0])
         K = kernel.block(X[a:b], U, sq[a:b], Usq, BT=UT, out=local.kbuf)
         for lo, hi, mach, W in groups:
-            P = block_times(K, W, (lo, hi), local.buf)
+            P = block_times(K, W, (lo, hi), local.buf, few_machines)
             if len(mach) == F.shape[1]:     # every machine (a shared compact basis)
                 F[a:b] += P
             else:

@@ -2,14 +2,14 @@
 Platt scaling fitted on rows held out from training, pairwise coupling for
 more than two classes.
 
-- Up to ``CV_MAX_ROWS`` rows, as LIBSVM: the model is trained on every row,
-  and the sigmoids on every row's decision value from a model trained
-  without it (``CV_FOLDS``-fold cross-validation: five more fits). Beyond,
-  where five more fits would cost more than the rows add: rows whose hash
-  key (:func:`~streamcvm.problems.progressive.row_keys` with a seed of
-  their own) falls below ``HOLDOUT_FRACTION`` of the rows, clipped to
-  [``HOLDOUT_MIN``, ``HOLDOUT_MAX``] and a quarter of the rows, are held out
-  and never trained on. :class:`HoldoutStore` shows the training code a
+- Up to the option ``probability_cv_rows`` rows, as LIBSVM: the model is
+  trained on every row, and the sigmoids on every row's decision value from
+  a model trained without it (``probability_folds``-fold cross-validation:
+  five more fits). Beyond, where five more fits would cost more than the
+  rows add: rows whose hash key (:func:`~streamcvm.problems.progressive.row_keys`
+  with a seed of their own) falls below ``probability_holdout`` of the rows,
+  clipped to [``probability_holdout_min``, ``probability_holdout_max``] and a
+  quarter of the rows, are held out and never trained on. :class:`HoldoutStore` shows the training code a
   fold's or the held-out rows with the label NaN, which is no class: every
   machine's class filter drops them, while X, the chunking and the row ids
   stay those of the store.
@@ -26,16 +26,15 @@ import numpy as np
 
 from ..data.store import BaseStore, Chunk, count_classes
 
-HOLDOUT_FRACTION, HOLDOUT_MIN, HOLDOUT_MAX = 0.1, 1000, 50000
 HOLDOUT_SEED = 0x5BD1E995       # added to the fit's seed: not the progressive sample's draw
-# up to CV_MAX_ROWS rows: CV_FOLDS-fold cross-validation instead (as LIBSVM): the
-# model on every row, the sigmoids on every row's out-of-fold decision values
-CV_FOLDS, CV_MAX_ROWS = 5, 100000
 
 
-def holdout_fraction(n):
-    """The share of ``n`` rows held out for the sigmoid."""
-    rows = min(max(HOLDOUT_FRACTION * n, HOLDOUT_MIN), HOLDOUT_MAX, n // 4)
+def holdout_fraction(n, options):
+    """The share of ``n`` rows held out for the sigmoid (the options
+    ``probability_holdout*``)."""
+    o = options
+    rows = min(max(o.probability_holdout * n, o.probability_holdout_min),
+               o.probability_holdout_max, n // 4)
     return rows / max(n, 1)
 
 
@@ -82,7 +81,7 @@ class HoldoutStore(BaseStore):
         return Chunk(c.X, y, c.qid, c.weight)
 
     def held_out(self):
-        """(X, y) of the held-out rows, chunk by chunk (at most HOLDOUT_MAX)."""
+        """(X, y) of the held-out rows, chunk by chunk."""
         import scipy.sparse as sp
         Xs, ys = [], []
         for i in range(self.n_chunks):
@@ -182,13 +181,15 @@ def pairwise_coupling(r, max_iter=None):
 
 def cv_decisions(store, subs, kern, seed, cw, solve, fit_kw):
     """Every row's decision values (one column per machine) from machines
-    trained without its fold, and the rows' labels (CV_FOLDS folds by a
-    hash of the row ids); not checkpointed. ``solve``: the machines'
-    :class:`~streamcvm.problems.driver.Solve` (with the runner)."""
+    trained without its fold, and the rows' labels (the option
+    ``probability_folds`` folds by a hash of the row ids); not checkpointed.
+    ``solve``: the machines' :class:`~streamcvm.problems.driver.Solve`
+    (with the runner and the options)."""
     from ..problems import train_machine
     Fs, ys = [], []
-    for f in range(CV_FOLDS):
-        fold = HoldoutStore(store, seed, f / CV_FOLDS, (f + 1) / CV_FOLDS)
+    folds = solve.options.probability_folds
+    for f in range(folds):
+        fold = HoldoutStore(store, seed, f / folds, (f + 1) / folds)
         X, y = fold.held_out()
         if X is None:
             continue

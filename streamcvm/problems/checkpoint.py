@@ -18,11 +18,10 @@ import time
 import numpy as np
 
 from ..data.atomic import Place
-from ..data.snapshots import (KEEP, CheckpointError, FolderLock, clean_temporaries,
-                              describe_run, latest, list_snapshots, local_path, read,
-                              remove_snapshot, run_difference, run_of, same_run, write)
-
-EVERY = 60.0            # seconds between a fit's snapshots, the default everywhere
+from ..data.snapshots import (CheckpointError, FolderLock, clean_temporaries, describe_run,
+                              latest, list_snapshots, local_path, read, remove_snapshot,
+                              run_difference, run_of, same_run, write)
+from ..options import CHECKPOINT_EVERY, CHECKPOINT_KEEP, recorded
 
 
 class Checkpointer:
@@ -37,7 +36,8 @@ class Checkpointer:
     the time spent writing.
     """
 
-    def __init__(self, path, base, every=EVERY, every_iter=None, keep=KEEP):
+    def __init__(self, path, base, every=CHECKPOINT_EVERY, every_iter=None,
+                 keep=CHECKPOINT_KEEP):
         self.path = os.fspath(path)
         self.base = base
         self.every = every
@@ -222,7 +222,7 @@ def for_fit(est, store, kern, checkpoint_dir, resume, every, every_iter, keep, r
             raise ValueError("resume=True needs checkpoint_dir")
         return None, [], None
     skip = ("verbose", "decision_function_shape", "n_jobs")      # do not change the model
-    params = {k: v for k, v in est.get_params().items() if k not in skip}
+    params = {k: v for k, v in recorded(est.get_params()).items() if k not in skip}
     # numpy scalars as Python numbers, so a snapshot compares equal to its run
     params = json.loads(json.dumps(params, default=lambda v: v.item() if hasattr(v, "item")
                                    else str(v)))

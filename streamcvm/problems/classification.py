@@ -18,19 +18,15 @@ import scipy.sparse as sp
 from .driver import kernel_bound, row_stats, run_solver
 from .machine import Machine
 from ..solvers.points import RowPoints
-from .progressive import STAGE_TOL, machine_rows, plan, train_progressive
+from .progressive import machine_rows, plan, train_progressive
 
-PROBE_CORE = 2048   # train_size="auto": core vectors of the sampled fit on every row before going progressive
-# method="auto": a two-class machine (weighted or not; no cap, full pass or validation stop)
-# of at most EXACT_ROWS rows is solved exactly over every row (solvers.exact.svc.svc_exact), its
-# rows dense in at most EXACT_DENSE_MB (a sparse store's too) and, for kernels other than
-# the RBF (whose kernel rows SMO computes as it needs them: the fast path "kernel_rows"),
-# its whole kernel matrix in at
-# most EXACT_MATRIX_MB (class and sample weights: a per-row C, its diagonal); other
+# method="auto": a two-class machine (weighted or not; no cap, full pass or validation
+# stop) of at most svc_exact_rows rows (the options svc_exact_*) is solved exactly over
+# every row (solvers.exact.svc.svc_exact), its rows dense in at most svc_exact_dense_mb (a
+# sparse store's too) and, for kernels other than the RBF (whose kernel rows SMO computes
+# as it needs them: the fast path "kernel_rows"), its whole kernel matrix in at most
+# svc_exact_matrix_mb (class and sample weights: a per-row C, its diagonal); other
 # machines by BVM (CVM when weighted: BVM needs one C).
-EXACT_ROWS = 16384
-EXACT_DENSE_MB = 512
-EXACT_MATRIX_MB = 512
 
 
 def resolve_method(method, weighted, kernel):
@@ -46,10 +42,11 @@ def exact_route(store, kernel, classes, solve, *, class_weight, sample_weight, f
     if solve.method != "auto" or classes is None or full_pass or make_pool is not None \
             or stop != "slack" or solve.max_core is not None or solve.resume is not None:
         return False
+    opts = solve.options
     m = machine_rows(store, classes)
-    if m > EXACT_ROWS or 4.0 * m * store.d > EXACT_DENSE_MB * 2 ** 20:
+    if m > opts.svc_exact_rows or 4.0 * m * store.d > opts.svc_exact_dense_mb * 2 ** 20:
         return False
-    return kernel.has("kernel_rows") or 4.0 * m * m <= EXACT_MATRIX_MB * 2 ** 20
+    return kernel.has("kernel_rows") or 4.0 * m * m <= opts.svc_exact_matrix_mb * 2 ** 20
 
 
 def side_by_side(store, kernel, subs, solve, *, class_weight=None, sample_weight=False,
@@ -81,7 +78,7 @@ def _machine_rows(store, classes, weighted=False):
     return ids, X, np.concatenate([np.asarray(p[2], np.float64) for p in parts]), w
 
 
-def _fit_exact(store, kernel, classes, C, callback=None, class_weight=None,
+def _fit_exact(store, kernel, classes, C, options, callback=None, class_weight=None,
                sample_weight=False):
     """One two-class machine solved exactly (:func:`~streamcvm.solvers.exact.svc.svc_exact`);
     ``class_weight`` (w_neg, w_pos) and the store's sample weights
@@ -101,7 +98,9 @@ def _fit_exact(store, kernel, classes, C, callback=None, class_weight=None,
             raise ValueError("every row of one side of the machine "
                              f"{tuple(_side(c) for c in classes)} has weight 0")
     Xd = X.toarray() if sp.issparse(X) else X
-    res = svc_exact(np.asarray(Xd, np.float32), y, kernel, C, weight=mult)
+    res = svc_exact(np.asarray(Xd, np.float32), y, kernel, C, weight=mult, tol=options.svc_tol,
+                    cache_mb=options.kernel_cache_mb, start=options.svc_start,
+                    blas_rows=options.kernel_rows_blas)
     a = res["a"]
     keep = np.flatnonzero(a > 0)
     coef = a[keep] * y[keep]
@@ -139,7 +138,7 @@ def _row_multipliers(y, w, class_weight):
 
 
 def class_points(store, kernel, classes, C, class_weight=None, sample_weight=False,
-                 runner=None):
+                 runner=None, exact_rows=None):
     """The points of one machine: rows, sign = label (+-1, or 1 for one
     class). ``class_weight``: (w_neg, w_pos) multipliers of C; ``sample_weight``:
     multiply by the store's per-row weights too. Weights or a kernel without
@@ -160,8 +159,8 @@ def class_points(store, kernel, classes, C, class_weight=None, sample_weight=Fal
         raise ValueError(
             "a sample weight of 0 in the store's weight column: the sampled solvers "
             "(bvm, cvm, fvm) need a positive weight on every row; method='auto' leaves "
-            f"rows of weight 0 out of machines of at most {EXACT_ROWS:,} rows, else drop "
-            "them when ingesting")
+            f"rows of weight 0 out of machines of at most {exact_rows:,} rows "
+            "(svc_exact_rows), else drop them when ingesting")
     min_mult = min(wn, wp) * (stats["min_w"] if sample_weight else 1.0)
 
     def mult(y, w):
@@ -175,7 +174,7 @@ def class_points(store, kernel, classes, C, class_weight=None, sample_weight=Fal
 
 def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
                   class_weight=None, sample_weight=False, train_size, stop,
-                  make_pool=None, validation=None, stage_tol=STAGE_TOL):
+                  make_pool=None, validation=None, stage_tol=None):
     """Train one machine on ``store``; ``solve``: the solver's options and
     the run's plumbing (:class:`~streamcvm.problems.driver.Solve`).
 
@@ -188,7 +187,8 @@ def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
     "validation", what ends the eps annealing (:meth:`MEBSolver.set_validation`;
     "validation" needs held-out rows: a progressive fit, or ``validation``).
     ``stage_tol``: the progressive stages' stop rule's tolerance, in points
-    of accuracy (:func:`~.progressive.gain_left`). The other arguments are
+    of accuracy (:func:`~.progressive.gain_left`; the classifier's
+    ``stage_tol``), needed when the machine trains progressively. The other arguments are
     :func:`~streamcvm.problems.driver.run_solver`'s.
     """
     callback, resume = solve.callback, solve.resume
@@ -198,20 +198,24 @@ def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
         raise ValueError("the one-class machine needs one C and a kernel with constant "
                          f"k(x, x) (rbf, laplacian, npoly), not {kernel.name!r} or weights")
     kw = dict(C=C, class_weight=class_weight, sample_weight=sample_weight)
-    sizes = None if one_class or full_pass else plan(store, classes, train_size)
+    sizes = None if one_class or full_pass else plan(store, classes, train_size, solve.options)
     if sizes is not None and train_size == "auto" and stop == "slack" and resume is None:
         # every row, sampled, while that is cheap: a core set that stays below
-        # PROBE_CORE vectors (clean data) costs at most ~59 PROBE_CORE^2 / 2 kernel
+        # probe_core vectors (clean data) costs at most ~59 probe_core^2 / 2 kernel
         # values; one that reaches it grows with the rows, so the fit goes
         # progressive (not checkpointed: it is short and deterministic; a probe
         # that reaches the cap is thrown away, so no pass certifies its eps)
-        cap = PROBE_CORE if solve.max_core is None else min(solve.max_core, PROBE_CORE)
+        probe = solve.options.probe_core
+        cap = probe if solve.max_core is None else min(solve.max_core, probe)
         m, solver = _fit(store, kernel, classes, solve.but(resume=None, max_core=cap,
                                                            checkpointer=None, pass_progress=None),
                          make_pool=make_pool, stop="slack", certify=False, **kw)
         if solver.ball.core.n < cap:
             return m
     if sizes is not None:
+        if stage_tol is None:
+            raise ValueError("a progressive fit needs stage_tol (points of accuracy)")
+
         def stage(sub, val, stage_pool, stage_resume, warm):
             def shown(solver):      # the progress bar says which stage runs
                 solver.note = f"{sub.n:,} sampled rows"
@@ -226,7 +230,7 @@ def train_machine(store, kernel, solve, *, classes=None, C, full_pass=False,
         m = train_progressive(store, kernel, classes, sizes, seed=solve.seed,
                               runner=solve.runner, weighted=sample_weight, resume=resume,
                               train=stage, compact=compactor(kernel, solve, tol=stage_tol),
-                              tol=stage_tol)
+                              tol=stage_tol, options=solve.options)
         m.classes = tuple(_side(c) for c in classes)
         return m
     return _fit(store, kernel, classes, solve, full_pass=full_pass, make_pool=make_pool,
@@ -240,11 +244,12 @@ def _fit(store, kernel, classes, solve, *, C, class_weight, sample_weight, **run
     if exact_route(store, kernel, classes, solve, class_weight=class_weight,
                    sample_weight=sample_weight, full_pass=run_kw.get("full_pass", False),
                    make_pool=run_kw.get("make_pool"), stop=run_kw.get("stop", "slack")):
-        return _fit_exact(store, kernel, classes, C, solve.callback, class_weight,
-                          sample_weight), None
+        return _fit_exact(store, kernel, classes, C, solve.options, solve.callback,
+                          class_weight, sample_weight), None
     solve = solve.but(method=resolve_method(solve.method, class_weight is not None
                                             or sample_weight, kernel))
-    points = class_points(store, kernel, classes, C, class_weight, sample_weight, solve.runner)
+    points = class_points(store, kernel, classes, C, class_weight, sample_weight, solve.runner,
+                          exact_rows=solve.options.svc_exact_rows)
     solver = run_solver(store, kernel, points, solve, classes=classes,
                         target="ones" if one_class else "binary", b=0.0 if one_class else 1.0,
                         C=C, **run_kw)

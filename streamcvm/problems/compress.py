@@ -30,6 +30,7 @@ model; docs/solvers.md, "Compact expansions", gives the formulations.
 import numpy as np
 
 from ..data.parallel import n_threads
+from ..options import default
 from ..solvers.kernels import block_times, for_blocks, kernel_sums, sq_norms
 
 
@@ -96,9 +97,6 @@ def random_rows(n, B, seed=0):
     return np.sort(rng.choice(n, size=int(min(B, n)), replace=False))
 
 
-KMEANS_ITERS = 5     # Lloyd iterations after the k-means++ seeding (weighted_kmeans)
-
-
 def _nearest(X, xx, Z, block=None):
     """(index of the nearest row of ``Z``, squared distance to it) for every
     row of ``X`` (``xx``: its squared norms), from ``X Z'`` (BLAS) in blocks
@@ -120,7 +118,7 @@ def _nearest(X, xx, Z, block=None):
     return lab, dist
 
 
-def weighted_kmeans(X, B, weights=None, seed=0, iters=KMEANS_ITERS, seeds=None):
+def weighted_kmeans(X, B, weights=None, seed=0, iters=default("kmeans_iters"), seeds=None):
     """``B`` centres of the rows ``X`` minimising the weighted k-means
     objective ``sum_i w_i min_j ||x_i - z_j||^2``: k-means++ seeding (each
     new centre a row drawn with probability ``w_i D_i^2``, ``D_i`` its
@@ -283,7 +281,8 @@ def _fit_values(kernel, Z, R, f, ridge, block):
     return sol[:nb], np.asarray(sol[nb], np.float64)
 
 
-def decisions(kernel, Z, Beta, b, X, block=2048, n_jobs=1):
+def decisions(kernel, Z, Beta, b, X, block=2048, n_jobs=1,
+              few_machines=default("few_machines")):
     """``K(X, Z) Beta + b`` for a matrix ``Beta`` [B, machines] (a shared
     basis), in blocks of rows: [rows, machines]. ``n_jobs`` threads (one
     BLAS thread each) take whole blocks: a row's value does not depend on it."""
@@ -293,7 +292,8 @@ def decisions(kernel, Z, Beta, b, X, block=2048, n_jobs=1):
     out = np.empty((len(X), Beta.shape[1]))
 
     def one(s):
-        out[s:s + block] = block_times(kernel.block(X[s:s + block], Z, None, sqz), Beta)
+        out[s:s + block] = block_times(kernel.block(X[s:s + block], Z, None, sqz), Beta,
+                                       few_machines=few_machines)
 
     for_blocks(one, range(0, len(X), block), n_jobs)
     return out + b
@@ -326,32 +326,25 @@ def decision(kernel, Z, beta, b, X, n_jobs=1):
 # a machine's compact expansion, B chosen on the validation rows
 # ---------------------------------------------------------------------------
 
-SIZES = (256, 512, 1024, 2048, 4096)    # B tried, smallest first
-PAYS = 4                                # only where |S| > PAYS x B
-FIT_ROWS = 8192                         # training rows the least squares fit uses
-RMSE_TOL = 0.005                        # regression: validation RMSE within 0.5% of the full
-ERROR_TOL = 0.02                        # classification: validation errors within 0.02 points
-AGREE = 0.999                           # no held-out rows: labels equal on 99.9% of check rows
-R2_MIN = 0.999                          # features (MMDA): every column's R^2 on the check rows
-CHECK_ROWS = 8192                       # training rows that check B when none are held out
-SAMPLE_CHUNKS = 64                      # ... drawn from at most this many chunks (sample_rows)
+# The sizes tried, the rows the fit and its check use and the tolerances are the
+# options compact_* (streamcvm.options.CompactOptions).
 
 
-def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
-                    sizes=SIZES, fit_rows=FIT_ROWS, n_jobs=1, full_loss=None,
-                    tol=ERROR_TOL):
+def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False, seed=0,
+                    n_jobs=1, full_loss=None, tol=None):
     """A compact expansion of ``machine`` (dense support rows), or None, and
-    a record of the choice. For each B in ``sizes`` with ``|S| > PAYS x B``,
-    smallest first: B k-means centres of the support rows (weighted by
-    abs(a_i)), beta and b~ by least squares on the full model's values at
-    up to ``fit_rows`` of the training rows ``Xfit``; the first B whose
-    held-out errors (``Xv``, ``yv``: rows never trained on) are within a
-    tolerance of the full model's is kept. Two classes (labels +-1): broken
-    - fixed at most ``tol`` points of the validation rows (``ERROR_TOL``,
-    the progressive stages' tolerance), fixed / broken counting the rows
-    the compact model gets right / wrong where the full one does not: a
-    compact model measurably less accurate than the full one is not kept.
-    Regression: a validation RMSE within ``RMSE_TOL`` of the full model's.
+    a record of the choice. For each B of the option ``compact_sizes`` with
+    ``|S| > compact_pays x B``, smallest first: B k-means centres of the
+    support rows (weighted by abs(a_i)), beta and b~ by least squares on the
+    full model's values at up to ``compact_fit_rows`` of the training rows
+    ``Xfit``; the first B whose held-out errors (``Xv``, ``yv``: rows never
+    trained on) are within a tolerance of the full model's is kept. Two
+    classes (labels +-1): broken - fixed at most ``tol`` points of the
+    validation rows (None: ``compact_error_tol``; the progressive fit passes
+    its stages' tolerance), fixed / broken counting the rows the compact
+    model gets right / wrong where the full one does not: a compact model
+    measurably less accurate than the full one is not kept. Regression: a
+    validation RMSE within ``compact_rmse_tol`` of the full model's.
     The tries end early when a larger B loses no fewer validation rows than
     the last one (a basis that stops closing the gap will not reach the
     tolerance; each try costs more than the last). The compact
@@ -361,17 +354,21 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
     squared errors), which saves computing its values there."""
     import dataclasses
     import scipy.sparse as sp
+    opts = options
+    tol = opts.compact_error_tol if tol is None else tol
+    sizes, pays = opts.compact_sizes, opts.compact_pays
     S, a = machine.sv, np.asarray(machine.coef, np.float64)
     rec = {"support_vectors": int(S.shape[0]), "validation_rows": int(len(yv)), "tried": []}
-    todo = [B for B in sizes if S.shape[0] > PAYS * B]
+    todo = [B for B in sizes if S.shape[0] > pays * B]
     if sp.issparse(S) or sp.issparse(Xv) or not todo:
         rec["decision"] = ("sparse support rows: not compressed" if sp.issparse(S) or
                            sp.issparse(Xv) else f"{S.shape[0]:,} support vectors: too few to "
-                           f"pay (compressed only above {PAYS} x {sizes[0]})")
+                           f"pay (compressed only above {pays:g} x {sizes[0]})")
         return None, rec
     S = _dense(S)
     rng = np.random.default_rng(seed)
-    pick = np.sort(rng.choice(len(Xfit), size=min(fit_rows, len(Xfit)), replace=False))
+    pick = np.sort(rng.choice(len(Xfit), size=min(opts.compact_fit_rows, len(Xfit)),
+                              replace=False))
     Xf = _dense(Xfit[pick])
     ff = kernel_sums(kernel, Xf, S, a, n_jobs=n_jobs) + machine.intercept
     yv = np.asarray(yv, np.float64)
@@ -393,7 +390,7 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
         t = {"B": int(len(Z))}
         if regression:
             rmse = float(np.sqrt(np.mean((fc - yv) ** 2)))
-            ok = rmse <= full * (1.0 + RMSE_TOL)
+            ok = rmse <= full * (1.0 + opts.compact_rmse_tol)
             t.update(rmse=rmse)
         else:
             rc = (fc > 0) == (yv > 0)
@@ -423,34 +420,36 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, regression=False, seed=0,
     return None, rec
 
 
-def compactor(kernel, solve, regression=False, tol=ERROR_TOL):
+def compactor(kernel, solve, regression=False, tol=None):
     """The ``compact`` hook of :func:`~streamcvm.problems.progressive.train_progressive`
-    for the options ``solve`` (its ``compact``: "auto" or False), or None;
-    ``tol``: :func:`compact_machine`'s, in points of accuracy."""
+    for the options ``solve`` (its ``compact``: "auto" or False; its
+    ``options``), or None; ``tol``: :func:`compact_machine`'s, in points of
+    accuracy."""
     if solve.compact is False or solve.compact is None:
         return None
     jobs = n_threads(solve.n_jobs)
 
     def hook(machine, Xfit, Xv, yv, loss=None):
         machine.compact, machine.compact_info = compact_machine(
-            machine, kernel, Xfit, Xv, yv, regression=regression, seed=solve.seed, n_jobs=jobs,
-            full_loss=loss, tol=tol)
+            machine, kernel, Xfit, Xv, yv, options=solve.options, regression=regression,
+            seed=solve.seed, n_jobs=jobs, full_loss=loss, tol=tol)
     return hook
 
 
-def sample_rows(store, seed=0, runner=None, max_chunks=SAMPLE_CHUNKS):
+def sample_rows(store, options, seed=0, runner=None):
     """(fit rows, check rows) of a training store, disjoint, dense: up to
-    ``FIT_ROWS`` and ``CHECK_ROWS`` (half the rows each when it has fewer).
-    A store of at most ``max_chunks`` chunks gives them by the row keys of a
-    progressive fit's split, from every chunk; a larger one from
-    ``max_chunks`` random chunks (fewer fit rows if those hold fewer), so
-    that a fit that only samples (MMDA) pays no pass here (MMDA on a 20M-row
-    store: 9.4 s against 13.1 s)."""
-    n_check = int(min(CHECK_ROWS, store.n // 2))
-    n_fit = int(min(FIT_ROWS, store.n - n_check))
+    the options' ``compact_fit_rows`` and ``compact_check_rows`` (half the
+    rows each when it has fewer). A store of at most ``compact_sample_chunks``
+    chunks gives them by the row keys of a progressive fit's split, from
+    every chunk; a larger one from that many random chunks (fewer fit rows
+    if those hold fewer), so that a fit that only samples (MMDA) pays no
+    pass here (MMDA on a 20M-row store: 9.4 s against 13.1 s)."""
+    max_chunks = options.compact_sample_chunks
+    n_check = int(min(options.compact_check_rows, store.n // 2))
+    n_fit = int(min(options.compact_fit_rows, store.n - n_check))
     if store.n_chunks > max_chunks:
         from ..data.sampling import sample_rows as rows_of_chunks
-        X = _dense(rows_of_chunks(store, n_check + n_fit, seed, max_chunks=max_chunks))
+        X = _dense(rows_of_chunks(store, n_check + n_fit, max_chunks, seed))
         order = np.random.default_rng(seed).permutation(len(X))
         return X[order[n_check:]], X[order[:n_check]]
     from .progressive import draw_sample
@@ -458,7 +457,7 @@ def sample_rows(store, seed=0, runner=None, max_chunks=SAMPLE_CHUNKS):
     return _dense(Xf), _dense(Xc)
 
 
-def class_centres(S, weights, key, B, seed=0, seeds=None):
+def class_centres(S, weights, key, B, seed=0, seeds=None, iters=default("kmeans_iters")):
     """``B`` k-means centres of the rows ``S`` (weighted), split over the
     distinct values of ``key`` (e.g. each row's class) in proportion to
     their rows, at least one each. ``seeds``: a dict kept across calls on
@@ -478,14 +477,15 @@ def class_centres(S, weights, key, B, seed=0, seeds=None):
         sk = None if seeds is None else seeds.get(k)
         if seeds is not None and sk is None:
             sk = seeds[k] = _Seeds(Xk, wk, seed)
-        Z.append(weighted_kmeans(Xk, nk, weights=wk, seed=seed, seeds=sk))
+        Z.append(weighted_kmeans(Xk, nk, weights=wk, seed=seed, seeds=sk, iters=iters))
     return _dense(np.concatenate(Z))
 
 
-def agreeing_labels(labels, full_labels, agree=AGREE):
+def agreeing_labels(labels, full_labels, agree):
     """The acceptance of :func:`compact_shared` for classifiers: the labels
     predicted from the compact values (``labels(F)``) equal the full
-    model's ``full_labels`` on at least ``agree`` of the check rows. Labels,
+    model's ``full_labels`` on at least ``agree`` of the check rows (the
+    option ``compact_agree``). Labels,
     not errors: the full model was fitted to these rows' labels, so its
     errors there are optimistic and the paired rule would refuse every B
     (a9a: fixed 19, broken 39 at B = 6,000 with test accuracy unchanged).
@@ -502,10 +502,10 @@ def agreeing_labels(labels, full_labels, agree=AGREE):
     return accept
 
 
-def close_values(full, r2=R2_MIN):
+def close_values(full, r2):
     """The acceptance of :func:`compact_shared` for features (no labels): every
-    column's values at the check rows explained to ``R^2 >= r2`` by the
-    compact ones (``1 - SSE / SST`` per column, SST about its mean): an RMS
+    column's values at the check rows explained to ``R^2 >= r2`` (the option
+    ``compact_r2_min``) by the compact ones (``1 - SSE / SST`` per column, SST about its mean): an RMS
     error at most ``sqrt(1 - r2)`` of the column's spread (3.2% for 0.999)."""
     full = np.asarray(full, np.float64)
     sst = np.maximum(((full - full.mean(axis=0)) ** 2).sum(axis=0), 1e-300)
@@ -518,7 +518,7 @@ def close_values(full, r2=R2_MIN):
     return accept
 
 
-def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES, n_jobs=1):
+def compact_shared(S, weights, key, kernel, sample, *, options, seed=0, n_jobs=1):
     """One compact basis for the machines of a fit that held no rows out
     (trained on every row: nothing to judge errors on), or None, and a
     record of the choice.
@@ -532,18 +532,21 @@ def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES, n_jo
     :func:`close_values`: ``accept(Fc)`` -> (kept?, figures to record));
     asked only when some B pays.
 
-    For each B with ``|S| > PAYS x B``, smallest first: B centres; every
+    For each B of the option ``compact_sizes`` with ``|S| > compact_pays x
+    B``, smallest first: B centres; every
     machine's beta and b~ by least squares on all of them (one
     factorisation for all machines); the first B that ``accept`` passes is
     kept. (A one-vs-one machine on its two classes' centres only, the
     structure of its support rows, needed twice the B for 99.75% equal
     labels on letter.) Returns ((Z, Beta [B, machines], b [machines]) or
     None, record)."""
+    opts = options
+    sizes, pays = opts.compact_sizes, opts.compact_pays
     rec = {"support_vectors": int(S.shape[0]), "tried": []}
-    todo = [B for B in sizes if S.shape[0] > PAYS * B]
+    todo = [B for B in sizes if S.shape[0] > pays * B]
     if not todo:
         rec["decision"] = (f"{S.shape[0]:,} support vectors: too few to pay (compressed only "
-                           f"above {PAYS} x {sizes[0]})")
+                           f"above {pays:g} x {sizes[0]})")
         return None, rec
     S = _dense(S)
     Xfit, Ffit, Xcheck, accept = sample()
@@ -552,9 +555,11 @@ def compact_shared(S, weights, key, kernel, sample, *, seed=0, sizes=SIZES, n_jo
     rec.update(check_rows=int(len(Xcheck)), rule=accept.rule)
     seeds = {}          # each class's k-means++ seeding, continued from one B to the next
     for B in todo:
-        Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed, seeds)
+        Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed, seeds,
+                          iters=opts.kmeans_iters)
         Beta, b = fit_values(kernel, Z, Xfit, Ffit, n_jobs=n_jobs)   # O(B^2) memory
-        ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck, n_jobs=n_jobs))
+        ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck, n_jobs=n_jobs,
+                                 few_machines=opts.few_machines))
         t = {"B": int(len(Z)), **t}
         rec["tried"].append(t)
         if ok:

@@ -5,7 +5,8 @@ import dataclasses
 
 import numpy as np
 
-from ..data.sampling import SAMPLE_SIZE, ChunkPool, relabel
+from ..data.sampling import ChunkPool, relabel
+from ..options import SAMPLE_SIZE, Options
 from ..solvers import MEBSolver
 from .dispatch import StepCosts
 
@@ -136,7 +137,9 @@ class Solve:
     client, else threads). ``compact``: "auto" (a machine trained by
     progressive subsampling gets a compact expansion where it pays,
     :func:`streamcvm.problems.compress.compact_machine`) or False (the default: trial
-    fits, folds; the estimators set it)."""
+    fits, folds; the estimators set it). ``options``: every other setting of the
+    solvers and samplers (:class:`streamcvm.options.Options`), as the estimator
+    was given them."""
 
     method: str
     eps: object
@@ -151,6 +154,7 @@ class Solve:
     resume: object = None
     runner: object = None
     compact: object = False
+    options: Options = dataclasses.field(default_factory=Options)
 
     def but(self, **changes):
         """A copy with ``changes``."""
@@ -192,7 +196,7 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
     by ``max_core`` skips the pass that finds the eps its center satisfies
     (a probe whose model is thrown away when it reaches the cap)."""
     sample_size, max_core, resume = solve.sample_size, solve.max_core, solve.resume
-    callback, runner = solve.callback, solve.runner
+    callback, runner, opts = solve.callback, solve.runner, solve.options
     rng = np.random.default_rng(solve.seed)
     cur = None if resume is None else resume.get("current")
     state = None if cur is None else cur["pool"]
@@ -201,11 +205,12 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
     elif state is not None:
         pool = ChunkPool.from_state(store, rng, state, classes=classes)
     else:
-        pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size)
+        pool = ChunkPool(store, rng, classes=classes, sample_size=sample_size,
+                         pool_chunks=opts.pool_chunks)
     solver = MEBSolver(kernel, store.d if dim is None else dim,
                        store.sparse if sparse is None else sparse, C=C, b=b,
                        method=solve.method, eps=solve.eps, sample_size=sample_size,
-                       max_core=max_core, points=points, n_jobs=solve.n_jobs)
+                       max_core=max_core, points=points, n_jobs=solve.n_jobs, options=opts)
     if stop == "validation":
         if validation is None:
             raise ValueError("stop='validation' needs held-out rows: a progressive fit "
@@ -226,7 +231,7 @@ def run_solver(store, kernel, points, solve, *, classes=None, target="raw", b=1.
                 solver.set_validation(validation[0], validation[1], rule=True)
             # the sampled path continues at the level the last problem ended on
             position = (solver.levels().index(solver.level_eps), 0)
-        costs = StepCosts.of(rows[1], sample_size) if exact else None
+        costs = StepCosts.of(rows[1], sample_size, opts) if exact else None
         cheaper_exact = (lambda s: costs.exact_cheaper(s.ball.core.n)) if exact else None
         chose = None
         if solver is warm and exact and cheaper_exact(solver):

@@ -20,11 +20,6 @@ from ..data.sampling import ChunkPool
 from ..solvers.mmda import Basis, Direction, MMDASolver, RowKernels
 from .machine import Machine
 
-# classes side by side (threads) only for dense rows of at most this many bytes: each
-# thread holds its own copy of them (its pool, its row kernels)
-SIDE_BY_SIDE_BYTES = 64 << 20
-
-
 def sides(codes):
     """The (neg, pos) sides of each sequence of directions: the two classes,
     or each class (pos) against the tuple of all others."""
@@ -40,17 +35,19 @@ def directions(machines):
 
 
 def train_feature(store, kernel, side, key, before, cache, *, C, eps, sample_size, max_core,
-                  n_components):
+                  n_components, options):
     """The next feature of one class (``side``), orthogonal to its features
     ``before``; ``key``: (seed, class, rank), its draws' seed; ``cache``: the
-    :class:`~streamcvm.solvers.mmda.RowKernels` its solver may use. A
-    ValueError (one line) when the rows give no direction."""
+    :class:`~streamcvm.solvers.mmda.RowKernels` its solver may use;
+    ``options``: the fit's :class:`~streamcvm.options.Options`. A ValueError
+    (one line) when the rows give no direction."""
     t = time.perf_counter()
-    pool = ChunkPool(store, np.random.default_rng(list(key)), classes=side)
+    pool = ChunkPool(store, np.random.default_rng(list(key)), classes=side,
+                     pool_chunks=options.pool_chunks)
     try:
         solver = MMDASolver(kernel, C=C, eps=eps, basis=Basis(directions(before)),
-                            sample_size=sample_size, max_core=max_core,
-                            cache=cache).fit(pool, side)
+                            sample_size=sample_size, max_core=max_core, cache=cache,
+                            options=options).fit(pool, side)
         with np.errstate(invalid="ignore", divide="ignore"):
             d = solver.unit_direction()
         ok = np.all(np.isfinite(d.coef))
@@ -75,7 +72,7 @@ def features_in_order(fit, store, kernel, sides, n_components, seed, **solver_kw
     """(index, feature) of every feature ``fit`` (the estimator's
     :class:`~streamcvm.estimators.base.Fit`: its finished ``machines`` and
     ``todo()``) has still to find, in order; ``solver_kw``: C, eps,
-    sample_size, max_core (:func:`train_feature`).
+    sample_size, max_core, options (:func:`train_feature`).
 
     Each class's features depend only on that class's earlier ones, so
     classes run side by side on up to ``numba.get_num_threads()`` threads
@@ -88,21 +85,21 @@ def features_in_order(fit, store, kernel, sides, n_components, seed, **solver_kw
 
     import numba
 
-    from ..data.sampling import POOL_CHUNKS
+    opts = solver_kw["options"]
     n, done = n_components, len(fit.machines)
     left = [j for j in range(len(sides)) if (j + 1) * n > done]
     # side by side only on the in-memory route (MMDASolver.fit: a store held
     # whole, MMDASolver.memory_route), which launches no parallel numba kernel
     # (numba's workqueue layer, where no OpenMP / TBB, aborts on two at once),
-    # and for rows of at most SIDE_BY_SIDE_BYTES: each thread's pool and row
-    # kernels hold a copy of them
-    memory = (store.n_chunks <= POOL_CHUNKS
-              and MMDASolver.memory_route(kernel, store.n, store.d)
-              and 4.0 * store.n * store.d <= SIDE_BY_SIDE_BYTES)
+    # and for rows of at most the option mmda_side_by_side_mb: each thread's pool
+    # and row kernels hold a copy of them
+    memory = (store.n_chunks <= opts.pool_chunks
+              and MMDASolver.memory_route(kernel, store.n, store.d, opts)
+              and 4.0 * store.n * store.d <= opts.mmda_side_by_side_mb << 20)
     jobs = max(1, min(numba.get_num_threads(), len(left))) if memory else 1
     free = queue.SimpleQueue()
     for _ in range(jobs):
-        free.put(RowKernels(kernel, budget=RowKernels.BUDGET // jobs)
+        free.put(RowKernels(kernel, budget=(opts.mmda_row_cache_mb << 20) // jobs)
                  if kernel.has("mmda_columns") else None)
     kw = dict(solver_kw, n_components=n)
 
@@ -137,19 +134,24 @@ def features_in_order(fit, store, kernel, sides, n_components, seed, **solver_kw
         ex.shutdown(wait=True, cancel_futures=True)
 
 
-def compact_features(machines, basis, kernel, store, seed):
+def compact_features(machines, basis, kernel, store, seed, options):
     """One compact basis for all features (every machine's ``compact``,
     :func:`~.compress.compact_shared`), kept when every feature keeps R^2 >=
-    0.999 on training rows the fit did not use; ``basis``: the features'
-    :class:`~streamcvm.solvers.mmda.Basis` (their distinct rows). Sets each
-    machine's compact expansion and its record."""
+    the option ``compact_r2_min`` on training rows the fit did not use;
+    ``basis``: the features' :class:`~streamcvm.solvers.mmda.Basis` (their
+    distinct rows). Sets each machine's compact expansion and its record."""
     import scipy.sparse as sp
     from .compress import attach_shared, close_values, compact_shared, sample_rows
     got, info = None, {"decision": "sparse support rows: not compressed"}
     if not (store.sparse or sp.issparse(basis.rows)):
+        few = options.few_machines
+
         def sample():
-            Xf, Xc = sample_rows(store, seed)
-            return (Xf, basis.project(kernel, Xf), Xc, close_values(basis.project(kernel, Xc)))
+            Xf, Xc = sample_rows(store, options, seed)
+            return (Xf, basis.project(kernel, Xf, few_machines=few), Xc,
+                    close_values(basis.project(kernel, Xc, few_machines=few),
+                                 options.compact_r2_min))
         got, info = compact_shared(basis.rows, np.abs(basis.W).sum(axis=1),
-                                   np.zeros(len(basis.ids)), kernel, sample, seed=seed)
+                                   np.zeros(len(basis.ids)), kernel, sample, options=options,
+                                   seed=seed)
     attach_shared(machines, got, info)

@@ -15,14 +15,15 @@ before m reaches millions of rows.
 How: one pass over the store (a chunk task each, on the runner) draws a
 uniform random sample of the machine's rows by a hash of (seed, row id):
 ``n_val`` validation rows, never trained on, and a training sample ordered by
-that hash, at most ``SAMPLE_BYTES`` of it. Stages train the usual machine
+that hash, at most the option ``sample_mb`` of it. Stages train the usual machine
 (:func:`~streamcvm.problems.classification.train_machine`: exact or sampled
-by cost, eps annealed) on the first m rows of the sample, m = ``FIRST_ROWS``,
-doubling, up to the whole sample. After each stage the validation rows are
-predicted, and the stages' learning curve decides: the next, costlier stage
-is trained only while the gain it promises up to the sample's last stage is
-more than ``tol`` (``STAGE_TOL``: points of accuracy for a classifier, percent
-of the validation mean squared error for a regression; :func:`gain_left`:
+by cost, eps annealed) on the first m rows of the sample, m = the option
+``first_stage_rows``, doubling, up to the whole sample. After each stage the
+validation rows are predicted, and the stages' learning curve decides: the
+next, costlier stage is trained only while the gain it promises up to the
+sample's last stage is more than ``tol`` (the classifier's ``stage_tol``:
+points of accuracy for a classifier, percent of the validation mean squared
+error for a regression; :func:`gain_left`:
 the learning curve ``a + b m^-c`` from the last two doublings' gains, the
 last one taken one standard error up, and divided by ``1 - 2 e`` for the
 label noise that a validation error ``e`` may hide, since flipped
@@ -46,21 +47,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.sampling import relabel
+from ..options import Options
 
-MIN_ROWS = 65536            # machines with more rows train progressively (train_size="auto")
-FIRST_ROWS = 16384          # the first stage's training rows
-SAMPLE_BYTES = 256 << 20    # the training sample's memory (rows x features x 4, or nnz x 8)
-# train_size="auto" trains on at most max(CAP_ROWS, CAP_SQRT sqrt(rows)) rows: an
-# exact stage costs ~m^2, so beyond 2M rows the last stage's time grows like n
-CAP_ROWS, CAP_SQRT = 262144, 185.0
-VAL_FRACTION = 0.1          # validation rows: this share of the machine's rows,
-VAL_MIN, VAL_MAX = 1000, 50000   # clipped to [VAL_MIN, VAL_MAX] and a quarter of the rows
-# the next stage only while the gain the learning curve promises up to the sample's
-# last stage (gain_left) is more than STAGE_TOL: points of accuracy (classification),
-# percent of the validation mean squared error (regression)
-STAGE_TOL = 0.02
-RHO_PRIOR = 0.7             # a doubling's gain over the last one's before two are seen
-RHO_MIN, RHO_MAX = 0.25, 0.9    # (error ~ a + b m^-c: 2^-c; c = 0.5 at RHO_PRIOR)
+# The sizes, shares and the learning curve's priors are options (ProgressiveOptions):
+# progressive_min_rows, first_stage_rows, sample_mb, stage_cap_rows / stage_cap_sqrt
+# (an exact stage costs ~m^2, so beyond 2M rows the last stage's time grows like n),
+# validation_share / _min / _max, rho_prior / _min / _max (error ~ a + b m^-c: a
+# doubling's gain over the last one's is 2^-c; c = 0.5 at rho_prior 0.7).
 
 
 def row_keys(ids, seed):
@@ -137,25 +130,28 @@ def draw_sample(store, classes, n_val, n_train, seed, runner=None, weighted=Fals
     return take(v), take(t)
 
 
-def plan(store, classes, train_size="auto"):
+def plan(store, classes, train_size, options):
     """(n_val, sample rows) for a progressive fit of this machine, or None
     when it trains on every row: ``train_size="all"``, or "auto" and at most
-    ``MIN_ROWS`` rows. An integer ``train_size`` caps the sample."""
+    the option ``progressive_min_rows`` rows. An integer ``train_size`` caps
+    the sample."""
+    o = options
     rows = machine_rows(store, classes)
-    if train_size == "all" or (train_size == "auto" and rows <= MIN_ROWS) or \
+    if train_size == "all" or (train_size == "auto" and rows <= o.progressive_min_rows) or \
             (train_size != "auto" and rows <= int(train_size)):
         return None
-    n_val = int(min(max(VAL_FRACTION * rows, VAL_MIN), VAL_MAX, rows // 4))
+    n_val = int(min(max(o.validation_share * rows, o.validation_min), o.validation_max,
+                    rows // 4))
     per_row = 8.0 * max(store.nnz / max(store.n, 1), 1.0) if store.sparse else 4.0 * store.d
-    n_train = int(min(rows - n_val, SAMPLE_BYTES // (per_row + 24)))
+    n_train = int(min(rows - n_val, (o.sample_mb << 20) // (per_row + 24)))
     if train_size == "auto":
-        n_train = min(n_train, int(max(CAP_ROWS, CAP_SQRT * np.sqrt(rows))))
+        n_train = min(n_train, int(max(o.stage_cap_rows, o.stage_cap_sqrt * np.sqrt(rows))))
     else:
         n_train = min(n_train, int(train_size))
     return n_val, n_train
 
 
-def stage_sizes(n_train, first=FIRST_ROWS):
+def stage_sizes(n_train, first):
     """first, 2 first, ... and n_train last (a last step of less than 1.5x
     merged); ``first`` is at most a quarter of ``n_train`` (and 1,000 rows)."""
     out = []
@@ -173,7 +169,7 @@ def paired(ok_prev, ok_new):
     return int(np.sum(ok_new & ~ok_prev)), int(np.sum(ok_prev & ~ok_new))
 
 
-def gain_left(gains, ses, rows, last_rows, noise=0.0):
+def gain_left(gains, ses, rows, last_rows, noise=0.0, options=None):
     """The drop in validation loss (per row) still expected from training up
     to ``last_rows`` rows rather than ``rows``, and the gain ratio used.
 
@@ -183,16 +179,18 @@ def gain_left(gains, ses, rows, last_rows, noise=0.0):
     last step of less than a doubling) gain ``g rho (1 - rho^J) / (1 -
     rho)``. ``g`` is the last doubling's gain plus one standard error of it
     (``ses``: a gain the validation rows cannot rule out); ``rho`` the last
-    two gains' ratio, within ``[RHO_MIN, RHO_MAX]`` (``RHO_PRIOR`` after
-    the first doubling). ``noise``: the validation labels' flip rate (an
+    two gains' ratio, within the options' ``[rho_min, rho_max]``
+    (``rho_prior`` after the first doubling; ``options`` None: the
+    defaults). ``noise``: the validation labels' flip rate (an
     upper bound; :func:`label_noise`): flips shrink every gain seen on them
     by ``1 - 2 noise``, so the gain on clean labels is the one seen divided
     by it."""
+    o = Options() if options is None else options
     g = max(gains[-1] + ses[-1], 0.0)
     if len(gains) >= 2 and gains[-2] > 0:
-        rho = float(min(max(gains[-1] / gains[-2], RHO_MIN), RHO_MAX))
+        rho = float(min(max(gains[-1] / gains[-2], o.rho_min), o.rho_max))
     else:
-        rho = RHO_PRIOR
+        rho = o.rho_prior
     J = max(np.log2(last_rows / rows), 0.0)
     left = g * rho * (1.0 - rho ** J) / (1.0 - rho) / max(1.0 - 2.0 * noise, 0.1)
     return float(left), rho
@@ -283,9 +281,9 @@ class StagePool:
         return getattr(self.pool, name)
 
 
-def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weighted=False,
-                      resume=None, train=None, callback=None, verdict=None, admit=None,
-                      compact=None, tol=STAGE_TOL):
+def train_progressive(store, kernel, classes, sizes, *, options, tol, seed=0, runner=None,
+                      weighted=False, resume=None, train=None, callback=None, verdict=None,
+                      admit=None, compact=None):
     """Train the stages of a progressive fit; ``sizes = plan(...)``.
     ``train(stage_store, validation, make_pool, resume, warm)`` trains one
     stage's machine on an in-memory store of the sample's first rows (labels
@@ -302,14 +300,16 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
     the machine (support ids mapped to the store's rows) with the stages
     recorded in its history, the last one with why it was the last
     (``stopped_by``: "gain left below tolerance", "core budget" or "the
-    whole sample"). ``tol``: the stop rule's tolerance (:data:`STAGE_TOL`,
-    :func:`gain_left`)."""
+    whole sample"). ``tol``: the stop rule's tolerance (the classifier's
+    ``stage_tol``, :func:`gain_left`); ``options``: the fit's
+    :class:`~streamcvm.options.Options` (the stages' sizes, the learning
+    curve's priors)."""
     from ..data.sampling import ChunkPool
     from ..data.store import ArrayStore
     n_val, n_train = sizes
     (vid, Xv, yv, _), (tid, Xt, yt, wt) = draw_sample(store, classes, n_val, n_train, seed,
                                                       runner, weighted)
-    stages = stage_sizes(len(tid))
+    stages = stage_sizes(len(tid), options.first_stage_rows)
     verdict = ErrorVerdict() if verdict is None else verdict
     key = verdict.key
     progress = {"stage": 0, "records": [], key: None, "gains": [], "ses": []}
@@ -326,7 +326,8 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
         snap = dict(progress)
 
         def make_pool(rng, state, sub=sub, snap=snap):
-            pool = ChunkPool(sub, rng, classes=verdict.classes) if state is None else \
+            pool = ChunkPool(sub, rng, classes=verdict.classes,
+                             pool_chunks=options.pool_chunks) if state is None else \
                 ChunkPool.from_state(sub, rng, state, classes=verdict.classes)
             return StagePool(pool, snap)
         if not verdict.warm:
@@ -346,7 +347,8 @@ def train_progressive(store, kernel, classes, sizes, seed=0, runner=None, weight
             gains.append(float(d.mean()))
             ses.append(float(np.sqrt(np.dot(d, d)) / len(d)))
             if go:
-                left, rho = gain_left(gains, ses, m, stages[-1], verdict.noise(loss))
+                left, rho = gain_left(gains, ses, m, stages[-1], verdict.noise(loss),
+                                      options)
                 rec.update(gain_left=verdict.points(left, loss), gain_ratio=rho)
                 if rec["gain_left"] <= tol:
                     rec["stopped_by"] = "gain left below tolerance"

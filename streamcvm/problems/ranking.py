@@ -182,7 +182,8 @@ def train_ranker(store, kernel, solve, *, C, full_pass=False):
                        constant_diagonal=False, skip_core=False)
 
     def make_pool(rng, state):
-        pool = ChunkPool(store, rng, sample_size=solve.sample_size) if state is None else \
+        pool = ChunkPool(store, rng, sample_size=solve.sample_size,
+                         pool_chunks=solve.options.pool_chunks) if state is None else \
             ChunkPool.from_state(store, rng, state)
         return PairPool(pool)
     solver = run_solver(store, PairKernel(kernel), points, solve, b=0.0, C=C,

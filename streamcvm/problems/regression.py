@@ -67,14 +67,8 @@ def in_target_units(points, coef, epsbar, **fields):
                    target=(points.offset, points.scale), **fields)
 
 
-# train_size="auto" on more than progressive.MIN_ROWS rows: the stages stop
-# before one whose core set would pass this many vectors (its |S|^2 float32
-# kernel cache, 0.48 GB at 11,000, is most of the fit's memory: ~1 GB in all)
-STAGE_CORE = 11000
-
-
 def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
-                    warn=True, train_size, c_per_row=None, stage_core=STAGE_CORE,
+                    warn=True, train_size, c_per_row=None, stage_core=None,
                     centred=True, exact=False, scale=None):
     """Train an L2-SVR on ``store`` (targets in its ``y``); returns a
     :class:`Machine` with ``regression=True`` whose support rows are the
@@ -85,11 +79,13 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
 
     ``train_size``: "all" rows, or "auto" / a number of rows: progressive
     subsampling (:mod:`.progressive`, stages judged by held-out squared
-    errors) on more than ``MIN_ROWS`` rows, each stage with ``C =
-    c_per_row`` x its rows (``C`` when ``c_per_row`` is None), the stages
-    ending before one whose core set, extrapolated from the last (core
-    vectors grow like the rows), would pass ``stage_core`` (and
-    ``max_core``); ``stats`` is then unused (each stage's are its sample's).
+    errors) on more than the option ``progressive_min_rows`` rows, each
+    stage with ``C = c_per_row`` x its rows (``C`` when ``c_per_row`` is
+    None), the stages ending before one whose core set, extrapolated from
+    the last (core vectors grow like the rows), would pass ``stage_core``
+    (None: the option ``regression_stage_core``: its |S|^2 float32 kernel
+    cache, 0.48 GB at 11,000, is most of the fit's memory) and ``max_core``;
+    ``stats`` is then unused (each stage's are its sample's).
     Every solve (the fit on every row, each stage) standardises the targets:
     centred on the mean of the rows it trains on, divided by ``scale`` (the
     fit's unit, the sd of its training set; None: each solve's rows' sd),
@@ -104,7 +100,9 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
     method_class(solve.method, plain=False, problem="regression (a linear term)")
     if not C > 0 or not mu > 0:
         raise ValueError(f"C and mu must be positive, got C={C!r}, mu={mu!r}")
-    sizes = None if full_pass else plan(store, None, train_size)
+    opts = solve.options
+    stage_core = opts.regression_stage_core if stage_core is None else stage_core
+    sizes = None if full_pass else plan(store, None, train_size, opts)
     if sizes is not None and not centred:
         raise ValueError("centred=False fits every row: use train_size='all'")
     if sizes is None:
@@ -126,8 +124,10 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
         def admit(rows, machine, m):
             return machine.core_size * rows / m <= budget
         from .compress import compactor
-        machine = train_progressive(store, kernel, None, sizes, seed=solve.seed,
-                                    runner=solve.runner, resume=solve.resume, train=stage,
+        machine = train_progressive(store, kernel, None, sizes, options=opts,
+                                    tol=opts.regression_stage_tol,
+                                    seed=solve.seed, runner=solve.runner,
+                                    resume=solve.resume, train=stage,
                                     verdict=SquaredVerdict(),
                                     admit=admit, compact=compactor(kernel, solve, True))
         solver = None
@@ -144,37 +144,37 @@ def train_regressor(store, kernel, solve, *, C, mu, full_pass=False, stats=None,
     return machine
 
 
-# An L2-SVR on at most EXACT_ROWS rows (its kernel-row cache, at most
-# solvers.exact.rowcache.CACHE_MB, in at most half the memory available: exact_room) is
+# An L2-SVR on at most svr_exact_rows rows (its kernel-row cache, at most the option
+# kernel_cache_mb, in at most half the memory available: exact_room) is
 # solved exactly over all 2m points (solvers.exact.svr: SMO over a cache of kernel
 # rows) rather than by CVM's core set, when its caller allows
 # it (CVMRegressor without max_core, and its mu / gamma trials) and nothing
 # asks for the core-set machinery: method "cvm", no full pass, no
 # checkpoints or resume, not a progressive stage. At the accurate settings
 # the defaults choose, most rows are support vectors, CVM's core set grows
-# to most of the rows and its QP costs O(|S|^2) per added vector (issue 31).
+# to most of the rows and its QP costs O(|S|^2) per added vector.
 # The row limit is for time, not memory: SMO over every point costs O(m) per
 # step and ~1-3 m steps, and a cache below the rows SMO uses recomputes rows.
-# eps="auto" there: every point's KKT violation within EXACT_TOL x sd(y).
-EXACT_ROWS = 32768
-EXACT_TOL = 0.3
-EXACT_C_PER_ROW = 2.0     # C="auto" on the exact path: C = this x rows
+# eps="auto" there: every point's KKT violation within svr_exact_tol x sd(y); C="auto":
+# svr_exact_c_per_row x the rows.
 
 
-def exact_room(n):
-    """Whether the exact path fits: at most ``EXACT_ROWS`` rows and its
-    kernel-row cache (:func:`~streamcvm.solvers.exact.rowcache.cache_rows` rows of n
-    float32 values) in half the memory available now (psutil)."""
+def exact_room(n, options):
+    """Whether the exact path fits: at most the option ``svr_exact_rows``
+    rows and its kernel-row cache
+    (:func:`~streamcvm.solvers.exact.rowcache.cache_rows` rows of n float32
+    values, ``kernel_cache_mb``) in half the memory available now (psutil)."""
     import psutil
     from ..solvers.exact.rowcache import cache_rows
-    return n <= EXACT_ROWS and 4.0 * cache_rows(n) * n <= 0.5 * psutil.virtual_memory().available
+    return n <= options.svr_exact_rows and \
+        4.0 * cache_rows(n, options.kernel_cache_mb) * n <= 0.5 * psutil.virtual_memory().available
 
 
-def exact_fit(store, method, full_pass, checkpointed, progressive):
+def exact_fit(store, method, full_pass, checkpointed, progressive, options):
     """Whether CVMRegressor's fit on every row of ``store`` (``max_core``
     not given) is solved exactly: the one rule, also :func:`exact_applies`'."""
-    return (exact_room(store.n) and method == "cvm" and not full_pass and not checkpointed
-            and not progressive)
+    return (exact_room(store.n, options) and method == "cvm" and not full_pass
+            and not checkpointed and not progressive)
 
 
 def exact_applies(store, solve, full_pass=False, make_pool=None):
@@ -182,7 +182,7 @@ def exact_applies(store, solve, full_pass=False, make_pool=None):
     (:func:`exact_fit`; a progressive stage comes with its ``make_pool``)."""
     return solve.resume is None and exact_fit(
         store, solve.method, full_pass, solve.checkpointer is not None,
-        progressive=make_pool is not None)
+        progressive=make_pool is not None, options=solve.options)
 
 
 def _all_rows(store):
@@ -208,13 +208,16 @@ def _fit_exact(store, kernel, solve, points, C, mu, K=None):
     t = points.targets(y)
     if solve.eps == "auto":
         # every point's KKT violation (C / 2 x its gradient's distance from
-        # the weighted points') within EXACT_TOL x the targets' sd
+        # the weighted points') within svr_exact_tol x the targets' sd
         sd = float(np.std(t)) if len(t) else 1.0
-        tol, rel_tol = 2.0 * EXACT_TOL * (sd if sd > 0 else 1.0) / C, 0.0
+        tol, rel_tol = 2.0 * solve.options.svr_exact_tol * (sd if sd > 0 else 1.0) / C, 0.0
     else:       # as CVM's eps: no point further than (1 + eps) R from the center
         e = float(solve.eps)
         tol, rel_tol = 0.0, e * (2.0 + e)
-    res = svr_exact(X, t, kernel, C, points.mu, points.eta, tol, rel_tol, K=K)
+    o = solve.options
+    res = svr_exact(X, t, kernel, C, points.mu, points.eta, tol, rel_tol, K=K,
+                    cache_mb=o.kernel_cache_mb, init_share=o.svr_init_share,
+                    check_every=o.svr_check_every)
     ap, am = res["ap"], res["am"]
     keep = np.flatnonzero((ap > 0) | (am > 0))
     coef = C * (ap[keep] - am[keep])

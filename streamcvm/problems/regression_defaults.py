@@ -17,23 +17,15 @@ from .regression import _fit_exact, exact_applies, regression_points, target_mom
 # ridge regression (epsbar < 0) regularised by mu / (C / m). So mu is tried in
 # units of the target's standard deviation, and gamma as multiples of 1 / the
 # mean squared distance (x 2 is scikit-learn's gamma="scale" on standardised
-# features), on SELECT_FIT rows, validated on SELECT_VAL others.
-MU_GRID = (0.03, 0.1, 0.3, 1.0)
-MU_FIRST = 2                # gamma is chosen at MU_GRID[MU_FIRST], then mu at that gamma
-GAMMA_GRID = (1.0, 2.0)
-SELECT_FIT, SELECT_VAL = 2000, 2000
-# trial fits' rows before an exact final fit (exact_fit: at most EXACT_ROWS rows)
-# on at least SELECT_EXACT_MIN_ROWS rows: each trial is an O(rows^2) exact SMO
-# (0.3-0.4 s for the five at 2,000 rows, a third of cpu_act's fit), and on the six
-# protocol sets 1,000 rows chose a (mu, gamma) about as good as 2,000 did (docs/
-# solvers.md). Fewer rows choose less surely (tests' 3,000-row long-tailed set:
-# 1,000 chose worse than its 1,500), and below a few thousand rows the trials cost
-# little in seconds, so smaller stores keep SELECT_FIT.
-SELECT_FIT_EXACT = 1000
-SELECT_EXACT_MIN_ROWS = 5000
-SELECT_MIN_ROWS = 200       # fewer rows: no selection (mu = 0.1 sd, gamma x 1)
-SELECT_SLACK = 0.01         # ... the fewest support vectors within 1% of the best RMSE
-TUBE_WARN, BIAS_WARN = 0.95, 0.25   # fit_warnings: tube share of rows, |mean residual| / sd
+# features), on select_fit_rows rows, validated on select_val_rows others (the
+# options: RegressionOptions). Trial rows before an exact final fit (exact_fit: at most
+# svr_exact_rows rows) on at least select_exact_min_rows rows are select_fit_exact:
+# each trial is an O(rows^2) exact SMO (0.3-0.4 s for the five at 2,000 rows, a third
+# of cpu_act's fit), and on the six protocol sets 1,000 rows chose a (mu, gamma) about
+# as good as 2,000 did (docs/solvers.md). Fewer rows choose less surely (tests'
+# 3,000-row long-tailed set: 1,000 chose worse than its 1,500), and below a few
+# thousand rows the trials cost little in seconds, so smaller stores keep
+# select_fit_rows.
 
 
 def held_out(store, n_fit, n_val, seed, runner=None):
@@ -51,13 +43,15 @@ def rmse(f, y):
 
 
 def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
-                  eps, seed=0, runner=None, sample=None, full_grid=False, scale=None):
+                  eps, options, seed=0, runner=None, sample=None, full_grid=False,
+                  scale=None):
     """mu and gamma for :func:`train_regressor` by validation RMSE: each
-    ``"auto"`` one over its grid (``MU_GRID`` x ``sd``, ``GAMMA_GRID`` x
-    ``base_gamma``; gamma first, at the grid's third mu, then mu at the best
-    gamma; ``full_grid``: every pair), the others as given, fitting on
-    ``SELECT_FIT`` rows with ``C = c`` x rows and scoring on ``SELECT_VAL``
-    others; among the trials within ``SELECT_SLACK`` of the best RMSE, the
+    ``"auto"`` one over its grid (the options' ``mu_grid`` x ``sd``,
+    ``regression_gamma_grid`` x ``base_gamma``; gamma first, at
+    ``mu_grid[mu_first]``, then mu at the best gamma; ``full_grid``: every
+    pair), the others as given, fitting on ``select_fit_rows`` rows with ``C
+    = c`` x rows and scoring on ``select_val_rows`` others; among the trials
+    within ``select_slack`` of the best RMSE, the
     one with the fewest support vectors. Returns
     (mu, gamma, trials: a list of dicts; mu and val_rmse in the targets'
     units). ``make_kernel(gamma)``: the kernel. ``sample``: (fit, val) rows
@@ -65,17 +59,19 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
     trials' targets are divided by as the final fit's are
     (:func:`regression_points`; None: each trial's rows' sd)."""
     from ..data.store import ArrayStore
-    mus = [m * sd for m in MU_GRID] if mu == "auto" else [float(mu)]
-    gammas = [g * base_gamma for g in GAMMA_GRID] if gamma == "auto" else [float(gamma)]
+    o = options
+    mus = [m * sd for m in o.mu_grid] if mu == "auto" else [float(mu)]
+    gammas = [g * base_gamma for g in o.regression_gamma_grid] if gamma == "auto" else \
+        [float(gamma)]
     if len(mus) * len(gammas) == 1:
         return mus[0], gammas[0], []
     (Xf, yf), (Xv, yv) = sample if sample is not None else \
-        held_out(store, SELECT_FIT, SELECT_VAL, seed, runner)
-    if len(yf) < SELECT_MIN_ROWS or len(yv) < SELECT_MIN_ROWS // 2:
+        held_out(store, o.select_fit_rows, o.select_val_rows, seed, runner)
+    if len(yf) < o.select_min_rows or len(yv) < o.select_min_rows // 2:
         return (0.1 * sd if mu == "auto" else mus[0]), gammas[0], []
     sub = ArrayStore(Xf, yf)
     trials = []
-    solve = Solve(method=method, eps=eps, seed=seed, runner=runner)
+    solve = Solve(method=method, eps=eps, seed=seed, runner=runner, options=o)
     # the exact path: each gamma's kernel matrices (fit x fit, validation x
     # fit) once for all its trials
     exact = exact_applies(sub, solve)
@@ -86,7 +82,8 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
         if exact:
             from ..solvers.exact.rowcache import kernel_rows
             if g not in kcache:
-                kcache[g] = (kernel_rows(kern, Xf), kern.block(Xv, Xf))
+                kcache[g] = (kernel_rows(kern, Xf, cache_mb=o.kernel_cache_mb),
+                             kern.block(Xv, Xf))
             Kff, Kvf = kcache[g]
             mach = _fit_exact(sub, kern, solve, regression_points(sub, kern, c * len(yf), m,
                                                                   scale=scale),
@@ -100,7 +97,7 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
         trials.append({"mu": m, "gamma": g, "val_rmse": rmse(f, yv),
                        "n_support": int(len(mach.coef))})
     # gamma at the middle mu first, then the other mus at the best gamma
-    mid = mus[min(MU_FIRST, len(mus) - 1)]
+    mid = mus[min(o.mu_first, len(mus) - 1)]
     for g in gammas:
         trial(mid, g)
     g_best = min(trials, key=lambda t: t["val_rmse"])["gamma"]
@@ -109,14 +106,14 @@ def select_params(store, make_kernel, *, c, mu, gamma, base_gamma, sd, method,
             if m != mid:
                 trial(m, g)
     # the simplest model (fewest support vectors) the validation rows cannot
-    # tell from the best: within SELECT_SLACK of its RMSE
+    # tell from the best: within select_slack of its RMSE
     top = min(t["val_rmse"] for t in trials)
-    best = min((t for t in trials if t["val_rmse"] <= (1.0 + SELECT_SLACK) * top),
+    best = min((t for t in trials if t["val_rmse"] <= (1.0 + o.select_slack) * top),
                key=lambda t: t["n_support"])
     return best["mu"], best["gamma"], trials
 
 
-def fit_warnings(f, y, epsilon_bar, sd):
+def fit_warnings(f, y, epsilon_bar, sd, options):
     """Warnings (strings) about a fitted regression from its predictions
     ``f`` on rows ``y``: a tube that holds nearly every row (a few extreme
     rows then set the fit), or residuals whose mean is far from 0."""
@@ -125,7 +122,7 @@ def fit_warnings(f, y, epsilon_bar, sd):
     if len(r) == 0:
         return out
     inside = float(np.mean(np.abs(r) <= epsilon_bar))
-    if inside > TUBE_WARN:
+    if inside > options.tube_warn:
         out.append(f"the fitted tube (half width {epsilon_bar:.3g}) holds {inside:.0%} of the "
                    "rows, so a few extreme rows set the fit: raise mu (the mean slack) or "
                    "use mu='auto'")
@@ -134,21 +131,21 @@ def fit_warnings(f, y, epsilon_bar, sd):
                    f", target sd {sd:.3g}): a fixed eps may be too coarse for this C (use "
                    "eps='auto'), or mu too small")
     se = r.std() / np.sqrt(len(r))
-    if abs(r.mean()) > max(BIAS_WARN * sd, 4.0 * se):
+    if abs(r.mean()) > max(options.bias_warn * sd, 4.0 * se):
         out.append(f"the residuals' mean is {r.mean():+.3g} (target sd {sd:.3g}): the fit is "
                    "biased; raise mu or use mu='auto'")
     return out
 
 
-def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method, eps,
+def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method, eps, options,
                 seed=0, runner=None, log=None, progressive=False, exact=False):
     """What :class:`~streamcvm.estimators.CVMRegressor` needs before its fit:
     one pass for the targets' statistics (``stats``, for
     :func:`train_regressor`; None for a ``progressive`` fit, whose stages
-    take their samples' own), one for a held-out sample (``SELECT_FIT``
-    rows to fit, ``SELECT_FIT_EXACT`` when the final fit is ``exact`` on at
-    least ``SELECT_EXACT_MIN_ROWS`` rows, and
-    ``SELECT_VAL`` to score), and mu and gamma
+    take their samples' own), one for a held-out sample (the options'
+    ``select_fit_rows`` rows to fit, ``select_fit_exact`` when the final fit
+    is ``exact`` on at least ``select_exact_min_rows`` rows, and
+    ``select_val_rows`` to score), and mu and gamma
     (:func:`select_params`, over the full grid when ``progressive``;
     ``log(message)`` first says what is chosen).
     Returns a dict: mu, gamma, trials, stats, sd, scale, check (the
@@ -159,13 +156,15 @@ def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method, eps,
     and each stage included, divides its centred targets by it
     (:func:`train_regressor`), so the fit is the same at any scale of y."""
     stats = None if progressive else row_stats(store, runner=runner)
-    few = exact and store.n >= SELECT_EXACT_MIN_ROWS
-    sample = held_out(store, SELECT_FIT_EXACT if few else SELECT_FIT, SELECT_VAL, seed, runner)
+    o = options
+    few = exact and store.n >= o.select_exact_min_rows
+    sample = held_out(store, o.select_fit_exact if few else o.select_fit_rows, o.select_val_rows,
+                      seed, runner)
     # the spread from the sample (centred in float64: no cancellation on a target
     # far from 0), the store's moments when it is too small (never progressive:
     # those stores have more than MIN_ROWS rows)
     ys = np.concatenate([sample[0][1], sample[1][1]]).astype(np.float64)
-    sd = float(ys.std()) if len(ys) >= SELECT_MIN_ROWS or stats is None else \
+    sd = float(ys.std()) if len(ys) >= o.select_min_rows or stats is None else \
         target_moments(stats)[1]
     sd = sd if sd > 0 else 1.0
     scale = sd if stats is None else target_moments(stats)[1]
@@ -175,7 +174,7 @@ def prepare_fit(store, make_kernel, *, c, mu, gamma, base_gamma, method, eps,
             f"{len(sample[1][1]):,} held-out rows")
     mu_, gamma_, trials = select_params(store, make_kernel, c=c, mu=mu, gamma=gamma,
                                         base_gamma=base_gamma, sd=sd, method=method, eps=eps,
-                                        seed=seed, runner=runner, sample=sample,
+                                        options=o, seed=seed, runner=runner, sample=sample,
                                         full_grid=progressive, scale=scale)
     return {"mu": mu_, "gamma": gamma_, "trials": trials, "stats": stats, "sd": sd,
             "scale": scale, "check": sample[1]}

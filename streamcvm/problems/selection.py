@@ -5,7 +5,7 @@ What ``C="auto"`` / ``gamma="auto"`` (classification) and ``mu="auto"`` /
 ``gamma="auto"`` (regression) run. Every candidate of the grid is trained on
 the first ``rungs[0]`` rows of a random order of the training rows and
 scored on the validation rows (never trained on); the best third
-(``ETA``) goes on to the next rung's rows, and so on; the best candidate of
+(``eta``, the option ``halving_eta``) goes on to the next rung's rows, and so on; the best candidate of
 the last rung is chosen (Jamieson & Talwalkar's successive halving, the
 "grid search on a subsample, refined on more rows" of a careful user, at a
 fraction of a full grid's fits: the fits on few rows are cheap, and a
@@ -30,9 +30,7 @@ import time
 
 import numpy as np
 
-ETA = 3                 # each rung keeps the best 1 / ETA of its candidates
-COST_RATIO = 2.0        # cost counts only where it differs by this factor (halving's cost)
-
+from ..options import default
 
 @dataclasses.dataclass(frozen=True)
 class Axis:
@@ -46,7 +44,7 @@ class Axis:
     hi: float
 
 
-def rung_sizes(rows, first, eta=ETA, levels=3):
+def rung_sizes(rows, first, eta=default("halving_eta"), levels=3):
     """``levels`` training-row counts growing by ``eta`` up to ``rows``
     (``rows / eta^2, rows / eta, rows`` for 3), none below ``first``
     (fewer rungs when ``rows`` is small)."""
@@ -97,7 +95,8 @@ def tied(trials, best, losses):
     return out
 
 
-def halving(axes, rungs, evaluate, *, eta=ETA, fixed=None, callback=None, cost=None,
+def halving(axes, rungs, evaluate, *, eta=default("halving_eta"),
+            cost_ratio=default("halving_cost_ratio"), fixed=None, callback=None, cost=None,
             anchor=None):
     """Successive halving over ``rungs`` (ascending training-row counts) on
     the grid of ``axes`` (:class:`Axis`), growing past its edges.
@@ -107,11 +106,12 @@ def halving(axes, rungs, evaluate, *, eta=ETA, fixed=None, callback=None, cost=N
     candidate gets as they are. ``callback(trial, best)`` after each fit.
     ``cost``: the key of what ``evaluate`` returns that measures a fit's
     cost (deterministic, e.g. solver steps). Where costs differ by
-    ``COST_RATIO`` they count: after the first rung (whose fits are cheap
-    and whose ranking is the noisiest), a candidate that ranks below a
-    survivor ``COST_RATIO`` times cheaper does not go on (it is worse and
-    costlier; the next one in rank does), and the last rung chooses, among
-    the candidates :func:`tied` with its best and at most 1 / ``COST_RATIO``
+    ``cost_ratio`` (the option ``halving_cost_ratio``) they count: after the
+    first rung (whose fits are cheap and whose ranking is the noisiest), a
+    candidate that ranks below a survivor ``cost_ratio`` times cheaper does
+    not go on (it is worse and costlier; the next one in rank does), and the
+    last rung chooses, among the candidates :func:`tied` with its best and
+    at most 1 / ``cost_ratio``
     of its cost, the best (the validation rows cannot tell them apart, and
     the final fit at the chosen point costs in proportion). ``anchor``: a
     point of the grid (its axes' values) that goes on to every rung and is
@@ -163,7 +163,7 @@ def halving(axes, rungs, evaluate, *, eta=ETA, fixed=None, callback=None, cost=N
         for t in ranked:
             if len(goes) == keep:
                 break
-            if cost is None or r == 0 or all(t[cost] < COST_RATIO * g[cost] for g in goes):
+            if cost is None or r == 0 or all(t[cost] < cost_ratio * g[cost] for g in goes):
                 goes.append(t)
         if anchor is not None and _key(anchor, axes) in done and \
                 all(_key(t, axes) != _key(anchor, axes) for t in goes):
@@ -173,7 +173,7 @@ def halving(axes, rungs, evaluate, *, eta=ETA, fixed=None, callback=None, cost=N
     for t in ties:
         t["tied"] = True
     home = [t for t in ties if anchor is not None and _key(t, axes) == _key(anchor, axes)]
-    cheap = [t for t in ties if cost is not None and COST_RATIO * t[cost] <= best[cost]]
+    cheap = [t for t in ties if cost is not None and cost_ratio * t[cost] <= best[cost]]
     if home:
         best = home[0]
     elif cheap:

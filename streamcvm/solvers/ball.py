@@ -26,8 +26,6 @@ from .coreset import CoreSet
 from .kernels import sq_norms, weighted_sum
 from .smo import _q
 
-DENSE_MAX_D = 2048
-
 
 @njit(cache=True, nogil=True)
 def center_sq_norm(K, y, b, ic, alpha, n):
@@ -64,9 +62,12 @@ class Ball:
     d, sparse : the rows' features and layout
     cache : keep k among core vectors (the O(|S|^2) cache; BVM needs none)
     max_core : the core set's cap (None: none)
+    dense_max_features, core_reserve : the options of that name
+        (:class:`streamcvm.options.Options`)
     """
 
-    def __init__(self, kernel, points, C, b, d, sparse, *, cache=True, max_core=None):
+    def __init__(self, kernel, points, C, b, d, sparse, *, cache=True, max_core=None,
+                 dense_max_features, core_reserve):
         self.kernel = kernel
         self.points = points
         self.plain = points.plain
@@ -74,11 +75,11 @@ class Ball:
         self.b = float(b)
         # the plain MEB's constant diagonal (kappa = 1); otherwise points carry q
         self.kt = 1.0 + self.b + 1.0 / self.C if self.plain else None
-        # Sparse data of up to DENSE_MAX_D features keeps dense core rows (and
-        # their transpose): a CSR candidate's kernel row then costs nnz x |S|.
-        self.densify = sparse and d <= DENSE_MAX_D
+        # Sparse data of up to dense_max_features features keeps dense core rows
+        # (and their transpose): a CSR candidate's kernel row then costs nnz x |S|.
+        self.densify = sparse and d <= dense_max_features
         self.core = CoreSet(d, sparse and not self.densify, cache=cache,
-                            transposed=self.densify, max_cap=max_core)
+                            transposed=self.densify, max_cap=max_core, reserve=core_reserve)
         self.c2 = 0.0                               # ||c||^2
         self.ce2 = 0.0                              # BVM's extra coordinate, squared
         self.r2 = self.kt if self.plain else 0.0    # BVM's fixed radius (plain problems)

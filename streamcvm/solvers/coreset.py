@@ -11,9 +11,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data.store import csr_view
+from ..options import default
 
-
-RESERVE = 4096      # see CoreSet._grow
 
 
 def lazy_zeros(shape):
@@ -28,9 +27,12 @@ def lazy_zeros(shape):
 
 
 class CoreSet:
-    def __init__(self, d, sparse, cap=64, cache=True, transposed=False, max_cap=None):
+    def __init__(self, d, sparse, cap=64, cache=True, transposed=False, max_cap=None,
+                 reserve=None):
         self.d = d
         self.max_cap = max_cap      # capacity never grows past this (the solver's max_core)
+        # growth by doublings up to this (the option core_reserve)
+        self.reserve = default("core_reserve") if reserve is None else reserve
         self.sparse = sparse
         self.cache = cache          # keep the kernel among core vectors (SMO, FVM)
         self.n = 0
@@ -81,11 +83,11 @@ class CoreSet:
             return
         new = max(need, 2 * cap)
         if self.max_cap is not None:    # a cap of 20,000 must not allocate a 32,768^2 cache
-            # past RESERVE, a capped cache is allocated whole (lazy_zeros: its
+            # past the reserve, a capped cache is allocated whole (lazy_zeros: its
             # pages take RAM only once written), so RSS follows |S|^2 with no
             # more growth copies (old + new cache at once: 2x the final cache
             # when |S| ends just past a doubling)
-            new = max(need, self.max_cap if new >= RESERVE else min(new, self.max_cap))
+            new = max(need, self.max_cap if new >= self.reserve else min(new, self.max_cap))
         n = self.n
         for name in ("ids", "y", "sq", "ic", "q", "kx"):
             a = getattr(self, name)
@@ -96,7 +98,7 @@ class CoreSet:
         al[:n] = self.alpha[:n]
         self.alpha = al
         if self.cache:
-            K = lazy_zeros((new, new)) if new >= RESERVE and new == self.max_cap else \
+            K = lazy_zeros((new, new)) if new >= self.reserve and new == self.max_cap else \
                 np.zeros((new, new), np.float32)
             K[:n, :n] = self.K[:n, :n]
             self.K = K

@@ -25,15 +25,11 @@ import time
 
 import numpy as np
 
-from ..data.sampling import SAMPLE_SIZE
+from ..options import SAMPLE_SIZE, Options
 from .kernels import kernel_sums, sq_norms
 from .ball import Ball, inner
 from .exact.bvm import ExactBVM
 from .methods import method_class
-
-INIT_DRAWS = 256  # draws (the pool refreshes a chunk every 16 or more) for a first sample
-                  # that holds a point (ranking: a pair) before giving up
-MARGIN_TOL = 0.3  # eps="auto" stops at the first level whose margin slack is at most this
 
 
 def eps_levels(eps, start=0.1):
@@ -63,6 +59,8 @@ class MEBSolver:
         one C, the plain MEB. Only the plain MEB runs BVM.
     n_jobs : threads of the exact BVM pass (None or -1: all numba's); the
         model does not depend on it
+    options : every other setting (:class:`streamcvm.options.Options`: the
+        annealing's, the passes', the exact pass's; default the defaults)
 
     Attributes: ``ball`` (:class:`~.ball.Ball`), ``method`` (the method
     object; ``method.name``), ``exact`` (:class:`~.exact.bvm.ExactBVM`, or
@@ -72,8 +70,9 @@ class MEBSolver:
     """
 
     def __init__(self, kernel, d, sparse, *, C, b=1.0, method, eps,
-                 sample_size=SAMPLE_SIZE, patience=None, max_core=None, init_size=20,
-                 smo_max_iter=100000, points=None, n_jobs=None):
+                 sample_size=SAMPLE_SIZE, patience=None, max_core=None, points=None,
+                 n_jobs=None, options=None):
+        opts = self.options = Options() if options is None else options
         if points is None:
             from .points import RowPoints
             if not kernel.constant_diagonal:
@@ -87,19 +86,20 @@ class MEBSolver:
         self.points = points
         self.kernel = kernel
         self.ball = Ball(kernel, points, C, b, d, sparse, cache=cls.kernel_cache,
-                         max_core=max_core)
-        self.method = cls(self.ball, smo_max_iter) if cls.name == "cvm" else cls(self.ball)
+                         max_core=max_core, dense_max_features=opts.dense_max_features,
+                         core_reserve=opts.core_reserve)
+        self.method = cls(self.ball, opts)
         self.exact = ExactBVM(self) if cls.exact else None
         # eps="auto": anneal until the tolerance, measured against the margin
         # rather than the radius, is at most margin_tol (see margin_slack)
         self.auto_eps = eps == "auto"
-        self.eps_floor = 1e-7
-        self.margin_tol = MARGIN_TOL
+        self.eps_floor = opts.eps_floor
+        self.margin_tol = opts.margin_tol
         self.eps = self.eps_floor if self.auto_eps else float(eps)
         self.sample_size = int(sample_size)
-        self.patience = patience or cls.patience
+        self.patience = patience or opts.patience(cls.name)
         self.max_core = max_core
-        self.init_size = init_size
+        self.init_size = opts.init_size
         self.n_iter = 0
         self.history = []
         self.t0 = None
@@ -118,7 +118,8 @@ class MEBSolver:
 
     def levels(self):
         """The eps levels of the annealing, largest first."""
-        return eps_levels(self.eps_floor if self.auto_eps else self.eps)
+        return eps_levels(self.eps_floor if self.auto_eps else self.eps,
+                          self.options.eps_start)
 
     def set_validation(self, X, y, rule=False):
         """Held-out rows ``X`` with labels ``y`` (+-1, as the machine sees
@@ -191,7 +192,8 @@ class MEBSolver:
         core, kernel = self.ball.core, self.kernel
         pid, ridx, s, q, ic = self.points.init_points(ids, y, w)
         if not len(pid):
-            raise ValueError(f"no training points: {INIT_DRAWS} samples drew none (no rows, "
+            raise ValueError(f"no training points: {self.options.init_draws} samples drew "
+                             f"none (no rows, "
                              f"or, for ranking, no pair of rows of different relevance "
                              f"within a query)")
         for k in range(len(pid)):
@@ -326,7 +328,7 @@ class MEBSolver:
             self.exact.ended_Ka = None      # sampled steps move the center
         weighted = self.points.weighted
         if resume is None:
-            for _ in range(INIT_DRAWS):     # a pool whose pooled chunks hold no point
+            for _ in range(self.options.init_draws):     # pooled chunks holding no point
                 first = pool.draw(self.init_size, classes=classes, target=target,
                                   with_weight=weighted)
                 if len(first[0]):
@@ -399,8 +401,7 @@ class MEBSolver:
         """A paused exact pass restored from a snapshot waits to continue."""
         return self.exact is not None and self.exact.running
 
-    def confirm(self, full_pass, max_passes=50, max_steps_per_block=100000, runner=None,
-                progress=None):
+    def confirm(self, full_pass, runner=None, progress=None):
         """Passes over every point, core vectors included, until a pass finds
         no violator at the target eps (:mod:`.passes`). ``full_pass``: a point
         source (``n_chunks``, ``points(i)``), whose chunks run as tasks on
@@ -413,20 +414,23 @@ class MEBSolver:
         chunk task.
         Returns the number of violators the first pass found."""
         from ..data.parallel import as_runner
-        from .passes import (BLOCK_ROWS, PER_CHUNK, TopRows, pass_rows, scan, sub_blocks,
-            violator_task)
+        from .passes import TopRows, pass_rows, scan, sub_blocks, violator_task
+        opts = self.options
+        block, per_chunk = opts.pass_block_rows, opts.pass_per_chunk
         tasks = hasattr(full_pass, "points") and hasattr(full_pass, "n_chunks")
         run = as_runner(runner) if tasks else None
         first = None
-        for k in range(max_passes):
+        for k in range(opts.pass_max_passes):
             center = self.ball.freeze(self.radius2, self.eps)
             if tasks:
-                out = run.map(violator_task, full_pass.n_chunks, full_pass, center, PER_CHUNK,
+                out = run.map(violator_task, full_pass.n_chunks, full_pass, center, per_chunk,
+                              block,
                               progress=None if progress is None else
                               lambda d, t, k=k: progress(d, t, k + 1))
             else:
-                out = (scan([blk], center) for blk in full_pass())
-            top = TopRows(pass_rows(self.ball.core.d, self.ball.core.sparse or self.ball.densify))
+                out = (scan([blk], center, per_chunk, block) for blk in full_pass())
+            top = TopRows(pass_rows(self.ball.core.d, self.ball.core.sparse or self.ball.densify,
+                                    opts))
             found = 0
             for f, c in out:                # as the chunks come: bounded memory
                 found += f
@@ -434,8 +438,8 @@ class MEBSolver:
             cand = top.result()
             if cand is not None and found:  # none found: this center is the certified one
                 ids, X, y, w, _ = cand
-                for blk in sub_blocks([(ids, X, y, w)], BLOCK_ROWS):
-                    self._settle(*blk, max_steps=max_steps_per_block)
+                for blk in sub_blocks([(ids, X, y, w)], block):
+                    self._settle(*blk, max_steps=opts.settle_max_steps)
             if first is None:
                 first = found
             self.record(self.eps)
@@ -461,6 +465,7 @@ class MEBSolver:
         top = TopRows(1)
         found = 0
         for f, c in as_runner(runner).map(violator_task, source.n_chunks, source, center, 1,
+                                          self.options.pass_block_rows,
                                           progress=None if progress is None else
                                           lambda d, t: progress(d, t, 1)):
             found += f

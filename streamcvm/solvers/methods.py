@@ -50,15 +50,15 @@ class Method:
     core vectors' (K~a) and takes no away steps."""
 
     name = None
-    patience = 7            # violator-free samples that end an eps level
     plain_only = False      # solves only the plain MEB (constant k(x, x), one C, no q)
     kernel_cache = True     # needs k among the core vectors (the |S|^2 cache)
     away_steps = False      # takes away steps (away_gap, away)
     fixed_radius = False    # the radius is r^2, not a'q - ||c||^2
     exact = False           # has the exact variant over every row (.exact.bvm)
 
-    def __init__(self, ball):
+    def __init__(self, ball, options):
         self.ball = ball
+        self.options = options      # streamcvm.options.Options
 
     def start(self, eps):
         """After the first core vectors enter at equal weights."""
@@ -114,15 +114,14 @@ class Method:
 class CVM(Method):
     name = "cvm"
 
-    def __init__(self, ball, smo_max_iter=100000):
-        super().__init__(ball)
-        self.smo_max_iter = smo_max_iter
+    def __init__(self, ball, options):
+        super().__init__(ball, options)
+        self.smo_max_iter = options.smo_max_iter
         # the core QP is solved until its gradient gap (the spread of the
         # weighted core vectors' d^2) is smo_tol * eps * R^2: the scale of the
-        # violation test itself (0.1 before: same accuracy, slower; BENCHMARKS.md,
-        # "cvm after the issue 5 SMO changes"); the (1 + eps) guarantee comes
-        # from the outer loop.
-        self.smo_tol = 1.0
+        # violation test itself (0.1: the same accuracy, slower); the (1 + eps)
+        # guarantee comes from the outer loop.
+        self.smo_tol = options.smo_tol
         self.g = np.empty(0)        # the SMO gradient, g = 2 Q a - q
         self.g_new = 0.0            # its entry for the vector entering
 
@@ -177,15 +176,13 @@ class CVM(Method):
 
 class BVM(Method):
     name = "bvm"
-    patience = 10
     plain_only = True
     kernel_cache = False    # no kernel among core vectors: no O(|S|^2) cache
     fixed_radius = True
     exact = True
-    REFINE_STEPS = 20
 
-    def __init__(self, ball):
-        super().__init__(ball)
+    def __init__(self, ball, options):
+        super().__init__(ball, options)
         # the smaller ball (bvm paper sec. 3.3, Alg. 4): the ball lives in the
         # space [phi~; 0] with center [c; ce]; r2 shrinks from kt
         ball.ce2 = ball.kt
@@ -215,13 +212,14 @@ class BVM(Method):
         ball = self.ball
         cs = ball.core
         thr = (1.0 + eps) ** 2 * ball.r2
-        for t in range(self.REFINE_STEPS):
+        steps = self.options.bvm_refine_steps
+        for t in range(steps):
             d2 = ball.distances(ball.Ka, ball.kt)
             j = int(np.argmax(d2))
             if d2[j] <= thr:
                 return t
             solver.step(int(cs.ids[j]), None, cs.y[j], cs.q[j], cs.ic[j], float(d2[j]), eps)
-        return self.REFINE_STEPS
+        return steps
 
     def half_last_step(self, level_eps):
         """Replace the center by the mean of the last two (the last step taken
@@ -281,13 +279,14 @@ class FVM(Method):
         ball.Ka = (1.0 - lam) * ball.Ka + lam * ball.column(slot)
         return 1.0 - lam
 
-    def settle_core(self, solver, eps, max_steps=100000):
+    def settle_core(self, solver, eps):
         """Frank-Wolfe and away steps over the core points alone (their (K~a)
         is tracked: O(|S|) a search, one cached kernel column a step), with
-        :meth:`MEBSolver.search`'s rule, until none violates at ``eps``."""
+        :meth:`MEBSolver.search`'s rule, until none violates at ``eps`` (at
+        most the option ``settle_max_steps`` steps)."""
         ball = self.ball
         cs = ball.core
-        for t in range(max_steps):
+        for t in range(self.options.settle_max_steps):
             d2 = ball.core_distances()
             k = int(np.argmax(d2))
             R2 = self.radius2()
@@ -298,7 +297,7 @@ class FVM(Method):
                 return t
             solver.step(int(cs.ids[k]), None, float(cs.y[k]), cs.q[k], cs.ic[k],
                         float(d2[k]), eps)
-        return max_steps
+        return self.options.settle_max_steps
 
     def _nearest(self):
         """(slot, d^2) of the weighted core vector nearest to the center."""

@@ -6,9 +6,10 @@ weights and the ball's radius: small, picklable, sent to the workers once
 per pass) and runs :func:`violator_task` on every chunk of a point source:
 the task reads its chunk, computes every point's distance to the frozen
 center and returns how many points lie outside the (1 + eps) ball, and its
-``PER_CHUNK`` furthest rows outside the radius itself: violators, and the
-near-violators that the steps about to be taken may push out. The driver
-(:meth:`~.meb.MEBSolver.confirm`) keeps the ``PER_PASS`` furthest of all of them,
+furthest rows outside the radius itself (the option ``pass_per_chunk``):
+violators, and the near-violators that the steps about to be taken may push
+out. The driver (:meth:`~.meb.MEBSolver.confirm`) keeps the furthest of all
+of them (``pass_per_pass``, :func:`pass_rows`),
 ordered by (distance, id), and takes its steps on those, furthest first,
 with their distances updated after every step. Passes repeat until one
 finds no violator (its steps then find none either: the center it certifies
@@ -26,19 +27,19 @@ import scipy.sparse as sp
 
 from .kernels import sq_norms
 
-# Rows a chunk task returns at most, and rows the driver keeps per pass (the
-# furthest of all chunks'; dense rows: at most PASS_BYTES of them). An ad-hoc
-# probe, cvm eps 1e-3 on 2M Gaussian rows (42 chunks): 256 / 16,384 needed 8
-# passes, 1,024 / 43,008 needed 4 (a serial pass stepping as it goes: 3).
-PER_CHUNK = 1024
-PER_PASS = 65536
-PASS_BYTES = 256 << 20
-BLOCK_ROWS = 4096    # rows per kernel block against the core set
+# How many rows a chunk task returns and the driver keeps per pass are options
+# (pass_per_chunk, pass_per_pass, pass_mb). An ad-hoc probe, cvm eps 1e-3 on 2M
+# Gaussian rows (42 chunks): 256 / 16,384 needed 8 passes, 1,024 / 43,008 needed 4
+# (a serial pass stepping as it goes: 3).
 
 
-def pass_rows(d, sparse):
-    """Candidate rows the driver keeps per pass for rows of ``d`` features."""
-    return PER_PASS if sparse else int(min(PER_PASS, max(BLOCK_ROWS, PASS_BYTES // (4 * d))))
+def pass_rows(d, sparse, opts):
+    """Candidate rows the driver keeps per pass for rows of ``d`` features
+    (``opts``: the :class:`~streamcvm.options.Options`; dense rows: at most
+    ``pass_mb`` of them)."""
+    most = opts.pass_per_pass
+    return most if sparse else \
+        int(min(most, max(opts.pass_block_rows, (opts.pass_mb << 20) // (4 * d))))
 
 
 def sub_blocks(chunks, rows):
@@ -53,14 +54,15 @@ def _take(X, rows):
     return X[rows] if sp.issparse(X) else np.asarray(X)[rows]
 
 
-def scan(blocks, center, limit=PER_CHUNK):
-    """(violators found, candidates) over point blocks ``(ids, X, y[, w])``:
-    candidates are ``(ids, X, y, w or None, d2)`` of the at most ``limit``
-    furthest rows beyond the radius, each row scored by its furthest point,
-    furthest first (ties by id), or None when there are none."""
+def scan(blocks, center, limit, block_rows):
+    """(violators found, candidates) over point blocks ``(ids, X, y[, w])``,
+    in kernel blocks of ``block_rows`` rows: candidates are ``(ids, X, y, w
+    or None, d2)`` of the at most ``limit`` furthest rows beyond the radius,
+    each row scored by its furthest point, furthest first (ties by id), or
+    None when there are none."""
     found = 0
     parts = []
-    for blk in sub_blocks(blocks, BLOCK_ROWS):
+    for blk in sub_blocks(blocks, block_rows):
         ids, X, y = blk[0], blk[1], blk[2]
         w = blk[3] if len(blk) > 3 else None
         P = center.points.from_rows(ids, y, w)
@@ -115,6 +117,6 @@ class TopRows:
         return merge(self.parts, self.limit)
 
 
-def violator_task(i, source, center, limit=PER_CHUNK):
+def violator_task(i, source, center, limit, block_rows):
     """The chunk task of a pass: :func:`scan` over ``source.points(i)``."""
-    return scan(source.points(i), center, limit)
+    return scan(source.points(i), center, limit, block_rows)

@@ -18,52 +18,48 @@ from ..bvm_average import half_last_step
 from ..kernels import kernel_sums, sq_norms
 from .bvm_loop import EXACT_HIST, EXACT_STATE, bvm_exact
 
-EXACT_MAX_CELLS = 64_000_000  # rows x features (or nnz) the exact pass may hold (256 MB float32)
-# Sparse rows whose matrix columns are long (few, frequent features: a9a's
-# one-hot fields) go to the pass dense when that fits in DENSE_COLUMNS_BYTES:
-# a step's dot products then cost its own nonzeros per row, in vectorised
-# passes shared by the threads, rather than a serial scatter over the rows of
-# every column it touches (sum_f nnz_f^2 / rows adds a step on average, 6.2
-# rows' worth on a9a). SCATTER_RATIO: how many contiguous multiply-adds cost
-# what one scattered add does (measured on a9a and w8a, tools/bench_classify.py)
-DENSE_COLUMNS_BYTES = 256 << 20
-SCATTER_RATIO = 4.0
 
+def dense_columns(X, opts):
+    """Whether the exact pass should hold the sparse rows ``X`` (CSR) dense.
 
-def dense_columns(X):
-    """Whether the exact pass should hold the sparse rows ``X`` (CSR) dense:
-    they fit in ``DENSE_COLUMNS_BYTES`` and a step's serial scatter (the
-    summed squared column counts over the rows) costs more than its dense
-    dot products (the mean nonzeros of a row) at ``SCATTER_RATIO``."""
+    Sparse rows whose matrix columns are long (few, frequent features: a9a's
+    one-hot fields) go to the pass dense when that fits in the option
+    ``exact_dense_columns_mb``: a step's dot products then cost its own
+    nonzeros per row, in vectorised passes shared by the threads, rather than
+    a serial scatter over the rows of every column it touches (sum_f nnz_f^2 /
+    rows adds a step on average, 6.2 rows' worth on a9a). So: when they fit,
+    and a step's serial scatter (the summed squared column counts over the
+    rows) costs more than its dense dot products (the mean nonzeros of a row)
+    at ``exact_scatter_ratio`` (how many contiguous multiply-adds cost what
+    one scattered add does: measured on a9a and w8a, tools/bench_classify.py)."""
     n, d = X.shape
-    if n == 0 or 4.0 * n * d > DENSE_COLUMNS_BYTES:
+    if n == 0 or 4.0 * n * d > opts.exact_dense_columns_mb << 20:
         return False
     counts = np.bincount(X.indices, minlength=d).astype(np.float64)
     scatter = float(counts @ counts) / n          # scattered adds a step
-    dense = X.nnz / n * n / SCATTER_RATIO         # multiply-adds a step, in scattered units
+    dense = X.nnz / n * n / opts.exact_scatter_ratio    # multiply-adds a step, scattered units
     return scatter > dense
 
 
 class _Threads:
     """How many tasks :func:`bvm_exact`'s passes run as, piece by piece of
     the run: the faster of one and ``most`` by the seconds per pass and step
-    of their last ``KEEP`` pieces (the median: one piece slowed by something
-    else on the machine does not flip the choice), so a machine busy with
-    other work falls back to one thread rather than wait at every step for a
-    descheduled one. The count not chosen is retried every ``RETRY`` pieces,
-    and one thread is first measured, on a probe: a piece of ``PROBE`` of
-    the usual steps (on two cores one thread is ~1.3x slower a pass, so a
-    full-length probe costs a few percent of the run). The model is the same
-    either way: each row's arithmetic does not depend on the count, nor on
-    where the pieces end."""
+    of their last ``exact_thread_keep`` pieces (the median: one piece slowed
+    by something else on the machine does not flip the choice), so a machine
+    busy with other work falls back to one thread rather than wait at every
+    step for a descheduled one. The count not chosen is retried every
+    ``exact_thread_retry`` pieces, and one thread is first measured, on a
+    probe: a piece of ``exact_thread_probe`` of the usual steps (on two cores
+    one thread is ~1.3x slower a pass, so a full-length probe costs a few
+    percent of the run). Passes of fewer than ``exact_thread_rows`` rows run
+    on one thread (too short to share). The model is the same either way:
+    each row's arithmetic does not depend on the count, nor on where the
+    pieces end."""
 
-    RETRY = 16
-    KEEP = 3
-    PROBE = 0.25
-    MIN_ROWS = 8192         # fewer rows: one thread (a pass is too short to share)
-
-    def __init__(self, most, n_rows):
-        self.most = most if n_rows >= self.MIN_ROWS else 1
+    def __init__(self, most, n_rows, opts):
+        self.most = most if n_rows >= opts.exact_thread_rows else 1
+        self.retry, self.keep, self.probe = (opts.exact_thread_retry, opts.exact_thread_keep,
+                                             opts.exact_thread_probe)
         self.seen = {}
         self.pieces = 0
 
@@ -79,14 +75,14 @@ class _Threads:
         if self.most not in self.seen:
             return self.most, 1.0
         if 1 not in self.seen:
-            return 1, self.PROBE
+            return 1, self.probe
         best = min(self.seen, key=self.cost)
-        if self.pieces % self.RETRY == 0:
-            return (self.most if best == 1 else 1), self.PROBE
+        if self.pieces % self.retry == 0:
+            return (self.most if best == 1 else 1), self.probe
         return best, 1.0
 
     def took(self, tasks, seconds_per_unit):
-        self.seen[tasks] = (self.seen.get(tasks, []) + [seconds_per_unit])[-self.KEEP:]
+        self.seen[tasks] = (self.seen.get(tasks, []) + [seconds_per_unit])[-self.keep:]
 
 
 class ExactBVM:
@@ -107,13 +103,13 @@ class ExactBVM:
     def ok(self, X):
         """Whether :meth:`fit` applies to the rows ``X`` (dense or CSR): the
         plain MEB, a kernel the compiled pass knows (``has("exact_bvm")``: the RBF), no core cap, and rows that fit the exact
-        pass's memory (stored values, rows x features or nnz, at most
-        EXACT_MAX_CELLS). Whether it is cheaper than sampling is
+        pass's memory (stored values, rows x features or nnz, at most the
+        option ``exact_max_cells``). Whether it is cheaper than sampling is
         :func:`~streamcvm.problems.driver.run_solver`'s call."""
         ball = self.s.ball
         cells = X.nnz if sp.issparse(X) else X.shape[0] * X.shape[1]
         return (ball.plain and ball.kernel.has("exact_bvm") and self.s.max_core is None
-                and cells <= EXACT_MAX_CELLS)
+                and cells <= self.s.options.exact_max_cells)
 
     def core_size(self):
         return int(self.run["state"][2])
@@ -149,7 +145,7 @@ class ExactBVM:
         such a snapshot continues where it was. ``callback(solver)``: after
         each piece of about 0.1 s (progress). The center ends in the solver's
         ball, its history and counters in the solver."""
-        s, ball = self.s, self.s.ball
+        s, ball, opts = self.s, self.s.ball, self.s.options
         resumed = self.run
         n_cand = len(ids)
         if s.val is not None:            # validation rows after the candidates
@@ -160,7 +156,7 @@ class ExactBVM:
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float32)
             X.sum_duplicates()
-        if sp.issparse(X) and dense_columns(X):
+        if sp.issparse(X) and dense_columns(X, opts):
             # the pass reads the rows dense (the rest of the solver keeps them sparse)
             XT = np.ascontiguousarray(X.T.toarray())
             ip = ind = cp = ri = np.zeros(0, np.int64)
@@ -189,9 +185,10 @@ class ExactBVM:
             hist = np.full((len(levels), EXACT_HIST), np.nan)
         self.run = {"state": st, "Ka": Ka, "alpha": alpha, "hist": hist,
                     "warm": bool(warm or (resumed and resumed.get("warm")))}
-        max_steps = 200 * n_cand + 10000       # (a warm start's sampled steps count too)
-        per_call = max(16, int(2e7 // max(n, 1)))       # ~5 ns a row a step: ~0.1 s
-        threads = _Threads(s.n_tasks(), n)
+        # (a warm start's sampled steps count too)
+        max_steps = opts.exact_steps_per_row * n_cand + opts.exact_steps_extra
+        per_call = max(16, int(opts.exact_piece_values // max(n, 1)))  # ~5 ns a row-step
+        threads = _Threads(s.n_tasks(), n, opts)
         while True:
             if checkpoint is not None:
                 checkpoint(s, (int(st[0]), 0))
@@ -201,7 +198,7 @@ class ExactBVM:
                              1.0 / ball.C, levels, s.margin_tol if s.auto_eps else 0.0,
                              max_steps, alpha, hist, True, st, Ka,
                              int(st[1]) + max(16, int(per_call * share)), tasks, n_cand,
-                             s.val_rule)
+                             s.val_rule, options=opts)
             if last >= 0:
                 break
             # per pass and step (a pass costs ~ rows x (1 + its steps)): per pass alone

@@ -35,13 +35,8 @@ def _min(v):
     return m
 
 
-EXACT_BLOCK = 1024  # rows per pass block of bvm_exact: its buffers stay in L1/L2
 EXACT_STATE = 16    # length of bvm_exact's resumable state vector
 EXACT_HIST = 9      # columns of bvm_exact's per-level record
-EXACT_BATCH = 16    # steps per pass over the rows, taken on the candidates
-EXACT_CANDIDATES = 128  # furthest rows of each class a pass keeps as the batch's candidates
-EXACT_MIN_CANDIDATES = 16  # ... at least (rows / 32 between the two)
-EXACT_SMALL_CELLS = 1 << 20  # rows x features (or nnz) up to which a pass takes one step
 
 
 @njit(cache=True, nogil=True)
@@ -421,20 +416,21 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
     return last
 
 
-def _work(n, d, cells, sparse, nc, T):
+def _work(n, d, cells, sparse, nc, T, opts):
     """:func:`_bvm_exact`'s buffers, for ``n`` rows (``nc`` candidates) of
     ``d`` features (``cells``: rows x features, or the nonzeros) and ``T``
-    tasks a pass."""
-    B = max(min(n, EXACT_BLOCK), 1)
+    tasks a pass; ``opts``: the options of the exact pass (blocks of
+    ``exact_block_rows`` rows, batches of ``exact_batch`` steps, ...)."""
+    B = max(min(n, opts.exact_block_rows), 1)
     # a problem that fits in cache takes one step per pass, on the furthest row:
     # batching saves memory traffic, and there is none to save (measured: 8 ns
     # a row and step at 16K x 22 features one at a time, 15 batched; 26 and 10
     # at 200K)
-    KB = 1 if cells <= EXACT_SMALL_CELLS else EXACT_BATCH
+    KB = 1 if cells <= opts.exact_small_cells else opts.exact_batch
     # candidates per class (fewer on small problems, where keeping and sorting
     # them would cost more than the pass itself)
-    L = 1 if KB == 1 else max(1, min(EXACT_CANDIDATES, nc,
-                                     max(EXACT_MIN_CANDIDATES, nc // 32)))
+    L = 1 if KB == 1 else max(1, min(opts.exact_candidates, nc,
+                                     max(opts.exact_min_candidates, nc // 32)))
     H = 1 if KB == 1 else 2     # one step per pass: one candidate, the furthest of all
     return (np.zeros((KB, n) if sparse else (0, 0), np.float32),   # sparse: scattered dots
             np.empty((T, B), np.float32),           # per task scratch: gbuf, arg, col, acc, kbuf
@@ -460,16 +456,17 @@ def _work(n, d, cells, sparse, nc, T):
 
 
 def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
-              max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule):
+              max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule,
+              options=None):
     """BVM over every row of a small problem, in one compiled loop.
 
     Algorithm 2/3 of the bvm paper in the smaller-ball space (sec. 3.3),
     stepping on the furthest rows: ``(K~a)`` is kept for every row, so the
     search is exact and a level ends when no row violates. Each pass over
-    the rows applies a batch of up to ``EXACT_BATCH`` steps at once (their
+    the rows applies a batch of up to ``exact_batch`` steps at once (their
     kernel columns computed from one read of each row: the pass is bound by
     memory traffic once the rows outgrow the caches) and keeps the
-    ``EXACT_CANDIDATES`` furthest rows of each class (a step moves a whole
+    ``exact_candidates`` furthest rows of each class (a step moves a whole
     class in or out by its bias term: the next violator is mostly of the
     other class): the batch's first step is the furthest row of all, the
     next ones the furthest candidate, whose distances are updated after
@@ -510,7 +507,9 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     n = len(ip) - 1 if sparse else XT.shape[1]
     nc = n if n_cand < 0 else min(n_cand, n)
     T = max(int(n_tasks), 1)
-    work = _work(n, d, len(dat) if sparse else n * d, sparse, nc, T)
+    from ...options import Options
+    opts = Options() if options is None else options
+    work = _work(n, d, len(dat) if sparse else n * d, sparse, nc, T, opts)
     sq32 = np.asarray(sq).astype(np.float32)
     gam = np.float32(gamma)
     return _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, float(b), float(invC), levels,

@@ -15,6 +15,7 @@ recomputed rows: SMO without shrinking sweeps over most rows between two uses of
 import numpy as np
 from numba import njit
 
+from ...options import default
 from ..kernels.rows import rbf_rows
 
 RBF_BATCH = 64     # kernel rows computed together (kernels.rbf_rows): X read once per batch
@@ -128,11 +129,10 @@ def _rebuild(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, ap, am, u):
                 u[k] += b * (np.float64(Kj[k]) + 1.0)
 
 
-CACHE_MB = 2000     # kernel_rows: the default cache of rows (MB): the bench's SVR(cache_size=2000)
-CACHE_MIN_ROWS, BLAS_ROWS = 2, 4096  # a step's rows i, j; kernel_rows(blas=True) by BLAS up to
+CACHE_MIN_ROWS = 2      # a step's rows i and j: the least a cache holds
 
 
-def cache_rows(m, cache_mb=CACHE_MB):
+def cache_rows(m, cache_mb=default("kernel_cache_mb")):
     """Kernel rows of m values a cache of ``cache_mb`` MB holds (float32): at
     most m, at least ``CACHE_MIN_ROWS``; None: every row (the whole matrix)."""
     if cache_mb is None:
@@ -140,22 +140,23 @@ def cache_rows(m, cache_mb=CACHE_MB):
     return int(min(m, max(CACHE_MIN_ROWS, cache_mb * 2 ** 20 // (4 * max(m, 1)))))
 
 
-def kernel_rows(kernel, X, sq=None, lazy=True, block=2048, cache_mb=CACHE_MB, blas=False):
+def kernel_rows(kernel, X, sq=None, lazy=True, block=2048, cache_mb=default("kernel_cache_mb"),
+                blas_rows=0):
     """The rows' kernel rows for the exact SMO solvers (:func:`.svr.svr_smo`,
     :func:`.svc.svc_smo`), as a tuple ``(K, slot,
     owner, last, st, X, XT, sq, gamma, kbuf)`` (the cache above). Dense rows
     with the RBF kernel and ``lazy``: a cache of :func:`cache_rows` rows
     (``cache_mb``; None: every row), each computed when SMO needs it and does
     not hold it (:func:`~streamcvm.solvers.kernels.rows.rbf_rows`; memory never used is never paged in).
-    Others, and ``blas`` up to ``BLAS_ROWS`` rows: the whole m x m matrix,
-    computed first (:meth:`Kernel.block`; RBF by rbf_rows if not ``lazy``)."""
+    Others, and up to ``blas_rows`` rows (the option ``kernel_rows_blas``
+    for classification): the whole m x m matrix, computed first (:meth:`Kernel.block`; RBF by rbf_rows if not ``lazy``)."""
     import scipy.sparse as sp
     from ..kernels import sq_norms
     m = X.shape[0]
     sq = sq_norms(X) if sq is None else sq
     kbuf = np.empty(max(m, 1), np.int32)
     rbf = kernel.has("kernel_rows") and not sp.issparse(X)
-    rbf, lazy = (False, False) if rbf and blas and m <= BLAS_ROWS else (rbf, lazy)
+    rbf, lazy = (False, False) if rbf and m <= blas_rows else (rbf, lazy)
     cap = cache_rows(m, cache_mb) if rbf and lazy else m
     K = np.empty((cap, m), np.float32)
     st = np.zeros(3, np.int64)

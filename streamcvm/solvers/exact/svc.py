@@ -9,7 +9,8 @@ import numpy as np
 from numba import njit
 
 from .reduce import BLOCK, F0, F1, FAST, NEG, TINY, _lowest, _max_block
-from .rowcache import CACHE_MB, _ensure, _ensure_ahead, _rebuild, kernel_rows
+from ...options import default
+from .rowcache import _ensure, _ensure_ahead, _rebuild, kernel_rows
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
@@ -90,27 +91,27 @@ def svc_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, r, a, y, u, to
     return it, gap
 
 
-# svc_exact: SMO stops when max_{a_j > 0} g_j - min g <= SVC_TOL ||c||^2. At the optimum
-# every support vector's gradient is 2 ||c||^2 (its margin, times 2), so this asks each
-# row's margin to be right within SVC_TOL / 2 of the margin: LIBSVM's eps = 1e-3 on its
-# unscaled dual (where the margin is 1) is SVC_TOL = 2e-3.
-SVC_TOL = 2e-3
-SVC_START = 32      # rows of each class weighted at the start (svc_exact)
-
-
-def svc_exact(X, y, kernel, C, tol=SVC_TOL, max_iter=None, K=None, cache_mb=CACHE_MB,
-              weight=None):
+# svc_exact: SMO stops when max_{a_j > 0} g_j - min g <= tol ||c||^2 (the option
+# svc_tol). At the optimum every support vector's gradient is 2 ||c||^2 (its margin,
+# times 2), so this asks each row's margin to be right within tol / 2 of the margin:
+# LIBSVM's eps = 1e-3 on its unscaled dual (where the margin is 1) is tol = 2e-3.
+def svc_exact(X, y, kernel, C, tol=default("svc_tol"), max_iter=None, K=None,
+              cache_mb=default("kernel_cache_mb"), weight=None, start=default("svc_start"),
+              blas_rows=default("kernel_rows_blas")):
     """The two-class L2-SVM's MEB dual over every row of ``X`` (labels ``y``,
     +-1): minimise ``a'Qa`` on the simplex, ``Q = y y' (K + 1) + I / C``
-    (generalized-cvm sec. II, b = 1), with ``r = 1 / C``, to ``max_{a_j > 0} g_j - min g <= tol ||c||^2`` (:data:`SVC_TOL`).
+    (generalized-cvm sec. II, b = 1), with ``r = 1 / C``, to ``max_{a_j > 0} g_j - min g <= tol ||c||^2``.
     ``weight``: per-row multipliers of C (> 0; class and sample weights):
     row i's ``r_i = 1 / (C weight_i)``, the diagonal of ``Q`` (the
     center-constrained MEB of generalized-cvm sec. IV-A, solved the same way).
     The same QP as BVM, CVM and Frank-Wolfe, solved to its optimum (BVM's
     fixed-radius ball stops at a feasible center instead), by
     :func:`svc_smo`. Starts from
-    equal weights on ``SVC_START`` rows of each class. ``K``: the rows'
-    kernel rows (:func:`kernel_rows`), else a cache of ``cache_mb`` MB.
+    equal weights on ``start`` rows of each class. ``K``: the rows'
+    kernel rows (:func:`kernel_rows`), else a cache of ``cache_mb`` MB (the
+    whole matrix, by BLAS, up to ``blas_rows`` rows). The defaults are the
+    options' (:class:`streamcvm.options.Options`: ``svc_tol``, ``svc_start``,
+    ``kernel_cache_mb``, ``kernel_rows_blas``)
     Returns a dict: ``a`` (the weights, on the simplex), ``c2`` (``a'Qa``),
     ``radius2`` (``a' diag(Q) - c2``), ``n_iter``, ``gap``,
     ``rows_computed``."""
@@ -118,7 +119,8 @@ def svc_exact(X, y, kernel, C, tol=SVC_TOL, max_iter=None, K=None, cache_mb=CACH
     m = X.shape[0]
     y = np.asarray(y, np.float64)
     sq = sq_norms(X)
-    rows = kernel_rows(kernel, X, sq, cache_mb=cache_mb, blas=True) if K is None else K
+    rows = kernel_rows(kernel, X, sq, cache_mb=cache_mb, blas_rows=blas_rows) if K is None \
+        else K
     done = int(rows[4][2])
     kd = np.asarray(kernel.diag(X, sq), np.float64)
     r = np.full(m, 1.0 / float(C)) if weight is None else \
@@ -128,7 +130,7 @@ def svc_exact(X, y, kernel, C, tol=SVC_TOL, max_iter=None, K=None, cache_mb=CACH
         return float(r[0] * (a @ a)) if weight is None else float((r * a) @ a)
     pos = y > 0
     y32 = y.astype(np.float32)
-    start = np.concatenate([np.flatnonzero(pos)[:SVC_START], np.flatnonzero(~pos)[:SVC_START]])
+    start = np.concatenate([np.flatnonzero(pos)[:start], np.flatnonzero(~pos)[:start]])
     a = np.zeros(m)
     a[start] = 1.0 / len(start)
     u = np.empty(m)

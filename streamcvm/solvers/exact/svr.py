@@ -26,10 +26,8 @@ from numba import njit
 
 from ..kernels.rows import rbf_rows_on
 from .reduce import BLOCK, F0, F1, FAST, NEG, TINY, _lowest, _max_block
-from .rowcache import CACHE_MB, RBF_BATCH, _claim_all, _ensure, _ensure_ahead, _rebuild, kernel_rows
-
-INIT_SHARE = 0.5       # rows weighted at the start (svr_exact)
-CHECK_EVERY = 1000     # SMO steps between two scans of ||c||^2 (the relative stopping rule)
+from ...options import default
+from .rowcache import RBF_BATCH, _claim_all, _ensure, _ensure_ahead, _rebuild, kernel_rows
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
@@ -104,7 +102,7 @@ def _update(Ki, Kj, a1, a2, hp, hm):
 
 @njit(cache=True, nogil=True)
 def svr_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap, am, u,
-            tol, rel_tol, max_iter):
+            tol, rel_tol, max_iter, check_every):
     """Minimise ``a'Qa - a'q`` over the simplex of the 2m points, in place.
 
     ``K, slot, owner, last, st, X, XT, sq, gamma, kbuf``: the kernel rows
@@ -117,7 +115,7 @@ def svr_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap
     residuals over C: float32 holds them to ~1e-7 relative), and updated
     in float32. Stops when ``max_{a_j > 0} g_j - min g <= max(tol, rel_tol
     R^2)`` over every point (``R^2 = a'q - ||c||^2``, ``||c||^2 = (a'g +
-    a'q) / 2``, computed every ``CHECK_EVERY`` steps) or after ``max_iter``
+    a'q) / 2``, computed every ``check_every`` steps) or after ``max_iter``
     steps. Returns (steps, the final gap)."""
     m = len(u)
     hp = (2.0 * u + 2.0 * r * ap - ct).astype(np.float32)
@@ -133,7 +131,7 @@ def svr_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap
     thr = tol
     i, si = _lowest(hp, hm)
     while True:
-        if rel_tol > 0.0 and it % CHECK_EVERY == 0:
+        if rel_tol > 0.0 and it % check_every == 0:
             ag = 0.0
             aq = 0.0
             for k in range(m):
@@ -183,19 +181,22 @@ def svr_smo(K, slot, owner, last, st, X, XT, sq, gamma, kbuf, kd, ct, eta, r, ap
 
 
 def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None,
-              cache_mb=CACHE_MB):
+              cache_mb=default("kernel_cache_mb"), init_share=default("svr_init_share"),
+              check_every=default("svr_check_every")):
     """Solve the L2-SVR dual over every row of ``X`` (targets ``t``, already centred as the points
     see them), ``C``, ``mu`` and ``eta`` as :class:`~streamcvm.solvers.points.SignedPoints` has
     them, to the stopping rule of :func:`svr_smo` (``tol``: on the gradients, whose differences
     times C / 2 are in the target's units). Starts from equal weights on the point of each of
-    the ``INIT_SHARE`` rows of largest |t|, with its target's sign (measured on cpu_act: every
+    the ``init_share`` rows of largest |t|, with its target's sign (measured on cpu_act: every
     row, 1.15x the steps and every kernel row computed, 2x the time; one point, 1.7x the steps;
     a start from the residuals of a fit on a quarter of the rows took 1.3-3x the steps). Returns
     a dict: ``ap``, ``am`` (the weights of the + and - points), ``c2`` (``a'Qa``), ``radius2``,
     ``n_iter``, ``gap`` (``max_{a_j > 0} g_j - min g`` at the end), ``rows_computed`` (kernel
     rows computed, evictions' recomputations included). ``K``: the rows' kernel rows
     (:func:`kernel_rows`), if already made (the rows it holds are kept for the next fit), else a
-    cache of ``cache_mb`` MB (None: the whole matrix)."""
+    cache of ``cache_mb`` MB (None: the whole matrix). The defaults are the
+    options' (:class:`streamcvm.options.Options`: ``kernel_cache_mb``,
+    ``svr_init_share``, ``svr_check_every``)."""
     from ..kernels import sq_norms
     m = X.shape[0]
     t = np.asarray(t, np.float64)
@@ -205,10 +206,10 @@ def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None,
     kd = np.asarray(kernel.diag(X, sq), np.float64)
     r = float(mu) * m / float(C)
     ct = (2.0 / float(C)) * t
-    # start: equal weights on the rows of the largest |t| (INIT_SHARE of them),
+    # start: equal weights on the rows of the largest |t| (init_share of them),
     # each on its target's sign: the rows furthest out, most of them support
     # vectors at the end (the others' kernel rows may never be needed)
-    on = np.abs(t) >= np.quantile(np.abs(t), 1.0 - INIT_SHARE) if INIT_SHARE < 1 else \
+    on = np.abs(t) >= np.quantile(np.abs(t), 1.0 - init_share) if init_share < 1 else \
         np.ones(m, bool)
     ap = np.where(on & (t >= 0), 1.0, 0.0)
     am = np.where(on & (t < 0), 1.0, 0.0)
@@ -227,7 +228,7 @@ def svr_exact(X, t, kernel, C, mu, eta, tol, rel_tol=0.0, max_iter=None, K=None,
         # SMO on float32 gradients, then the gap again from u in float64: more
         # steps in the rare case rounding left it above the stopping rule
         steps, _ = svr_smo(*rows, kd, ct, float(eta), r, ap, am, u, float(tol),
-                           float(rel_tol), cap - it)
+                           float(rel_tol), cap - it, int(check_every))
         it += steps
         _rebuild(*rows, ap, am, u)
         gap, thr = _exact_gap(u, ap, am, ct, r, float(eta), float(tol), float(rel_tol))

@@ -10,6 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from ...options import default
+
 
 def sq_norms(X):
     """Squared row norms (float64) of a dense array or CSR matrix."""
@@ -22,18 +24,19 @@ def sq_norms(X):
     return np.einsum("ij,ij->i", X, X, dtype=np.float64)
 
 
-# weights of at most this many columns (machines) are summed from a float32 kernel
-# block in place (weighted_sum), more by a float64 GEMM (block_times, which copies
-# the block to float64 first). A 256 x 4,000 block: 0.15 against 0.32 ms for one
-# machine, 0.52 against 0.59 at 4, about even at 6-9, 3.5 against 1.5 ms at 25
-FEW_MACHINES = 4
+# Weights of at most few_machines columns (machines; the option of that name) are
+# summed from a float32 kernel block in place (weighted_sum), more by a float64 GEMM
+# (block_times, which copies the block to float64 first). A 256 x 4,000 block: 0.15
+# against 0.32 ms for one machine, 0.52 against 0.59 at 4, about even at 6-9, 3.5
+# against 1.5 ms at 25.
+_FEW = default("few_machines")
 
 
-def summed_in_place(W):
+def summed_in_place(W, few_machines=_FEW):
     """Whether :func:`block_times` sums the weights ``W`` over the float32
-    block in place (a vector, or at most ``FEW_MACHINES`` columns) rather
+    block in place (a vector, or at most ``few_machines`` columns) rather
     than by a GEMM from a float64 copy."""
-    return W.ndim == 1 or W.shape[1] <= FEW_MACHINES
+    return W.ndim == 1 or W.shape[1] <= few_machines
 
 
 @njit(cache=True, nogil=True, fastmath=True)
@@ -70,15 +73,15 @@ def weighted_sum(G, w, cols=None):
     return out[:, 0] if w.ndim == 1 else out
 
 
-def block_times(G, W, cols=None, buf=None):
+def block_times(G, W, cols=None, buf=None, few_machines=_FEW):
     """``G[:, lo:hi] @ W`` (``cols=(lo, hi)``, default every column) for a
     kernel block ``G`` and weights ``W`` [columns, machines], in float64, by
     the cheaper way: :func:`weighted_sum` over the block in place for at
-    most ``FEW_MACHINES`` machines, else a float64 copy of the columns (into
+    most ``few_machines`` machines, else a float64 copy of the columns (into
     ``buf``, a float64 scratch of at least that shape, if given: a fresh one
     per block costs page faults) and a GEMM."""
     W = np.asarray(W, np.float64)
-    if summed_in_place(W):
+    if summed_in_place(W, few_machines):
         return weighted_sum(G, W, cols)
     lo, hi = (0, G.shape[1]) if cols is None else cols
     Gd = np.empty((G.shape[0], hi - lo)) if buf is None else buf[:G.shape[0], :hi - lo]
@@ -92,9 +95,10 @@ def block_rows_for(n_cols, values=1 << 22):
     return int(min(4096, max(16, values // max(n_cols, 1))))
 
 
-def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1):
+def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1, few_machines=_FEW):
     """``sum_j w_j k(X_i, B_j)`` for every row ``X_i`` (``w``: a vector, or a
-    matrix with a column per machine), from kernel blocks of
+    matrix with a column per machine, summed by :func:`block_times` with
+    ``few_machines``), from kernel blocks of
     :func:`block_rows_for` rows, so memory stays at a few blocks however many
     rows. ``n_jobs`` threads (one BLAS thread each) take whole blocks: a
     row's value does not depend on ``n_jobs``. Not for code that already runs
@@ -107,7 +111,7 @@ def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1):
     step = min(block_rows_for(B.shape[0]), max(n, 1))   # a 59-row sample: a 59-row buffer
     starts = range(0, n, step)
     local = threading.local()       # a scratch block per thread
-    wide = not summed_in_place(w)   # many machines (MMDA's features): also a float64 one
+    wide = not summed_in_place(w, few_machines)   # many machines (MMDA's features): float64
 
     def one(a):
         buf = getattr(local, "buf", None)
@@ -116,7 +120,7 @@ def kernel_sums(kernel, X, B, w, sq=None, sqb=None, BT=None, n_jobs=1):
             local.wide = np.empty((step, B.shape[0])) if wide else None
         e = min(a + step, n)
         out[a:e] = block_times(kernel.block(X[a:e], B, sq[a:e], sqb, BT=BT, out=buf), w,
-                               buf=local.wide)
+                               buf=local.wide, few_machines=few_machines)
 
     for_blocks(one, starts, n_jobs)
     return out

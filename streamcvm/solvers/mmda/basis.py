@@ -4,6 +4,8 @@ expansion, evaluated together), and the algebra of the core QP's matrix
 (:func:`core_matrix`) and of a new direction (:func:`direction`)."""
 import numpy as np
 
+from ...options import default
+
 def core_matrix(K, y, C, B):
     """``G`` of the core set: ``K`` the base kernel among its rows, ``y``
     their labels, ``B`` [rows, directions] = ``y_i u_q'phi(x_i)``."""
@@ -69,10 +71,12 @@ class Basis:
         from ..kernels import sq_norms
         self.sq = sq_norms(self.rows)
 
-    def project(self, kernel, X, sq=None):
-        """[len(X), s]: ``u_q'phi(x)`` of every row and direction."""
+    def project(self, kernel, X, sq=None, few_machines=default("few_machines")):
+        """[len(X), s]: ``u_q'phi(x)`` of every row and direction
+        (``few_machines``: the option's, :func:`~streamcvm.solvers.kernels.block_times`)."""
         if self.s == 0:
             return np.zeros((X.shape[0], 0))
         from ..kernels import kernel_sums
-        return np.asarray(kernel_sums(kernel, X, self.rows, self.W, sq, self.sq),
+        return np.asarray(kernel_sums(kernel, X, self.rows, self.W, sq, self.sq,
+                                      few_machines=few_machines),
                           np.float64).reshape(X.shape[0], self.s)

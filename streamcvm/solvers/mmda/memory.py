@@ -43,7 +43,7 @@ def _grow(a, n):
 
 @njit(cache=True, nogil=True)
 def _fit_memory(X, ys, neg, pos, P, C, levels, patience, m, init_size, max_core, tol, loose,
-                seed, code, gamma, GC, slot_of, id_of, ring, Kf, G):
+                omega, seed, code, gamma, GC, slot_of, id_of, ring, Kf, G):
     """Algorithm 1 on rows ``X`` in memory (labels ``ys`` +-1, 0: neither
     side; sides ``neg`` / ``pos``; ``P`` [rows, s] the projections onto the
     directions before): the core set grows one furthest violator at a time,
@@ -167,7 +167,7 @@ def _fit_memory(X, ys, neg, pos, P, C, levels, patience, m, init_size, max_core,
                     grad[j] = acc
             sa = x[s:s + t].sum()
             rel = max(tol, loose * levels[max(e - 1, 0)])
-            steps += _sor(G, x, grad, invd, s, s + t, 1.0, rel * max(sa, 1.0), 10_000_000)
+            steps += _sor(G, x, grad, invd, s, s + t, omega, rel * max(sa, 1.0), 10_000_000)
             solves += 1
             # ||c||^2 = x'Gx / (1'a)^2 = (x'grad + 1'a) / (1'a)^2 (eqs. 23, 35)
             sa = x[s:s + t].sum()
@@ -184,7 +184,7 @@ def _fit_memory(X, ys, neg, pos, P, C, levels, patience, m, init_size, max_core,
             hist[e - 1, 4] = draws
     if loose > 0.0:             # the last core set's QP to the tolerance asked
         sa = x[s:s + t].sum()
-        steps += _sor(G, x, grad, invd, s, s + t, 1.0, tol * max(sa, 1.0), 10_000_000)
+        steps += _sor(G, x, grad, invd, s, s + t, omega, tol * max(sa, 1.0), 10_000_000)
         hist[len(levels) - 1, 3] = steps
     K = np.empty((t, t), np.float32)
     for i in range(t):

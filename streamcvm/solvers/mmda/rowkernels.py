@@ -63,14 +63,12 @@ class RowKernels:
     and the projections of every row onto finished directions (by their
     expansion, so a resumed fit gets the same values)."""
 
-    BUDGET = 256 << 20
-
-    def __init__(self, kernel, budget=None):
+    def __init__(self, kernel, budget):
         if not kernel.has("mmda_columns"):
             raise ValueError(f"MMDA's in-memory route does not know the kernel {kernel.name!r}")
         self.kernel = kernel
         self.code = kernel.code
-        self.budget = self.BUDGET if budget is None else int(budget)
+        self.budget = int(budget)       # bytes (the option mmda_row_cache_mb)
         self.ids = None
         self._proj = {}
 

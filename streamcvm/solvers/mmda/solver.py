@@ -16,7 +16,7 @@ formula of :func:`streamcvm.solvers.ball.distance2`. The new direction is
 """
 import numpy as np
 
-from ...data.sampling import SAMPLE_SIZE
+from ...options import SAMPLE_SIZE, Options
 from .basis import Basis, Direction, core_matrix, merge_rows
 from .memory import _fit_memory
 from .rowkernels import RowKernels
@@ -38,21 +38,20 @@ class MMDASolver:
     :meth:`unit_direction` is the new unit direction. ``cache``: a
     :class:`RowKernels` shared by the directions of a fit (the in-memory
     route's kernel columns and projections); ``memory=False``: always the
-    sample-by-sample route."""
+    sample-by-sample route. ``options``: the :class:`streamcvm.options.Options`
+    (``mmda_*``: patience, SOR's tolerance and omega, the in-memory route's
+    limits; ``init_size``, ``eps_start``)."""
 
-    PATIENCE = 7
-    MEMORY_BYTES = 1 << 30  # the in-memory route for pooled stores of at most this many dense bytes
-    MEMORY_ROWS = 1 << 16   # ... and rows (memory_route)
-    LOOSE = 0.1             # in-memory route: solves while growing stop at steps <= LOOSE eps 1'a
-
-    def __init__(self, kernel, *, C, eps, basis=None, sample_size=SAMPLE_SIZE, init_size=20,
-                 max_core=None, tol=1e-8, cache=None, memory=True):
+    def __init__(self, kernel, *, C, eps, basis=None, sample_size=SAMPLE_SIZE, max_core=None,
+                 cache=None, memory=True, options=None):
         if not kernel.constant_diagonal:
             raise ValueError(f"MMDA needs a kernel with constant k(x, x), not {kernel.name!r}")
+        opts = self.options = Options() if options is None else options
         self.kernel, self.C, self.eps = kernel, float(C), float(eps)
         self.basis = Basis() if basis is None else basis
-        self.sample_size, self.init_size, self.max_core = sample_size, init_size, max_core
-        self.tol = tol
+        self.sample_size, self.init_size, self.max_core = sample_size, opts.init_size, max_core
+        self.tol, self.omega = opts.mmda_sor_tol, opts.mmda_sor_omega
+        self.patience, self.loose = opts.mmda_patience, opts.mmda_loose
         self.cache, self.memory = cache, memory
         self.kt = 1.0 + 1.0 + 1.0 / self.C          # kappa = 1 (rbf, laplacian, exponential)
         self.ids = np.empty(0, np.int64)
@@ -85,7 +84,8 @@ class MMDASolver:
     def _solve(self):
         G = core_matrix(self.K, self.y, self.C, self.B)
         tol = self.tol * max(self.alpha.sum(), 1.0)
-        self.alpha, self.gamma, steps = sor(G, self.alpha, self.gamma, tol=tol)
+        self.alpha, self.gamma, steps = sor(G, self.alpha, self.gamma, omega=self.omega,
+                                            tol=tol)
         self.n_iter += 1
         self.sor_steps += steps
         # the constrained MEB's center and radius (eqs. 22, 23, 35)
@@ -106,23 +106,25 @@ class MMDASolver:
         Kc = self.kernel.block(X, self.rows, sq).astype(np.float64)
         Ka = Kc @ self._ay + self._ay.sum()
         if self.basis.s:
-            Ka += self.basis.project(self.kernel, X, sq) @ self._gt
+            Ka += self.basis.project(self.kernel, X, sq,
+                                     few_machines=self.options.few_machines) @ self._gt
         return distance2(self.c2, np.asarray(y) * Ka, self.kt)
 
     # -- the loop -------------------------------------------------------------
-    @classmethod
-    def memory_route(cls, kernel, rows, d):
+    @staticmethod
+    def memory_route(kernel, rows, d, options):
         """Whether ``rows`` x ``d`` held in memory take the compiled route: a
         kernel whose columns it computes (``kernel.has("mmda_columns")``), at
-        most ``MEMORY_BYTES`` of dense rows and ``MEMORY_ROWS`` rows. A row
+        most the options' ``mmda_memory_mb`` of dense rows and
+        ``mmda_memory_rows`` rows. A row
         entering its core set costs a kernel column over every row (and its
         copy into the core set's columns), so its time grows with the rows,
         where a sampled draw's does not: 5 features of the 22-feature mixture
         took 1.8 / 3.7 / 11.8 / 27.2 s on 20K / 50K / 100K / 200K rows in
         memory against 5.0-7.2 s sampled, 0.5-1.1 GB against 0.4
         (``tools/bench_mmda_scale.py --routes memory sampled``)."""
-        return (kernel.has("mmda_columns") and rows <= cls.MEMORY_ROWS
-                and 4.0 * rows * d <= cls.MEMORY_BYTES)
+        return (kernel.has("mmda_columns") and rows <= options.mmda_memory_rows
+                and 4.0 * rows * d <= options.mmda_memory_mb << 20)
 
     def fit(self, pool, classes):
         """Algorithm 1 on ``pool``'s rows: in one compiled loop
@@ -132,25 +134,26 @@ class MMDASolver:
         pool's rows come as a copy.)"""
         store = pool.store
         got = pool.all_rows() if self.memory and self.memory_route(
-            self.kernel, store.n, store.d) else None
+            self.kernel, store.n, store.d, self.options) else None
         if got is not None:
             return self._fit_memory(pool, classes, *got)
         return self._fit_samples(pool, classes)
 
     def _fit_memory(self, pool, classes, ids, X, y):
         from ..meb import eps_levels
-        cache = self.cache if self.cache is not None else RowKernels(self.kernel)
+        cache = self.cache if self.cache is not None else \
+            RowKernels(self.kernel, budget=self.options.mmda_row_cache_mb << 20)
         cache.bind(ids, X)
         y = np.asarray(y)[np.argsort(np.asarray(ids, np.int64), kind="stable")]
         ys = np.where(np.isin(y, classes[1]), 1.0, np.where(np.isin(y, classes[0]), -1.0, 0.0))
         P = cache.projections(self.basis)
-        levels = np.asarray(eps_levels(self.eps), np.float64)
+        levels = np.asarray(eps_levels(self.eps, self.options.eps_start), np.float64)
         seed = int(pool.rng.integers(2 ** 31 - 1))
         core, x, G, K, steps, solves, hist, cache.Kf, cache.G = _fit_memory(
             cache.X, ys, np.flatnonzero(ys < 0), np.flatnonzero(ys > 0), P, self.C, levels,
-            self.PATIENCE, int(self.sample_size), int(self.init_size),
+            self.patience, int(self.sample_size), int(self.init_size),
             -1 if self.max_core is None else int(self.max_core), float(self.tol),
-            float(self.LOOSE), seed,
+            float(self.loose), float(self.omega), seed,
             cache.code, float(self.kernel.gamma), cache.GC, cache.slot_of, cache.id_of,
             cache.ring, cache.Kf, cache.G)
         s = self.basis.s
@@ -173,9 +176,9 @@ class MMDASolver:
         self._add(ids, X, y)
         self.alpha[:] = 1.0 / len(self.alpha)
         self._solve()
-        for eps in eps_levels(self.eps):
+        for eps in eps_levels(self.eps, self.options.eps_start):
             calm = 0
-            while calm < self.PATIENCE:
+            while calm < self.patience:
                 ids, X, y = pool.draw(self.sample_size, classes=classes, target="binary",
                                       exclude=self.ids)[:3]
                 if len(ids) == 0:

@@ -4,8 +4,7 @@ steps on ``min 1/2 x'Gx - [1; 0]'x``, the largest projected move first.
 import numpy as np
 from numba import njit
 
-SOR_OMEGA = 1.0         # the extrapolation factor omega of Algorithm 3 (Gauss-Seidel: 1)
-
+from ...options import default
 
 @njit(cache=True, nogil=True)
 def _sor(G, x, grad, invd, s, n, omega, tol, max_iter):
@@ -88,7 +87,7 @@ def _axpy(row, y, a, n):
         y[j] += row[j] * a
 
 
-def sor(G, a0, g0, omega=SOR_OMEGA, tol=1e-8, max_iter=10_000_000):
+def sor(G, a0, g0, omega=default("mmda_sor_omega"), tol=1e-8, max_iter=10_000_000):
     """Algorithm 3: coordinate steps on ``min 1/2 x'Gx - [1; 0]'x``, ``x = [a;
     g]``, ``a >= 0`` (the first ``len(a0)`` coordinates), each time on the
     coordinate whose projected step is largest, until no step exceeds
