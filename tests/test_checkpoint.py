@@ -286,8 +286,8 @@ def _iterations():
     restored solver's) to the one it ends at."""
     def counted(run):
         def counting(self, *a, **k):
-            # (a restored exact pass continues from the iteration in its state vector)
-            n0 = int(self.exact.run["state"][1]) if self.exact_pending else self.n_iter
+            # (a restored exact pass continues from the iteration in its state)
+            n0 = int(self.exact.run["state"]["steps"][0]) if self.exact_pending else self.n_iter
             try:
                 return run(self, *a, **k)
             finally:
@@ -394,7 +394,7 @@ def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
 
     def counting(*a, **kw):
         calls["n"] += 1
-        calls["starts"].append(int(a[18][1]))      # the steps already taken (state[1])
+        calls["starts"].append(int(a[18]["steps"][0]))     # the steps already taken (state)
         if calls["n"] == calls["kill"]:
             raise _Kill()
         return orig(*a, **kw)

@@ -215,10 +215,10 @@ def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     levels = np.array(eps_levels(1e-4))
 
     def run(steps, average):
-        a, h = np.zeros(n), np.zeros((len(levels), exact.EXACT_HIST))
+        a, h = np.zeros(n), exact.new_hist(len(levels))
         last = bvm_exact(np.ascontiguousarray(X.T), e, e, ef, e, e, ef, sq_norms(X), y,
                          k.gamma, b, 1.0, levels, 0.0, steps, a, h, average,
-                         np.zeros(exact.EXACT_STATE), np.zeros(n), -1, 1, -1, False)
+                         exact.new_state(), np.zeros(n), -1, 1, -1, False)
         return a, h[last]
 
     T = 60
@@ -228,11 +228,12 @@ def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     np.testing.assert_allclose(a_mean, 0.5 * (a_T + a_prev), atol=1e-12)
     assert not np.allclose(a_T, a_prev)
     c2 = a_mean @ Q @ a_mean
-    assert h[6] == pytest.approx(c2, rel=1e-6)
+    assert h["c2_out"] == pytest.approx(c2, rel=1e-6)
     d2 = np.diag(Q) - 2 * Q @ a_mean + c2
     # the triangle bound from the furthest rows of both centers (the step cap
     # stopped it mid-level, so it exceeds the level's eps)
-    assert h[5] > h[0] and d2.max() <= (1 + h[5]) ** 2 * kt - h[7] + 1e-9
+    assert h["cert_eps"] > h["eps"]
+    assert d2.max() <= (1 + h["cert_eps"]) ** 2 * kt - h["ce2_out"] + 1e-9
 
 
 def _rss_bytes():

@@ -54,7 +54,7 @@ def main(argv=None):
     from datasets import load, protocol_gamma
     from streamcvm.solvers.kernels import Kernel, sq_norms
     from streamcvm.solvers import meb
-    from streamcvm.solvers.exact.bvm_loop import EXACT_HIST, EXACT_STATE, bvm_exact
+    from streamcvm.solvers.exact.bvm_loop import HIST, bvm_exact, new_state
 
     Xtr, ytr, Xte, yte = load(a.dataset)
     if len(np.unique(ytr)) != 2:
@@ -95,19 +95,19 @@ def main(argv=None):
         out = {}
         for average in (False, True):
             alpha = np.zeros(X.shape[0])
-            hist = np.zeros((len(levels), EXACT_HIST))
+            hist = np.zeros(len(levels), HIST)
             t = time.perf_counter()
             bvm_exact(*args, sq, y, gamma, b, invC, levels, 0.0, ms, alpha, hist, average,
-                      np.zeros(EXACT_STATE), np.zeros(X.shape[0]), -1, 1, -1, False)
+                      new_state(), np.zeros(X.shape[0]), -1, 1, -1, False)
             t = time.perf_counter() - t
             out[average] = decision(alpha)
         f, bias = out[False]
         acc_mean = np.mean(np.sign(out[True][0]) == yt)
-        done = np.flatnonzero(hist[:, 1] < ms)
+        done = np.flatnonzero(hist["steps"] < ms)
         if len(done):
             li = done[-1]
             lev = f"{levels[li]:.2e}"
-            slack = f"{levels[li] * (2 + levels[li]) * r2 / (2 * hist[li, 2]):.3f}"
+            slack = f"{levels[li] * (2 + levels[li]) * r2 / (2 * hist['c2'][li]):.3f}"
         else:
             lev, slack = "-", "-"
         print(f"{ms:5d}  {np.mean(np.sign(f) == yt):.4f}  {acc_mean:.4f}  {np.mean(f > 0):.4f}  "

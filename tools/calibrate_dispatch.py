@@ -77,7 +77,7 @@ def exact_cost(X, y, gamma, tasks, passes=60, warm=200):
     passes timed one by one from step ``warm`` on."""
     import scipy.sparse as sp
     from streamcvm.solvers import MEBSolver
-    from streamcvm.solvers.exact.bvm_loop import EXACT_HIST, EXACT_STATE, bvm_exact
+    from streamcvm.solvers.exact.bvm_loop import bvm_exact, new_hist, new_state
     from streamcvm.solvers.exact.bvm import dense_columns
     from streamcvm.solvers.kernels import Kernel, sq_norms
     levels = np.array(MEBSolver(Kernel("rbf", gamma=gamma), X.shape[1], sp.issparse(X), C=1.0,
@@ -95,8 +95,9 @@ def exact_cost(X, y, gamma, tasks, passes=60, warm=200):
         args = (e, e, ef, e, e, ef)
     n = X.shape[0]
     sq = sq_norms(X)
-    st, Ka, alpha = np.zeros(EXACT_STATE), np.zeros(n), np.zeros(n)
-    hist = np.full((len(levels), EXACT_HIST), np.nan)
+    st, Ka, alpha = new_state(), np.zeros(n), np.zeros(n)
+    hist = new_hist(len(levels))
+    cur = st[0]         # the state's record (a view: what the loop writes)
 
     def run(stop_at):
         return bvm_exact(XT, *args, sq, y, gamma, 1.0, 1.0, levels, 0.3, 100 * n, alpha, hist,
@@ -104,10 +105,10 @@ def exact_cost(X, y, gamma, tasks, passes=60, warm=200):
     run(warm)
     per_step = []
     for _ in range(passes):
-        s0, t = st[1], time.perf_counter()
-        if run(int(st[1]) + 1) >= 0:
+        s0, t = cur["steps"], time.perf_counter()
+        if run(int(cur["steps"]) + 1) >= 0:
             break
-        per_step.append((time.perf_counter() - t) / max(st[1] - s0, 1))
+        per_step.append((time.perf_counter() - t) / max(cur["steps"] - s0, 1))
     return _low(per_step) / n
 
 

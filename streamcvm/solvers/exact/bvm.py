@@ -16,7 +16,15 @@ import scipy.sparse as sp
 
 from ..bvm_average import half_last_step
 from ..kernels import kernel_sums, sq_norms
-from .bvm_loop import EXACT_HIST, EXACT_STATE, bvm_exact
+from .bvm_loop import (
+    bvm_exact,
+    hist_from_floats,
+    hist_to_floats,
+    new_hist,
+    new_state,
+    state_from_floats,
+    state_to_floats,
+)
 
 
 def dense_columns(X, opts):
@@ -112,20 +120,26 @@ class ExactBVM:
                 and cells <= self.s.options.exact_max_cells)
 
     def core_size(self):
-        return int(self.run["state"][2])
+        return int(self.run["state"][0]["core"])
 
     def state(self, levels):
-        """(meta, arrays) of a paused run (see :meth:`MEBSolver.state`)."""
-        s, st = self.s, self.run["state"]
+        """(meta, arrays) of a paused run (see :meth:`MEBSolver.state`): the
+        loop's state and per-level record as the float64 arrays ``ex_state``
+        (16 values) and ``ex_hist`` (levels x 9) the snapshots store."""
+        s, st = self.s, self.run["state"][0]
+        flat = {"state": state_to_floats, "hist": hist_to_floats}
         return ({"exact": True, "elapsed": time.perf_counter() - s.t0,
-                 "n_iter": int(st[1]), "core_size": int(st[2]),
-                 "level_eps": levels[min(int(st[0]), len(levels) - 1)],
+                 "n_iter": int(st["steps"]), "core_size": int(st["core"]),
+                 "level_eps": levels[min(int(st["level"]), len(levels) - 1)],
                  "history": s.history, "warm": self.run.get("warm", False),
                  "dispatch": s.dispatch},
-                {"ex_" + k: v for k, v in self.run.items() if k != "warm"})
+                {"ex_" + k: flat[k](v) if k in flat else v
+                 for k, v in self.run.items() if k != "warm"})
 
     def restore(self, meta, arrays):
         self.run = {k[3:]: np.array(v) for k, v in arrays.items() if k.startswith("ex_")}
+        self.run["state"] = state_from_floats(self.run["state"])
+        self.run["hist"] = hist_from_floats(self.run["hist"])
         self.run["elapsed"] = meta["elapsed"]
         self.run["warm"] = meta.get("warm", False)
         self.s.history = meta.get("history", [])
@@ -181,34 +195,37 @@ class ExactBVM:
             st, Ka, alpha, hist = self.warm_state(np.asarray(ids), X, sq, yv, levels)
         else:
             s.t0 = time.perf_counter()
-            st, Ka, alpha = np.zeros(EXACT_STATE), np.zeros(n), np.zeros(n)
-            hist = np.full((len(levels), EXACT_HIST), np.nan)
+            st, Ka, alpha = new_state(), np.zeros(n), np.zeros(n)
+            hist = new_hist(len(levels))
         self.run = {"state": st, "Ka": Ka, "alpha": alpha, "hist": hist,
                     "warm": bool(warm or (resumed and resumed.get("warm")))}
         # (a warm start's sampled steps count too)
         max_steps = opts.exact_steps_per_row * n_cand + opts.exact_steps_extra
         per_call = max(16, int(opts.exact_piece_values // max(n, 1)))  # ~5 ns a row-step
         threads = _Threads(s.n_tasks(), n, opts)
+        cur = st[0]         # the record: a view, what the loop writes
         while True:
             if checkpoint is not None:
-                checkpoint(s, (int(st[0]), 0))
-            t, work0 = time.perf_counter(), st[15] + st[1]
+                checkpoint(s, (int(cur["level"]), 0))
+            t, work0 = time.perf_counter(), cur["passes"] + cur["steps"]
             tasks, share = threads.pick()
             last = bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, yv, ball.kernel.gamma, ball.b,
                              1.0 / ball.C, levels, s.margin_tol if s.auto_eps else 0.0,
                              max_steps, alpha, hist, True, st, Ka,
-                             int(st[1]) + max(16, int(per_call * share)), tasks, n_cand,
+                             int(cur["steps"]) + max(16, int(per_call * share)), tasks, n_cand,
                              s.val_rule, options=opts)
             if last >= 0:
                 break
             # per pass and step (a pass costs ~ rows x (1 + its steps)): per pass alone
             # would favour whichever count ran the passes of fewer steps
-            threads.took(tasks, (time.perf_counter() - t) / max(st[15] + st[1] - work0, 1.0))
+            threads.took(tasks, (time.perf_counter() - t)
+                         / max(cur["passes"] + cur["steps"] - work0, 1.0))
             if callback is not None:
-                s.n_iter, s.level_eps = int(st[1]), float(levels[int(st[0])])
+                s.n_iter, s.level_eps = int(cur["steps"]), float(levels[int(cur["level"])])
                 callback(s)
         self.run = None
-        Ka = self.averaged_Ka(X, sq, yv, st, Ka, hist[last, 1])[:n_cand]
+        end = hist[last]
+        Ka = self.averaged_Ka(X, sq, yv, cur, Ka, end["steps"])[:n_cand]
         self.ended_Ka = (np.array(ids), Ka)
         alpha = alpha[:n_cand]
         keep = np.flatnonzero(alpha > 0)
@@ -223,8 +240,10 @@ class ExactBVM:
         ball.core.add_many(np.asarray(ids)[keep], Xk, yv[keep], alpha[keep], ball.kernel,
                            1.0 / ball.C, ball.kt)
         s.eps = s.level_eps = float(levels[last])
-        s.n_iter = int(hist[last, 1])
-        for e, it, c2, ce2, core, _, _, _, verr in hist[:last + 1]:
+        s.n_iter = int(end["steps"])
+        for h in hist[:last + 1]:
+            e, it, c2, ce2, core, verr = (h["eps"], h["steps"], h["c2"], h["ce2"], h["core"],
+                                          h["val_error"])
             if np.isnan(e):
                 continue        # a level the sampled run before a warm start recorded
             ball.c2, ball.ce2 = float(c2), float(ce2)
@@ -236,26 +255,27 @@ class ExactBVM:
             if s.val is not None:
                 rec["validation_error"] = float(verr)
             s.history.append(rec)
-        s.cert_eps = float(hist[last, 5])
-        ball.c2, ball.ce2 = float(hist[last, 6]), float(hist[last, 7])
+        s.cert_eps = float(end["cert_eps"])
+        ball.c2, ball.ce2 = float(end["c2_out"]), float(end["ce2_out"])
         s.history[-1]["certified_eps"] = s.cert_eps
         # every row was checked at the last level, unless the step cap cut it short
-        capped = hist[last, 1] >= max_steps
+        capped = end["steps"] >= max_steps
         s.full_pass_violators = None if capped else 0
         if capped:
             s.history[-1]["stopped"] = "max_steps"
 
     def averaged_Ka(self, X, sq, y, st, Ka, steps):
         """:func:`bvm_exact` keeps ``(K~a)`` of its last center ``c_T``; it
-        returns the mean of the last two (:func:`half_last_step`). ``(K~a)``
+        returns the mean of the last two (:func:`half_last_step`; ``st``: the
+        state's record, its last step). ``(K~a)``
         of that mean, from one kernel column (the last step's row ``z``):
         ``Ka_{T-1} = (Ka_T - (1 - beta) col_z) / beta``, then the step at
         ``beta'``. Kept for a warm start on a superset of these rows."""
         ball = self.s.ball
         if steps <= 1:
             return Ka.copy()
-        z, beta = int(st[11]), float(st[12])
-        bp = half_last_step(beta, st[8], st[9], st[10], ball.kt)[0]
+        z, beta = int(st["last_z"]), float(st["last_beta"])
+        bp = half_last_step(beta, st["last_c2"], st["last_ce2"], st["last_bd"], ball.kt)[0]
         k = ball.kernel.block(X, X[z:z + 1], sq, sq[z:z + 1])[:, 0]
         col = y * y[z] * (k + ball.b)
         col[z] += 1.0 / ball.C
@@ -290,16 +310,19 @@ class ExactBVM:
         kt = ball.kt
         cand = Ka[:len(ids)]
         best = int(np.argmin(cand))
-        st = np.zeros(EXACT_STATE)
+        state = new_state()
+        st = state[0]
         li = int(np.flatnonzero(levels <= s.level_eps * (1 + 1e-9))[0])
-        st[0], st[1], st[2] = li, max(s.n_iter, 1), nc
-        st[3], st[4], st[5] = ball.c2, ball.ce2, 1.0
-        st[6], st[7] = best, ball.distances(cand[best], kt)
+        st["level"], st["steps"], st["core"] = li, max(s.n_iter, 1), nc
+        st["c2"], st["ce2"], st["scale"] = ball.c2, ball.ce2, 1.0
+        st["best"], st["bd"] = best, ball.distances(cand[best], kt)
+        last = ("last_c2", "last_ce2", "last_bd", "last_z", "last_beta")
         if s.method.last is not None:
             slot, beta, c2p, ce2p, d2 = s.method.last
-            st[8], st[9], st[10], st[11], st[12] = c2p, ce2p, d2, pos[slot], beta
+            values = (c2p, ce2p, d2, pos[slot], beta)
         else:       # no step to halve: the averaging step is then the identity
-            st[8], st[9], st[10], st[11], st[12] = ball.c2, ball.ce2, st[7], pos[0], 1.0
-        st[13], st[14] = s._val_best, s._val_stale
-        hist = np.full((len(levels), EXACT_HIST), np.nan)
-        return st, Ka, alpha, hist
+            values = (ball.c2, ball.ce2, st["bd"], pos[0], 1.0)
+        for k, v in zip(last, values):
+            st[k] = v
+        st["val_best"], st["val_stale"] = s._val_best, s._val_stale
+        return state, Ka, alpha, new_hist(len(levels))

@@ -5,6 +5,8 @@ missed, in one compiled loop (on numba's threads), resumable from its state
 (:mod:`.bvm`) so that editing one does not invalidate numba's cache of the
 other (this loop's compile is most of what a first fit on a fresh install
 waits for: ``tools/bench_compile.py``)."""
+from collections import namedtuple
+
 import numpy as np
 from numba import njit, prange
 
@@ -35,8 +37,84 @@ def _min(v):
     return m
 
 
-EXACT_STATE = 16    # length of bvm_exact's resumable state vector
-EXACT_HIST = 9      # columns of bvm_exact's per-level record
+# The loop's resumable state: one record of float64 fields (``np.zeros(1,
+# STATE)``; viewed as float64 it is the vector a snapshot stores, ``ex_state``)
+STATE = np.dtype([
+    ("level", "f8"),        # index of the eps level it is on
+    ("steps", "f8"),        # steps taken
+    ("core", "f8"),         # rows of nonzero weight
+    ("c2", "f8"),           # ||c||^2
+    ("ce2", "f8"),          # ce^2
+    ("scale", "f8"),        # alpha = scale * (stored weights)
+    ("best", "f8"),         # the furthest row
+    ("bd", "f8"),           # its distance^2 to the center
+    ("last_c2", "f8"),      # the last step: ||c||^2 and ce^2 before it,
+    ("last_ce2", "f8"),
+    ("last_bd", "f8"),      # its row's distance^2, its row, its beta
+    ("last_z", "f8"),
+    ("last_beta", "f8"),
+    ("val_best", "f8"),     # the validation rule: the best error so far,
+    ("val_stale", "f8"),    # levels since it improved
+    ("passes", "f8"),       # passes over the rows
+])
+# What each level ends with: one record a level (``hist[l]``; viewed as float64,
+# levels x 9, what a snapshot stores, ``ex_hist``)
+HIST = np.dtype([
+    ("eps", "f8"),          # the level's eps
+    ("steps", "f8"),        # steps at its end
+    ("c2", "f8"),           # ||c||^2, ce^2 and core rows at its end
+    ("ce2", "f8"),
+    ("core", "f8"),
+    ("cert_eps", "f8"),     # certified eps, ||c||^2 and ce^2 of the center returned
+    ("c2_out", "f8"),       # (the averaged one on the last level, with ``average``)
+    ("ce2_out", "f8"),
+    ("val_error", "f8"),    # error rate of the held-out rows
+])
+
+
+def new_state():
+    """A fresh state (zeros): :func:`bvm_exact` starts from the first row."""
+    return np.zeros(1, STATE)
+
+
+def new_hist(levels):
+    """The per-level record of ``levels`` levels, NaN until solved."""
+    return np.full(levels, np.nan, HIST)
+
+
+def state_to_floats(state):
+    """``state`` as the float64 vector a snapshot stores (a view)."""
+    return np.ascontiguousarray(state).view(np.float64)
+
+
+def state_from_floats(v):
+    """A state from the vector of :func:`state_to_floats` (a copy)."""
+    return np.array(v, np.float64).view(STATE)
+
+
+def hist_to_floats(hist):
+    """``hist`` as the float64 matrix (levels x fields) a snapshot stores (a view)."""
+    return np.ascontiguousarray(hist).view(np.float64).reshape(len(hist), len(HIST.names))
+
+
+def hist_from_floats(m):
+    """A per-level record from the matrix of :func:`hist_to_floats` (a copy)."""
+    m = np.array(m, np.float64).reshape(-1, len(HIST.names))
+    return m.view(HIST).reshape(len(m))
+
+
+# The rows: dense, XT (d x n float32; the CSR and CSC arrays empty), or sparse,
+# CSR ip, ind, dat and CSC cp, ri, cv (XT of shape (d, 0))
+Rows = namedtuple("Rows", ["XT", "ip", "ind", "dat", "cp", "ri", "cv"])
+# The run's numbers: the kernel's gamma (float32), the machine's bias b and 1/C,
+# the stopping rules (margin_tol, max_steps, val_rule), the final averaging, where
+# to pause (stop_at, -1: not), the tasks a pass, candidate rows (the rest held out)
+Settings = namedtuple("Settings", ["gam", "b", "invC", "margin_tol", "max_steps", "average",
+                                   "stop_at", "n_tasks", "n_cand", "val_rule"])
+# The loop's buffers (:func:`_work`)
+Work = namedtuple("Work", ["g", "gbuf", "arg", "col", "acc", "kbuf", "hv", "hi", "cand_v",
+                           "cand_i", "msv", "msi", "XB", "nzk", "nzn", "skb", "ybk", "coef",
+                           "bestk", "betas", "ws"])
 
 
 @njit(cache=True, nogil=True)
@@ -88,7 +166,6 @@ def _exact_task(t, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk
     n = len(Ka)
     T, B = gbuf.shape
     nblocks = (n + B - 1) // B
-    d = XT.shape[0]
     zero = np.float32(0.0)
     two = np.float32(2.0)
     lo = t * nblocks // T
@@ -209,13 +286,18 @@ def _merge_candidates(hv, hi, cv, ci, sv, si):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, margin_tol,
-               max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule,
-               work):
-    """The loop of :func:`bvm_exact` (see there), its buffers ``work``
-    allocated by the caller (:func:`_work`: numba would compile an
-    allocation for each of their shapes and types, in every fresh install's
-    first fit)."""
+def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
+    """The loop of :func:`bvm_exact` (see there): the rows ``rows``
+    (:data:`Rows`), the numbers ``cfg`` (:data:`Settings`), its state
+    ``state[0]`` (:data:`STATE`) and per-level record ``hist``
+    (:data:`HIST`), its buffers ``work`` allocated by the caller
+    (:func:`_work`: numba would compile an allocation for each of their
+    shapes and types, in every fresh install's first fit)."""
+    XT, ip, ind, dat, cp, ri, cv = rows
+    gam, b, invC, margin_tol, max_steps = cfg.gam, cfg.b, cfg.invC, cfg.margin_tol, cfg.max_steps
+    average, stop_at, n_tasks, n_cand, val_rule = (cfg.average, cfg.stop_at, cfg.n_tasks,
+                                                   cfg.n_cand, cfg.val_rule)
+    st = state[0]
     d = XT.shape[0]
     sparse = XT.shape[1] == 0
     n = len(ip) - 1 if sparse else XT.shape[1]
@@ -228,19 +310,19 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
     KB = XB.shape[0]
     zero = np.float32(0.0)
     two = np.float32(2.0)
-    li0 = int(state[0])
-    steps = int(state[1])
-    ncore = int(state[2])
+    li0 = int(st.level)
+    steps = int(st.steps)
+    ncore = int(st.core)
     if steps == 0:          # a fresh start: the first step takes row 0
         c2, ce2, scale, best, bd = 0.0, r2, 1.0, 0, 0.0
         last_c2, last_ce2, last_bd, last_z, last_beta = 0.0, 0.0, 0.0, 0, 1.0
         val_best, val_stale = 2.0, 0.0
         ncand = 0
     else:
-        c2, ce2, scale, best, bd = state[3], state[4], state[5], int(state[6]), state[7]
-        last_c2, last_ce2, last_bd = state[8], state[9], state[10]
-        last_z, last_beta = int(state[11]), state[12]
-        val_best, val_stale = state[13], state[14]
+        c2, ce2, scale, best, bd = st.c2, st.ce2, st.scale, int(st.best), st.bd
+        last_c2, last_ce2, last_bd = st.last_c2, st.last_ce2, st.last_bd
+        last_z, last_beta = int(st.last_z), st.last_beta
+        val_best, val_stale = st.val_best, st.val_stale
         ncand = -1          # choose the candidates again from Ka
     n_val = n - nc
     last = len(levels) - 1
@@ -267,11 +349,11 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
             if steps > 0 and bd <= thr:
                 break   # no row violates at this level
             if stop_at >= 0 and steps >= stop_at:   # pause: what continues goes to state
-                state[0], state[1], state[2] = li, steps, ncore
-                state[3], state[4], state[5], state[6], state[7] = c2, ce2, scale, best, bd
-                state[8], state[9], state[10] = last_c2, last_ce2, last_bd
-                state[11], state[12] = last_z, last_beta
-                state[13], state[14] = val_best, val_stale
+                st.level, st.steps, st.core = li, steps, ncore
+                st.c2, st.ce2, st.scale, st.best, st.bd = c2, ce2, scale, best, bd
+                st.last_c2, st.last_ce2, st.last_bd = last_c2, last_ce2, last_bd
+                st.last_z, st.last_beta = last_z, last_beta
+                st.val_best, st.val_stale = val_best, val_stale
                 return -1
             # a batch: the furthest row, then the furthest candidates while they violate
             nk = 0
@@ -363,15 +445,16 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
             ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
             best = cand_i[0]
             bd = c2 - 2.0 * cand_v[0] + kt + ce2
-            state[15] += 1.0        # passes (what a pass costs is what threads change)
-        hist[li, 0] = eps
-        hist[li, 1] = steps
-        hist[li, 2] = c2
-        hist[li, 3] = ce2
-        hist[li, 4] = ncore
-        hist[li, 5] = eps
-        hist[li, 6] = c2
-        hist[li, 7] = ce2
+            st.passes += 1.0        # passes (what a pass costs is what threads change)
+        h = hist[li]
+        h.eps = eps
+        h.steps = steps
+        h.c2 = c2
+        h.ce2 = ce2
+        h.core = ncore
+        h.cert_eps = eps
+        h.c2_out = c2
+        h.ce2_out = ce2
         verr = np.nan
         if n_val > 0:       # (K~a) = y f(x) on a held-out row: wrong when not positive
             wrong = 0
@@ -379,7 +462,7 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
                 if Ka[l] <= 0.0:
                     wrong += 1
             verr = wrong / n_val
-        hist[li, 8] = verr
+        h.val_error = verr
         if val_rule and n_val > 0:
             if verr < val_best - np.sqrt(val_best * (1.0 - val_best) / n_val) or val_best > 1.0:
                 val_best = verr
@@ -397,8 +480,8 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
     for l in range(n):
         alpha[l] *= scale
     # the last step, for a caller that moves Ka to the averaged center
-    state[8], state[9], state[10] = last_c2, last_ce2, last_bd
-    state[11], state[12] = last_z, last_beta
+    st.last_c2, st.last_ce2, st.last_bd = last_c2, last_ce2, last_bd
+    st.last_z, st.last_beta = last_z, last_beta
     if average and steps > 1:
         # alpha before the last step, then that step at half its length
         w = 1.0 - last_beta
@@ -410,9 +493,10 @@ def _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, b, invC, levels, marg
         for l in range(n):
             alpha[l] *= bp
         alpha[last_z] += 1.0 - bp
-        hist[last, 5] = half_step_eps(bd, last_bd, r2)   # bd: furthest row from c_T
-        hist[last, 6] = c2
-        hist[last, 7] = ce2
+        h = hist[last]
+        h.cert_eps = half_step_eps(bd, last_bd, r2)   # bd: furthest row from c_T
+        h.c2_out = c2
+        h.ce2_out = ce2
     return last
 
 
@@ -432,27 +516,28 @@ def _work(n, d, cells, sparse, nc, T, opts):
     L = 1 if KB == 1 else max(1, min(opts.exact_candidates, nc,
                                      max(opts.exact_min_candidates, nc // 32)))
     H = 1 if KB == 1 else 2     # one step per pass: one candidate, the furthest of all
-    return (np.zeros((KB, n) if sparse else (0, 0), np.float32),   # sparse: scattered dots
-            np.empty((T, B), np.float32),           # per task scratch: gbuf, arg, col, acc, kbuf
-            np.empty((T, B), np.float32),
-            np.empty((T, B), np.float32),
-            np.empty((T, B)),
-            np.empty((T, B), np.int32),
-            np.empty((T, H, L)),                    # each task's furthest rows per class
-            np.empty((T, H, L), np.int64),
-            np.empty(2 * L),                        # the merged candidates
-            np.zeros(2 * L, np.int64),
-            np.empty(L),
-            np.empty(L, np.int64),
-            np.zeros((KB, d), np.float32),          # the batch's rows, their nonzero
-            np.zeros((KB if not sparse else 0, d), np.int64),   # features and how many,
-            np.zeros(KB, np.int64),
-            np.zeros(KB, np.float32),               # norms, labels, ...
-            np.zeros(KB),
-            np.zeros(KB),
-            np.zeros(KB, np.int64),
-            np.zeros(KB),
-            np.zeros(KB))
+    return Work(
+        g=np.zeros((KB, n) if sparse else (0, 0), np.float32),  # sparse: a step's dots, scattered
+        gbuf=np.empty((T, B), np.float32),          # per task scratch
+        arg=np.empty((T, B), np.float32),
+        col=np.empty((T, B), np.float32),
+        acc=np.empty((T, B)),
+        kbuf=np.empty((T, B), np.int32),
+        hv=np.empty((T, H, L)),                     # each task's furthest rows per class
+        hi=np.empty((T, H, L), np.int64),
+        cand_v=np.empty(2 * L),                     # the merged candidates
+        cand_i=np.zeros(2 * L, np.int64),
+        msv=np.empty(L),                            # the merge's scratch
+        msi=np.empty(L, np.int64),
+        XB=np.zeros((KB, d), np.float32),           # the batch's rows, their nonzero
+        nzk=np.zeros((KB if not sparse else 0, d), np.int64),   # features and how many,
+        nzn=np.zeros(KB, np.int64),
+        skb=np.zeros(KB, np.float32),               # norms, labels,
+        ybk=np.zeros(KB),
+        coef=np.zeros(KB),                          # their coefficients in the pass,
+        bestk=np.zeros(KB, np.int64),               # rows, betas and weights
+        betas=np.zeros(KB),
+        ws=np.zeros(KB))
 
 
 def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
@@ -481,18 +566,20 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
 
     Rows from ``n_cand`` on are held-out validation rows: their ``(K~a)`` is
     kept (it is ``y f(x)``, so it tells right from wrong) but they are never
-    stepped on. ``hist[l, 8]`` is their error rate at the end of level ``l``.
+    stepped on. ``hist[l]["val_error"]`` is their error rate at the end of level ``l``.
     ``levels``: the eps schedule. It stops at the first level whose margin
     slack is at most ``margin_tol`` (``margin_tol > 0``, ``eps="auto"``), or,
     with ``val_rule``, once the validation error has not improved on its best
     by more than that best's standard error for two levels.
-    ``alpha`` (zeros, length n) receives the weights; ``hist[l] = (eps,
-    steps, c2, ce2, core, certified eps, c2 out, ce2 out, validation error)``
-    per level. With ``average`` the result is the mean of the last two centers
+    ``alpha`` (zeros, length n) receives the weights; ``hist`` (a :data:`HIST`
+    array, one record a level: :func:`new_hist`) what each level ends with.
+    With ``average`` the result is the mean of the last two centers
     (:func:`half_last_step`): its certified eps, ``||c||^2`` and ``ce^2`` are
-    ``hist[last, 5:8]``. Returns the index of the last level solved.
+    ``hist[last]``'s ``cert_eps``, ``c2_out`` and ``ce2_out``. Returns the
+    index of the last level solved.
 
-    Resumable: ``state`` (float64, ``EXACT_STATE`` long, zeros to start) and
+    Resumable: ``state`` (a :data:`STATE` array of one record, zeros to
+    start: :func:`new_state`) and
     ``Ka`` (float64, n, zeros) carry the run; with ``stop_at >= 0`` it
     returns -1 at the first pass boundary at or after step ``stop_at``, with
     everything needed to continue in ``state``, ``Ka``, ``alpha`` (scaled
@@ -502,6 +589,9 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     state (:meth:`MEBSolver.fit_exact`). ``stop_at = -1``: run to the end.
     ``n_tasks > 1``: each pass runs as that many tasks on numba's threads,
     with the same result as one."""
+    if state.dtype != STATE or state.shape != (1,) or hist.dtype != HIST or hist.ndim != 1:
+        raise TypeError("bvm_exact: state is a STATE array of one record (new_state()), hist "
+                        "a HIST array of one record a level (new_hist(levels))")
     sparse = XT.shape[1] == 0
     d = XT.shape[0]
     n = len(ip) - 1 if sparse else XT.shape[1]
@@ -512,6 +602,8 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     work = _work(n, d, len(dat) if sparse else n * d, sparse, nc, T, opts)
     sq32 = np.asarray(sq).astype(np.float32)
     gam = np.float32(gamma)
-    return _bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, y, gam, float(b), float(invC), levels,
-                      float(margin_tol), int(max_steps), alpha, hist, bool(average), state, Ka,
-                      int(stop_at), T, int(n_cand), bool(val_rule), work)
+    cfg = Settings(gam=gam, b=float(b), invC=float(invC), margin_tol=float(margin_tol),
+                   max_steps=int(max_steps), average=bool(average), stop_at=int(stop_at),
+                   n_tasks=T, n_cand=int(n_cand), val_rule=bool(val_rule))
+    return _bvm_exact(Rows(XT, ip, ind, dat, cp, ri, cv), sq32, y, cfg, levels, alpha, hist,
+                      state, Ka, work)
