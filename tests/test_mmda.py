@@ -198,7 +198,6 @@ def test_in_memory_route_other_kernels(name):
     feature space near 1), as the sample-by-sample route's is."""
     import streamcvm
     from streamcvm.data.sampling import ChunkPool
-    from streamcvm.options import Options
     from streamcvm.solvers.mmda import MMDASolver
     X, y = _data(n=160, seed=2)
     kern = Kernel(name, gamma=0.5)

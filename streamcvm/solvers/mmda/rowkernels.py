@@ -2,10 +2,13 @@
 compiled column of one row (:func:`column_cached`, over a ring of cached
 columns) and :class:`RowKernels`, the rows and their columns shared by the
 directions of a fit."""
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from ..kernels.compiled import L1_CODE, L2_CODE
+
 
 @njit(cache=True, nogil=True, fastmath=True)
 def _kcol(X, j, code, gamma, out):
@@ -28,10 +31,21 @@ def _kcol(X, j, code, gamma, out):
         out[i] = np.exp(-g * acc)
 
 
+class ColumnCache(NamedTuple):
+    """A ring of cached kernel columns of the bound rows (arrays changed in
+    place by :func:`column_cached`; numba takes the tuple as one argument)."""
+    GC: np.ndarray          # [slots, rows] float32: the cached columns
+    slot_of: np.ndarray     # [rows] int64: the slot holding a row's column, -1: none
+    id_of: np.ndarray       # [slots] int64: the row whose column a slot holds, -1: none
+    ring: np.ndarray        # [1] int64: the next slot to fill (the oldest column)
+
+
 @njit(cache=True, nogil=True)
-def column_cached(X, j, code, gamma, GC, slot_of, id_of, ring):
-    """The kernel column of row ``j`` from the cache ``GC`` [slots, rows] (a
-    ring: the oldest column makes room), computed and stored if absent."""
+def column_cached(X, j, code, gamma, cols):
+    """The kernel column of row ``j`` from the cache ``cols`` (a
+    :class:`ColumnCache`, a ring: the oldest column makes room), computed
+    and stored if absent."""
+    GC, slot_of, id_of, ring = cols.GC, cols.slot_of, cols.id_of, cols.ring
     k = slot_of[j]
     if k < 0:
         k = ring[0]
@@ -44,12 +58,13 @@ def column_cached(X, j, code, gamma, GC, slot_of, id_of, ring):
 
 
 @njit(cache=True, nogil=True)
-def _project(X, rows, coef, code, gamma, GC, slot_of, id_of, ring):
+def _project(X, rows, coef, code, gamma, cols):
     """``sum_r coef_r k(X_i, X_rows_r)`` for every row i (row by row of the
-    expansion, in its order: the same sums whether cached or not)."""
+    expansion, in its order: the same sums whether cached or not), the
+    columns from ``cols`` (a :class:`ColumnCache`)."""
     out = np.zeros(X.shape[0])
     for r in range(len(rows)):
-        col = column_cached(X, rows[r], code, gamma, GC, slot_of, id_of, ring)
+        col = column_cached(X, rows[r], code, gamma, cols)
         c = coef[r]
         for i in range(X.shape[0]):
             out[i] += c * col[i]
@@ -59,7 +74,8 @@ def _project(X, rows, coef, code, gamma, GC, slot_of, id_of, ring):
 class RowKernels:
     """Kernel columns of in-memory rows, shared by the directions of a fit:
     the rows in store-id order (``bind``), a ring of at most ``budget``
-    bytes of float32 columns (a row's column is computed once while it stays)
+    bytes of float32 columns (``columns``, a :class:`ColumnCache`: a row's
+    column is computed once while it stays)
     and the projections of every row onto finished directions (by their
     expansion, so a resumed fit gets the same values)."""
 
@@ -86,10 +102,10 @@ class RowKernels:
         self.ids = ids[order]
         n = len(self.ids)
         slots = int(max(1, min(n, self.budget // max(4 * n, 1))))
-        self.GC = np.empty((slots, n), np.float32)
-        self.slot_of = np.full(n, -1, np.int64)
-        self.id_of = np.full(slots, -1, np.int64)
-        self.ring = np.zeros(1, np.int64)
+        self.columns = ColumnCache(GC=np.empty((slots, n), np.float32),
+                                   slot_of=np.full(n, -1, np.int64),
+                                   id_of=np.full(slots, -1, np.int64),
+                                   ring=np.zeros(1, np.int64))
         self._proj = {}
         # the solver's buffers: kernel columns of the core set [rows, 512 + 16]
         # (rows 2^k bytes apart would thrash the cache) and its matrix G
@@ -111,7 +127,6 @@ class RowKernels:
             col = self._proj.get(key)
             if col is None:
                 col = self._proj[key] = _project(self.X, rows, coef, self.code,
-                                                 self.kernel.gamma, self.GC, self.slot_of,
-                                                 self.id_of, self.ring)
+                                                 self.kernel.gamma, self.columns)
             P[:, q] = col
         return P

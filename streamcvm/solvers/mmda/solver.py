@@ -18,7 +18,7 @@ import numpy as np
 
 from ...options import SAMPLE_SIZE, Options
 from .basis import Basis, Direction, core_matrix, merge_rows
-from .memory import _fit_memory
+from .memory import _fit_memory, settings
 from .rowkernels import RowKernels
 from .sor import sor
 
@@ -148,14 +148,15 @@ class MMDASolver:
         ys = np.where(np.isin(y, classes[1]), 1.0, np.where(np.isin(y, classes[0]), -1.0, 0.0))
         P = cache.projections(self.basis)
         levels = np.asarray(eps_levels(self.eps, self.options.eps_start), np.float64)
-        seed = int(pool.rng.integers(2 ** 31 - 1))
+        st = settings(C=self.C, patience=self.patience, sample_size=self.sample_size,
+                      init_size=self.init_size,
+                      max_core=-1 if self.max_core is None else self.max_core, tol=self.tol,
+                      loose=self.loose, omega=self.omega,
+                      seed=int(pool.rng.integers(2 ** 31 - 1)), code=cache.code,
+                      gamma=self.kernel.gamma)
         core, x, G, K, steps, solves, hist, cache.Kf, cache.G = _fit_memory(
-            cache.X, ys, np.flatnonzero(ys < 0), np.flatnonzero(ys > 0), P, self.C, levels,
-            self.patience, int(self.sample_size), int(self.init_size),
-            -1 if self.max_core is None else int(self.max_core), float(self.tol),
-            float(self.loose), float(self.omega), seed,
-            cache.code, float(self.kernel.gamma), cache.GC, cache.slot_of, cache.id_of,
-            cache.ring, cache.Kf, cache.G)
+            cache.X, ys, np.flatnonzero(ys < 0), np.flatnonzero(ys > 0), P, levels, st,
+            cache.columns, cache.Kf, cache.G)
         s = self.basis.s
         self.ids, self.rows, self.y = cache.ids[core], cache.X[core], ys[core]
         self.K = K.astype(np.float64)
@@ -165,8 +166,9 @@ class MMDASolver:
         sa = self.alpha.sum()
         self.c2 = float((x @ G @ x) / sa ** 2)
         self.R2 = self.kt - self.c2
-        self.history = [{"eps": float(e), "core_size": int(h[0]), "c2": float(h[1]),
-                         "radius2": float(h[2]), "sor_steps": int(h[3]), "samples": int(h[4])}
+        self.history = [{"eps": float(e), "core_size": int(h["core_size"]),
+                         "c2": float(h["c2"]), "radius2": float(h["radius2"]),
+                         "sor_steps": int(h["sor_steps"]), "samples": int(h["samples"])}
                         for e, h in zip(levels, hist)]
         return self
 
