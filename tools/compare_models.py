@@ -51,8 +51,8 @@ What is fitted (all with the library defaults except what is listed):
   ``transform`` of the test rows.
 - surface: ``streamcvm.surface.reconstruct(P, grid=64, n_jobs=1)`` on 6,000
   of the bunny's points (seed 0): each level's coefficients, support rows
-  and scalars, the mesh's vertices and faces, and f at 2,000 points near
-  the surface.
+  and scalars (a local level: its node grid and blocks), the mesh's vertices
+  and faces, and f at 2,000 points near the surface.
   ``--estimators`` chooses among the six (default: all).
 
 The data are prepared once, by a child of the current tree, into
@@ -425,21 +425,29 @@ def _fit_surface(spec, tree):
     os.makedirs(folder)
     rec = {"center": model.center.tolist(), "scale": model.scale, "params": model.params,
            "levels": []}
-    for i, (k, m) in enumerate(model.levels):
-        rec["levels"].append({"kernel": [k.name, k.gamma, k.coef0, k.degree],
-                              "intercept": float(m.intercept),
-                              "radius2": float(m.radius2), "c2": float(m.c2),
-                              "n_iter": int(m.n_iter), "core_size": int(m.core_size)})
-        np.save(os.path.join(folder, f"level{i}_coef.npy"), np.asarray(m.coef))
-        np.save(os.path.join(folder, f"level{i}_sv.npy"), np.asarray(m.sv))
-        np.save(os.path.join(folder, f"level{i}_ids.npy"), np.asarray(m.sv_ids))
+    for i, level in enumerate(model.levels):
+        if isinstance(level, tuple):        # a global level: (kernel, machine)
+            k, m = level
+            rec["levels"].append({"kernel": [k.name, k.gamma, k.coef0, k.degree],
+                                  "intercept": float(m.intercept),
+                                  "radius2": float(m.radius2), "c2": float(m.c2),
+                                  "n_iter": int(m.n_iter), "core_size": int(m.core_size)})
+            arrays = {"coef": m.coef, "sv": m.sv, "ids": m.sv_ids}
+        else:                               # a local level: blocks over a node grid
+            rec["levels"].append({"local": {"sigma": level.sigma, "L": level.L,
+                                            "origin": level.origin.tolist()}})
+            arrays = {n: getattr(level, n) for n in ("node_block", "bptr", "sv", "coef",
+                                                     "intercept")}
+        for name, arr in arrays.items():
+            np.save(os.path.join(folder, f"level{i}_{name}.npy"), np.asarray(arr))
     with open(os.path.join(folder, "model.json"), "w") as f:
         json.dump(rec, f, indent=1, default=str)
     np.save(os.path.join(out, "mesh_vertices.npy"), V)
     np.save(os.path.join(out, "mesh_faces.npy"), F)
     np.save(os.path.join(out, "f.npy"), model.f(Q))
     info = {"library": os.path.dirname(os.path.dirname(os.path.realpath(S.__file__))),
-            "fit_s": fit_s, "n_iter": int(sum(m.n_iter for _, m in model.levels)),
+            "fit_s": fit_s, "n_iter": int(sum(lv[1].n_iter for lv in model.levels
+                                              if isinstance(lv, tuple))),
             "core_set_size": int(model.n_support)}
     with open(os.path.join(out, "info.json"), "w") as f:
         json.dump(info, f, indent=1)

@@ -11,9 +11,14 @@ def add(sub):
                                    "checkpoints, the progress each one records. Of a text "
                                    "file (svmlight, CSV): what it is and how to make it a "
                                    "store.")
-    p.add_argument("path", metavar="STORE|MODEL|CHECKPOINT_DIR",
+    p.add_argument("path", metavar="STORE|MODEL|CHECKPOINT_DIR", nargs="?",
                    help="a store (.zarr folder, .h5 file or URL), a model folder, a "
                         "checkpoint folder, or a text file")
+    p.add_argument("--options", action="store_true",
+                   help="list every setting of the solvers, samplers and surfaces (the "
+                        "estimators' options=, train's --option NAME=VALUE): its default, "
+                        "unit and what it trades; with a MODEL, the values it was trained "
+                        "with")
     p.set_defaults(func=run)
 
 
@@ -91,12 +96,17 @@ def describe_model(path):
         (f", coef0 {k['coef0']:g}, degree {k['degree']}" if k["name"] in ("poly", "npoly")
          else "") + ")"
     params = ", ".join(f"{n}={v!r}" for n, v in sorted(man["params"].items())
-                       if n not in ("verbose",))
+                       if n not in ("verbose", "options"))
+    changed = man["params"].get("options") or {}
+    opts = "the defaults of " + man.get("created_by", "its streamcvm") if not changed else \
+        ", ".join(f"{n}={_value(tuple(v) if isinstance(v, list) else v)}"
+                  for n, v in changed.items()) + " (the rest the defaults)"
     lines = [f"model      {os.path.abspath(path)} (format v{man['streamcvm_model_format']}, "
              f"{man.get('created_by', '?')})",
              f"estimator  {man['estimator']}",
              f"kernel     {kern}",
              f"params     {params}",
+             f"options    {opts} (streamcvm info --options lists them)",
              f"features   {man['n_features_in']:,}"]
     for name in ("C_", "mu_"):
         if man.get(name) is not None:
@@ -239,8 +249,29 @@ def describe_text(path, fmt):
         "cached     not yet (no command has read it since it last changed)"])
 
 
+def model_options(path):
+    """The options a model folder was trained with (verified first)."""
+    from ..estimators.model import verify_model
+    from ..options import Options
+    man = verify_model(path)
+    return Options.from_dict(man["params"].get("options") or {}), Options
+
+
 def run(args):
     from ..data import snapshots
+    if args.options:
+        if args.path is None:
+            print(describe_options())
+            return 0
+        if not os.path.isfile(os.path.join(args.path, "model.json")):
+            raise SystemExit(f"streamcvm info: error: {args.path}: --options takes a model "
+                             f"folder (or nothing: the defaults)")
+        values, kind = model_options(args.path)
+        print(describe_options(values, kind))
+        return 0
+    if args.path is None:
+        raise SystemExit("streamcvm info: error: give a store, a model, a checkpoint folder "
+                         "or a text file (or --options)")
     if snapshots.is_checkpoint_dir(args.path):
         print("\n".join(snapshots.info(args.path)))
         return 0
@@ -260,3 +291,53 @@ def run(args):
             raise neither(args.path)
     print(describe_store(args.path))
     return 0
+
+
+def describe_options(values=None, kind=None, title="options"):
+    """The text ``streamcvm info --options`` prints: every setting of the
+    solvers and samplers (and of surfaces), section by section, with its
+    value (``values``: a model's; default the defaults), default, unit and
+    what it trades."""
+    import dataclasses
+    import textwrap
+
+    from .. import options as O
+    out = []
+    kinds = [O.Options, O.SurfaceOptions] if kind is None else [kind]
+    for k in kinds:
+        current = values if values is not None and isinstance(values, k) else k()
+        sections = [c for c in reversed(k.__mro__) if dataclasses.is_dataclass(c)
+                    and c is not k and c.__dict__.get("__dataclass_fields__")] or [k]
+        out.append(f"{k.__name__} ({k.__module__}.{k.__name__}: the estimators' options=, "
+                   f"the command line's --option NAME=VALUE)" if k is O.Options else
+                   f"{k.__name__} (streamcvm.surface's options=, streamcvm surface --option)")
+        seen = set()
+        for sec in sections:
+            names = [f for f in sec.__dataclass_fields__ if f not in seen]
+            if not names:
+                continue
+            seen.update(names)
+            doc = (sec.__doc__ or "").strip().splitlines()[0] if sec is not k else ""
+            if doc:
+                out.append(f"  {doc}")
+            fields = {f.name: f for f in dataclasses.fields(k)}
+            for n in names:
+                f = fields[n]
+                v = getattr(current, n)
+                shown = f"{_value(v)}" + ("" if v == f.default else
+                                          f"   (default {_value(f.default)})")
+                out.append(f"    {n} = {shown}  [{f.metadata['unit']}]")
+                out += textwrap.wrap(f.metadata["doc"], 88, initial_indent="        ",
+                                     subsequent_indent="        ")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def _value(v):
+    if isinstance(v, tuple):
+        return ",".join(_value(x) for x in v)
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10000:
+        return f"{v:_}"
+    return str(v)
