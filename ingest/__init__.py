@@ -10,10 +10,14 @@ alike (docs/architecture.md says why). What it uses of the library it imports by
 import sys
 import types
 
-from streamcvm.data.writer import StoreWriter
+from streamcvm._numba_cache import ensure as _ensure_numba_cache
 
-from .errors import IngestError
-from .pipeline import ingest
+_ensure_numba_cache()       # before the parsers' compiled kernels are defined
+
+from streamcvm.data.writer import StoreWriter  # noqa: E402
+
+from .errors import IngestError  # noqa: E402
+from .pipeline import ingest  # noqa: E402
 
 __all__ = ["ingest", "IngestError", "StoreWriter"]
 

@@ -11,6 +11,8 @@ blocks plus one chunk, whatever the size of the input. Parse tasks go to
 a ``concurrent.futures``-style executor: local threads by default, or a
 ``dask.distributed`` Client passed as ``executor`` (same ``submit`` API).
 """
+from __future__ import annotations
+
 import glob
 import os
 import queue
@@ -20,6 +22,7 @@ import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +32,15 @@ from . import _parse as P
 from .errors import IngestError, describe
 from .sniff import SPARSE_DENSITY, CsvLayout, is_number, sniff_format
 from .sources import Source
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from concurrent.futures import Executor
+    from typing import Literal, TypeAlias
+
+    from distributed import Client
+
+    _Path: TypeAlias = str | os.PathLike[str]
 
 
 def _parse_svmlight_task(block, zero_based, limit, allow_nan, qid_mode):
@@ -66,7 +78,7 @@ def _parse_csv_task(block, delim, roles, d, label_text, allow_nan, decimal=46):
 
 # the parse kernels each input format needs
 _KERNELS = {"svmlight": ("parse_svmlight", "csr_to_dense"), "csv": ("parse_csv",)}
-_warm = set()
+_warm: set[str] = set()
 
 
 def warm_up(fmt=None):
@@ -175,11 +187,19 @@ class _Progress:
             self.bar.close()
 
 
-def ingest(sources, out, *, store_format=None, sparse="auto", zero_based=False,
-           n_features=None, chunk_rows=None, input_format="auto", delimiter=None,
-           header="auto", label_col="auto", qid_col=None, weight_col=None, skip_cols=None,
-           allow_nan=False, decimal=".", overwrite=False, progress=False, n_jobs=None,
-           block_size=4 << 20, clevel=1, executor=None, checksums=True):
+def ingest(sources: _Path | Sequence[_Path], out: _Path, *,
+           store_format: Literal["zarr", "hdf5"] | None = None,
+           sparse: Literal["auto"] | bool = "auto", zero_based: bool = False,
+           n_features: int | None = None, chunk_rows: int | None = None,
+           input_format: Literal["auto", "svmlight", "csv"] = "auto",
+           delimiter: str | None = None, header: Literal["auto"] | bool = "auto",
+           label_col: Literal["auto"] | int | str | None = "auto",
+           qid_col: int | str | None = None, weight_col: int | str | None = None,
+           skip_cols: Sequence[int | str] | None = None, allow_nan: bool = False,
+           decimal: Literal[".", ","] = ".", overwrite: bool = False, progress: bool = False,
+           n_jobs: int | None = None, block_size: int = 4 << 20, clevel: int = 1,
+           executor: Executor | Client | None = None, checksums: bool = True
+           ) -> dict[str, Any]:
     """Ingest svmlight/LIBSVM or delimited text files into one store.
 
     Parameters mirror ``streamcvm ingest``; see its ``--help``.
@@ -245,8 +265,8 @@ def ingest(sources, out, *, store_format=None, sparse="auto", zero_based=False,
         raise
     finally:
         prog.close()
-        if own_pool:
-            pool.shutdown(wait=True, cancel_futures=True)
+        if own_pool:        # (pool: the ThreadPoolExecutor made above, not ``executor``)
+            pool.shutdown(wait=True, cancel_futures=True)  # type: ignore[union-attr, call-arg]
     w = st.writer
     for msg in st.warnings:
         warnings.warn(msg, IngestWarning, stacklevel=2)

@@ -23,10 +23,19 @@ contract, set on the estimator), and the constants compiled into the numba
 loops (vector lanes, tile and batch widths: :data:`COMPILED`), which change
 no result and would need a recompile.
 """
+from __future__ import annotations
+
 import dataclasses
 import difflib
 import math
 import numbers
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import ClassVar, TypeAlias, TypeVar
+
+    _F = TypeVar("_F", bound="_Fields")
 
 # the defaults of fit arguments and estimator parameters that several
 # estimators share (each estimator's signature names them)
@@ -60,6 +69,9 @@ class _Fields:
     """What :class:`Options` and :class:`SurfaceOptions` share: validation
     on construction, changed fields, dicts for JSON and the command line."""
 
+    if TYPE_CHECKING:       # a dataclass, as its subclasses are (for the type checker)
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     def __post_init__(self):
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _checked(f, getattr(self, f.name)))
@@ -70,11 +82,11 @@ class _Fields:
         args = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.changed())
         return f"{type(self).__name__}({args})"
 
-    def but(self, **changes):
+    def but(self: _F, **changes: Any) -> _F:
         """A copy with ``changes`` (names checked)."""
         return type(self).from_dict(dict(self.changed(), **changes))
 
-    def changed(self):
+    def changed(self) -> dict[str, Any]:
         """``{name: value}`` of the fields that differ from the defaults, in
         JSON types (tuples as lists)."""
         out = {}
@@ -85,7 +97,7 @@ class _Fields:
         return out
 
     @classmethod
-    def from_dict(cls, values):
+    def from_dict(cls: type[_F], values: _F | dict[str, Any]) -> _F:
         """The options with ``values`` (a mapping of field names) changed; a
         ValueError naming an unknown field (and the nearest known ones)."""
         if isinstance(values, cls):
@@ -94,7 +106,7 @@ class _Fields:
             raise ValueError(f"options must be {cls.__name__}, a dict or None, got "
                              f"{type(values).__name__}")
         names = {f.name: f for f in dataclasses.fields(cls)}
-        kw = {}
+        kw: dict[str, Any] = {}
         for k, v in values.items():
             if k not in names:
                 near = difflib.get_close_matches(str(k), names, n=3)
@@ -106,11 +118,11 @@ class _Fields:
         return cls(**kw)
 
     @classmethod
-    def parse(cls, items):
+    def parse(cls: type[_F], items: Iterable[str]) -> _F:
         """The options of ``NAME=VALUE`` strings (the command line's
         ``--option``): numbers as numbers, ``a,b,c`` as a tuple."""
         names = {f.name: f for f in dataclasses.fields(cls)}
-        kw = {}
+        kw: dict[str, Any] = {}
         for item in items:
             name, eq, text = str(item).partition("=")
             name = name.strip().replace("-", "_")
@@ -119,6 +131,7 @@ class _Fields:
             f = names.get(name)
             if f is None:
                 cls.from_dict({name: None})             # the unknown-name message
+            assert f is not None        # (from_dict raised)
             try:
                 if isinstance(f.default, tuple):
                     kw[name] = tuple(float(t) for t in text.split(",") if t.strip())
@@ -136,7 +149,8 @@ class _Fields:
         return cls.from_dict(kw)
 
     @classmethod
-    def describe(cls, options=None):
+    def describe(cls, options: _Fields | None = None
+                 ) -> list[tuple[str, Any, Any, str, str]]:
         """Rows ``(name, value, default, unit, doc)`` of every field, in
         declaration order (``options``: whose values; default the defaults)."""
         options = cls() if options is None else options
@@ -575,7 +589,7 @@ class Options(CheckOptions, MMDAOptions, RegressionOptions, SearchOptions, Compa
     ``opts.but(svc_exact_rows=8192)`` changes one. Its repr names only the
     fields that differ from the defaults."""
 
-    def patience(self, method):
+    def patience(self, method: str) -> int:
         """The violator-free samples that end an eps level of ``method``."""
         return {"cvm": self.patience_cvm, "bvm": self.patience_bvm,
                 "fvm": self.patience_fvm}[method]
@@ -661,7 +675,14 @@ class SurfaceOptions(_Fields):
                                 "sides: beyond is far", low=0.0)
 
 
-def resolve(options, kind=Options):
+@overload
+def resolve(options: Options | dict[str, Any] | None) -> Options: ...
+@overload
+def resolve(options: _F | dict[str, Any] | None, kind: type[_F]) -> _F: ...
+
+
+def resolve(options: _Fields | dict[str, Any] | None, kind: type[_Fields] = Options
+            ) -> _Fields:
     """``options`` as a ``kind`` (:class:`Options` or :class:`SurfaceOptions`):
     None is the defaults, a dict the fields it changes. A ValueError (one
     line) for anything else, an unknown field or a value out of range."""
@@ -682,7 +703,12 @@ def recorded(params):
     return params
 
 
-def default(name, kind=Options):
+def default(name: str, kind: type[_Fields] = Options) -> Any:
     """The default of the option ``name``: for a low-level utility (a
     sampler, a core set) called without options (tests, tools)."""
     return kind.__dataclass_fields__[name].default
+
+
+if TYPE_CHECKING:
+    # what the estimators' ``options=`` takes (resolved by :func:`resolve`)
+    OptionsLike: TypeAlias = Options | dict[str, Any] | None

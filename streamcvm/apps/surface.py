@@ -48,7 +48,10 @@ fit used unless told otherwise.
 
 Where this departs from the paper, and why: docs/surface.md.
 """
+from __future__ import annotations
+
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +59,17 @@ from ..options import SurfaceOptions, resolve
 from .grid import check_grid, default_grid, grid_axes, inliers, model_options, points_box
 from .local import LocalLevel, fit_local
 from .normals import neighbourhood, normals, training_rows
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Sequence
+    from typing import TypeAlias
+
+    from numpy.typing import ArrayLike
+
+    from ..data.parallel import Runner
+
+    _Options: TypeAlias = SurfaceOptions | dict[str, Any] | None
 
 
 class FarMeshError(ValueError):
@@ -72,21 +86,23 @@ class SurfaceModel:
     of fields or None: the defaults), which :func:`mesh` and ``f`` use
     unless told otherwise."""
 
-    def __init__(self, center, scale, levels, params=None, options=None):
+    def __init__(self, center: ArrayLike, scale: float, levels: list[Any],
+                 params: dict[str, Any] | None = None, options: _Options = None) -> None:
         self.center = np.asarray(center, np.float64)
         self.scale = float(scale)
         self.levels = levels
         self.params = dict(params or {})
         self.options = resolve(options, SurfaceOptions)
 
-    def normalise(self, X):
+    def normalise(self, X: ArrayLike) -> np.ndarray:
         return (np.asarray(X, np.float64) - self.center) / self.scale
 
-    def f(self, X, n_jobs=1):
+    def f(self, X: ArrayLike, n_jobs: int = 1) -> np.ndarray:
         """f at points ``X`` (original coordinates)."""
         return self.f_normalised(self.normalise(X), n_jobs=n_jobs)
 
-    def f_normalised(self, Z, n_jobs=1, levels=None, opts=None):
+    def f_normalised(self, Z: ArrayLike, n_jobs: int = 1, levels: Sequence[Any] | None = None,
+                     opts: SurfaceOptions | None = None) -> np.ndarray:
         """f at normalised points ``Z`` (``levels``: only these of them;
         ``opts``: a SurfaceOptions, None the model's)."""
         opts = self.options if opts is None else opts
@@ -104,7 +120,7 @@ class SurfaceModel:
         return out
 
     @property
-    def n_support(self):
+    def n_support(self) -> int:
         return sum(lev.n_support if isinstance(lev, LocalLevel) else len(lev[1].coef)
                    for lev in self.levels)
 
@@ -202,16 +218,22 @@ _FIT_FIELDS = ("scales", "mu", "local_mu", "c_per_row", "eps", "step", "max_rows
                "max_points")        # fit's keywords that are SurfaceOptions fields
 
 
-def _check_scales(scales):
+def _check_scales(scales: Any) -> tuple[float, ...]:
     scales = tuple(float(v) for v in scales)
     if len(scales) < 1 or not all(np.isfinite(v) and v > 0 for v in scales):
         raise ValueError(f"scales must be positive finite widths, got {scales!r}")
     return scales
 
 
-def fit(points, *, scales=None, mu=None, local_mu=None, c_per_row=None, eps=None, step=None,
-        max_rows=None, cap=None, max_points=None, seed=0, n_jobs=1, checkpoint_dir=None,
-        resume=False, checkpoint_replace=False, log=None, progress=None, options=None):
+def fit(points: ArrayLike, *, scales: Sequence[float] | None = None, mu: float | None = None,
+        local_mu: float | None = None, c_per_row: float | None = None,
+        eps: float | None = None, step: float | None = None, max_rows: int | None = None,
+        cap: int | None = None, max_points: int | None = None, seed: int = 0,
+        n_jobs: int = 1, checkpoint_dir: str | os.PathLike[str] | None = None,
+        resume: bool = False, checkpoint_replace: bool = False,
+        log: Callable[[str], object] | None = None,
+        progress: Callable[[int, int], object] | None = None,
+        options: _Options = None) -> SurfaceModel:
     """The multi-scale model of ``points`` [n, 3] (see the module).
 
     ``options``: the settings (a :class:`~streamcvm.options.SurfaceOptions`,
@@ -306,7 +328,7 @@ def fit(points, *, scales=None, mu=None, local_mu=None, c_per_row=None, eps=None
     ck = None
     if checkpoint_dir is not None:
         import hashlib
-        digest = hashlib.sha256(np.ascontiguousarray(P)).hexdigest()[:32]   # no copy
+        digest = hashlib.sha256(np.ascontiguousarray(P)).hexdigest()[:32]  # type: ignore[arg-type]  # no copy (an ndarray is a buffer)
         run = {"estimator": "surface", "params": params, "points": digest,
                "rows": int(len(P))}
         changed = {k: v for k, v in opts.changed().items() if k not in params}
@@ -318,7 +340,7 @@ def fit(points, *, scales=None, mu=None, local_mu=None, c_per_row=None, eps=None
         if ck is not None:
             got = ck.load() if resume else None
             if got is not None:
-                model.levels.extend(finished_machines(ck, *got, make=level_from))
+                model.levels.extend(finished_machines(ck, *got, make=level_from))  # type: ignore[misc]  # (got: manifest, arrays)
                 say(f"resumed from {checkpoint_dir}: {len(model.levels)} of {len(used)} "
                     f"levels done")
             elif resume:
@@ -373,7 +395,7 @@ def fit(points, *, scales=None, mu=None, local_mu=None, c_per_row=None, eps=None
                     ck.done.append(rec)
                     ck.machine = len(model.levels)
                     ck.save(machines=len(used))
-                n_sv = level.n_support if lev else len(level[1].coef)
+                n_sv = level.n_support if lev else len(level[1].coef)  # type: ignore[attr-defined]  # (lev > 0: a LocalLevel)
                 say(f"level sigma {s:g}: {n_sv:,} support vectors {what}, "
                     f"{time.perf_counter() - t:.1f} s; |1 - f| on the held-out points mean "
                     f"{before:.4f} -> {res.mean():.4f}, max {res.max():.4f}")
@@ -494,8 +516,10 @@ def _band_task(t, model, idx, lo, step, chunk, levels):
     return out
 
 
-def mesh(model, points, *, grid=None, pad=0.1, band=None, keep_far=False, runner=None,
-         progress=None, options=None):
+def mesh(model: SurfaceModel, points: ArrayLike, *, grid: int | None = None, pad: float = 0.1,
+         band: int | None = None, keep_far: bool = False, runner: Runner | None = None,
+         progress: Callable[[int, int], object] | None = None,
+         options: _Options = None) -> tuple[np.ndarray, np.ndarray]:
     """(vertices, faces) of the level set f = 1 by marching cubes on a grid
     over the points' box grown by ``pad`` of its longest side on each side
     (:func:`grid_values`, f exact within ``band`` grid steps of the points;
@@ -615,8 +639,10 @@ def is_closed(faces):
     return bool(len(faces)) and bool((counts == 2).all())
 
 
-def reconstruct(points, *, grid=None, keep_far=False, runner=None, log=None, progress=None,
-                options=None, **fit_kw):
+def reconstruct(points: ArrayLike, *, grid: int | None = None, keep_far: bool = False,
+                runner: Runner | None = None, log: Callable[[str], object] | None = None,
+                progress: Callable[[int, int], object] | None = None, options: _Options = None,
+                **fit_kw: Any) -> tuple[np.ndarray, np.ndarray, SurfaceModel]:
     """(vertices, faces, model): the multi-scale CVR surface of ``points``
     (``options``: a :class:`~streamcvm.options.SurfaceOptions` or a dict of
     its fields, for the fit and the mesh; ``fit_kw``: :func:`fit`'s other

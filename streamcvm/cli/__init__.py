@@ -98,9 +98,10 @@ def _main(argv, seen):
     ap = build_parser()
     args = ap.parse_args(rewrite_argv(sys.argv[1:] if argv is None else argv))
     seen["command"] = args.command
-    from .. import numba_cache_moved
-    if numba_cache_moved and not getattr(args, "quiet", False):
-        print(f"streamcvm: note: compiled kernels are cached in {numba_cache_moved} (neither "
+    from .._numba_cache import ensure
+    moved = ensure()        # (a command compiles kernels: where numba caches them)
+    if moved and not getattr(args, "quiet", False):
+        print(f"streamcvm: note: compiled kernels are cached in {moved} (neither "
               f"the package folder nor ~/.cache is writable; NUMBA_CACHE_DIR chooses)",
               file=sys.stderr)
     import signal

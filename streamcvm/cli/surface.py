@@ -69,8 +69,26 @@ def add(sub):
     p.set_defaults(func=run)
 
 
+EXTRA = ("plyfile", "skimage", "matplotlib")   # the surface extra's packages, as imported
+
+
+def check_extra(png=False):
+    """A one-line error naming the ``surface`` extra when its packages
+    (plyfile for point and mesh files, scikit-image for marching cubes,
+    matplotlib for --png) are not installed: before any work."""
+    import importlib
+    for name in EXTRA[:2] + (EXTRA[2:] if png else ()):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pip = "scikit-image" if name == "skimage" else name
+            raise SystemExit(f"streamcvm surface: error: needs {pip}, of the surface extra: "
+                             f"pip install 'streamcvm[surface]'") from None
+
+
 def run(args):
     import time
+    check_extra(png=getattr(args, "png", None) is not None)
     from tqdm.auto import tqdm
     from ..apps import surface
     from ..apps.meshio import PointsError, read_points, render_png, write_mesh

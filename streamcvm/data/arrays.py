@@ -3,10 +3,19 @@ CSR matrices (chunks are views), :class:`DaskStore` over dask arrays (a
 block computed per chunk). Both give the interface of
 :class:`~streamcvm.data.store.BaseStore`, so every solver runs on them as on
 a store on disk."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from .store import (MAX_CLASSES, BaseStore, Chunk, ContentHash, count_classes, csr_view,
                     default_chunk_rows)
+
+if TYPE_CHECKING:
+    import dask.array
+    from numpy.typing import ArrayLike
+    from scipy.sparse import spmatrix
 
 
 def _query_ids(qid):
@@ -27,14 +36,16 @@ class ArrayStore(BaseStore):
     """The store interface over in-memory arrays; chunks are views, not copies
     (of ``X`` as float32: other dtypes are converted once, a copy)."""
 
-    def __init__(self, X, y=None, qid=None, weight=None, chunk_rows=None):
+    def __init__(self, X: ArrayLike | spmatrix, y: ArrayLike | None = None,
+                 qid: ArrayLike | None = None, weight: ArrayLike | None = None,
+                 chunk_rows: int | None = None) -> None:
         import scipy.sparse as sp
         self.sparse = sp.issparse(X)
         if self.sparse:
             X = sp.csr_matrix(X)
             if X.dtype != np.float32:
                 X = X.astype(np.float32)
-            self.nnz = int(X.nnz)
+            self.nnz: int | None = int(X.nnz)
         else:
             X = np.asarray(X)
             if X.ndim != 2:
@@ -52,7 +63,7 @@ class ArrayStore(BaseStore):
         self.has_qid = self.qid is not None
         self.has_weight = self.weight is not None
         if chunk_rows is None:
-            nnz_row = (self.nnz / max(self.n, 1)) if self.sparse else None
+            nnz_row = (self.nnz / max(self.n, 1)) if self.sparse else None  # type: ignore[operator]  # (sparse: nnz is set)
             chunk_rows = default_chunk_rows(self.d, self.sparse, nnz_row)
         self.chunk_rows = int(chunk_rows)
         self.label_names = None
@@ -61,15 +72,16 @@ class ArrayStore(BaseStore):
         if self.y is not None:
             u = np.unique(self.y)
             self._classes = u if len(u) <= MAX_CLASSES else None
-        self._fingerprint = None
+        self._fingerprint: str | None = None
 
     @property
-    def fingerprint(self):
+    def fingerprint(self) -> str:
         if self._fingerprint is None:
             h = ContentHash()
             if self.sparse:
-                h.update("indptr", self.X.indptr.astype(np.int64))
-                h.update("indices", self.X.indices.astype(np.int32))
+                # (self.sparse: X is a csr_matrix)
+                h.update("indptr", self.X.indptr.astype(np.int64))  # type: ignore[union-attr]
+                h.update("indices", self.X.indices.astype(np.int32))  # type: ignore[union-attr]
                 h.update("data", self.X.data)
             else:
                 h.update("X", self.X)
@@ -80,11 +92,12 @@ class ArrayStore(BaseStore):
         return self._fingerprint
 
     @property
-    def class_counts(self):
+    def class_counts(self) -> np.ndarray | None:
         if self._classes is None:
             return None
         if getattr(self, "_counts", None) is None:      # one count, not one per machine
-            self._counts = count_classes(self._classes, (self.y[slice(*self.chunk_bounds(i))]
+            # (classes: y is set, they are its values)
+            self._counts = count_classes(self._classes, (self.y[slice(*self.chunk_bounds(i))]  # type: ignore[index]
                                                          for i in range(self.n_chunks)))
         return self._counts
 
@@ -107,7 +120,8 @@ class DaskStore(BaseStore):
     the array as it does a store on disk. The rows are rechunked (lazily) to
     equal chunks of the first block's height, at least 1,000 rows."""
 
-    def __init__(self, X, y=None, chunk_rows=None):
+    def __init__(self, X: dask.array.Array, y: ArrayLike | dask.array.Array | None = None,
+                 chunk_rows: int | None = None) -> None:
         import dask.array as da
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")
@@ -124,14 +138,14 @@ class DaskStore(BaseStore):
             if y.shape[0] != self.n:
                 raise ValueError(f"y has {y.shape[0]} rows, X has {self.n}")
             y = y.rechunk((self.chunk_rows,))
-        self._y = y
+        self._y: Any = y                # a dask array, or None
         self.label_names = None
         self.feature_names = None
         self._classes, self._counts = None, None
         if y is not None:               # one streamed pass: the labels and their counts
-            found = set()
+            found: set[float] = set()
             for i in range(self.n_chunks):
-                found.update(np.unique(np.asarray(self._y.blocks[i].compute(), np.float64)))
+                found.update(np.unique(np.asarray(self._y.blocks[i].compute(), np.float64)))  # type: ignore[union-attr]  # (y: a dask array)
                 if len(found) > MAX_CLASSES:
                     break
             if len(found) <= MAX_CLASSES:
@@ -140,7 +154,7 @@ class DaskStore(BaseStore):
         self.fingerprint = "dask-" + dask.base.tokenize(self._X, self._y)
 
     @property
-    def class_counts(self):
+    def class_counts(self) -> np.ndarray | None:
         if self._classes is None:
             return None
         if self._counts is None:

@@ -6,13 +6,24 @@ nothing ever reads more than one chunk at a time unless asked to. The same
 interface wraps numpy/scipy arrays (:class:`ArrayStore`) without copying, so
 every solver runs on either. The on-disk layout is docs/store-format.md.
 """
+from __future__ import annotations
+
 import os
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 import numpy as np
 import xxhash
 
 from .formats import MANIFEST_KEY
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import TypeAlias
+
+    import dask.array
+    from numpy.typing import ArrayLike
+    from scipy.sparse import csr_matrix, spmatrix
+    from typing_extensions import TypeIs
 
 FORMAT_VERSION = 1
 MAX_CLASSES = 1000          # more distinct labels than this: a regression target
@@ -108,7 +119,7 @@ def count_classes(classes, ys):
 
 
 class Chunk(NamedTuple):
-    X: object                      # ndarray [m, d] float32 or scipy.sparse.csr_matrix
+    X: np.ndarray | csr_matrix     # ndarray [m, d] float32 or scipy.sparse.csr_matrix
     y: Optional[np.ndarray]        # float64 [m]
     qid: Optional[np.ndarray] = None     # int64 [m]
     weight: Optional[np.ndarray] = None  # float32 [m]
@@ -135,47 +146,53 @@ class BaseStore:
     chunk_rows: int
     has_qid: bool = False
     has_weight: bool = False
+    label_names: list[str] | None       # (set by each subclass)
+    feature_names: list[str] | None
+    _classes: np.ndarray | None
+
+    if TYPE_CHECKING:
+        def _read(self, a: int, b: int) -> Chunk: ...
 
     @property
-    def n_chunks(self):
+    def n_chunks(self) -> int:
         return -(-self.n // self.chunk_rows) if self.n else 0
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.n
 
-    def chunk_bounds(self, i):
+    def chunk_bounds(self, i: int) -> tuple[int, int]:
         if not 0 <= i < self.n_chunks:
             raise IndexError(f"chunk {i} out of range (store has {self.n_chunks})")
         a = i * self.chunk_rows
         return a, min(a + self.chunk_rows, self.n)
 
-    def chunk(self, i):
+    def chunk(self, i: int) -> Chunk:
         """Rows of chunk ``i`` as a :class:`Chunk`."""
         return self._read(*self.chunk_bounds(i))
 
-    def rows(self, a, b):
+    def rows(self, a: int, b: int) -> Chunk:
         """Rows ``a:b`` (may span chunks; memory is O(b - a))."""
         a, b = max(0, a), min(b, self.n)
         return self._read(a, b)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Chunk]:
         for i in range(self.n_chunks):
             yield self.chunk(i)
 
     # label helpers -----------------------------------------------------
     @property
-    def classes(self):
+    def classes(self) -> np.ndarray | None:
         """Sorted distinct values of ``y`` (None for a regression target)."""
         return self._classes
 
-    def decode_labels(self, y):
+    def decode_labels(self, y: np.ndarray) -> np.ndarray:
         """Original labels for stored ``y`` values (text labels decoded)."""
         if self.label_names is None:
             return y
         names = np.asarray(self.label_names, dtype=object)
         return names[np.asarray(y, dtype=np.int64)]
 
-    def to_dask(self):
+    def to_dask(self) -> tuple[dask.array.Array, dask.array.Array]:
         """``(X, y)`` as dask arrays, one dask chunk per store chunk."""
         import dask
         import dask.array as da
@@ -192,7 +209,7 @@ class BaseStore:
             return da.zeros((0, self.d), np.float32), da.zeros((0,), np.float64)
         return da.concatenate(xs), da.concatenate(ys)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         kind = "sparse" if self.sparse else "dense"
         return (f"<{type(self).__name__} n={self.n:,} d={self.d:,} {kind} "
                 f"chunks={self.n_chunks} x {self.chunk_rows:,} rows>")
@@ -226,7 +243,7 @@ class DiskStore(BaseStore):
     HDF5: each chunk once per open store). Stores written without them are
     read with the checks they have."""
 
-    def __init__(self, path, check_finite=True):
+    def __init__(self, path: str | os.PathLike[str], check_finite: bool = True) -> None:
         self.path = os.fspath(path)
         self.check_finite = bool(check_finite)
         self._open()
@@ -359,12 +376,12 @@ class DiskStore(BaseStore):
         self.check_finite = state.get("check_finite", True)
         self._open()
 
-    def close(self):
+    def close(self) -> None:
         if getattr(self, "_src", None) is not None:
             self._src.close()
 
     @property
-    def class_counts(self):
+    def class_counts(self) -> np.ndarray | None:
         """Per-chunk class counts ``[n_chunks, len(classes)]`` (None if no classes)."""
         if self._classes is None or not self._has("class_counts"):
             return None
@@ -457,7 +474,7 @@ class DiskStore(BaseStore):
         raise StoreError(f"{where}, in a store ingested without --allow-nan: the store is "
                          f"damaged; re-ingest it or restore it from a copy")
 
-    def sizes(self):
+    def sizes(self) -> tuple[int, int]:
         """(stored bytes on disk, raw bytes uncompressed) of the arrays."""
         names = ["indptr", "indices", "data"] if self.sparse else ["X"]
         names += ["y"] + (["qid"] if self.has_qid else []) + (["weight"] if self.has_weight else [])
@@ -490,17 +507,17 @@ def _file_url_path(path):
     return local
 
 
-def is_dask_array(X):
+def is_dask_array(X: object) -> TypeIs[dask.array.Array]:
     return type(X).__module__.startswith("dask.") and hasattr(X, "chunks") and \
         hasattr(X, "compute")
 
 
-def is_store_like(X):
+def is_store_like(X: object) -> TypeIs[BaseStore | str | os.PathLike[Any]]:
     """A store, a path or a URL (what :func:`open_store` opens)."""
     return isinstance(X, (BaseStore, str, os.PathLike))
 
 
-def open_store(path, check_finite=True):
+def open_store(path: StoreLike, check_finite: bool = True) -> BaseStore:
     """Open a store written by ``streamcvm ingest`` (Zarr directory or URL, or
     HDF5 file). ``check_finite=False``: NaN and inf in X are returned as
     stored, not refused (:class:`DiskStore`)."""
@@ -509,7 +526,8 @@ def open_store(path, check_finite=True):
     return DiskStore(path, check_finite=check_finite)
 
 
-def as_store(X, y=None, **kw):
+def as_store(X: DataLike, y: ArrayLike | dask.array.Array | None = None, **kw: Any
+             ) -> BaseStore:
     """A store for ``X``: a path or store is opened, arrays are wrapped:
     float32 ones (dense, or CSR) as they are, without a copy; any other
     dtype is converted to float32 once, which copies it (the kernels compute
@@ -526,3 +544,9 @@ def as_store(X, y=None, **kw):
 # the in-memory stores (their own module), here too: ``from streamcvm.data.store
 # import ArrayStore`` is how the rest of the package and users name them
 from .arrays import ArrayStore, DaskStore  # noqa: E402
+
+if TYPE_CHECKING:
+    # what the functions and estimators take: a store or where one is ...
+    StoreLike: TypeAlias = BaseStore | str | os.PathLike[str]
+    # ... or the rows themselves (arrays, a sparse matrix, a dask array)
+    DataLike: TypeAlias = ArrayLike | spmatrix | dask.array.Array | StoreLike

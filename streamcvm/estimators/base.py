@@ -14,12 +14,15 @@ memory, sampled from a store on disk, or passes on a distributed client:
 (the call to its problem, :mod:`streamcvm.problems`), and records the
 training (``training_``). Prediction is :mod:`streamcvm.predict`.
 """
+from __future__ import annotations
+
 import contextlib
 import math
 import numbers
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -35,6 +38,9 @@ from ..problems.driver import Solve
 from ..solvers.kernels import Kernel, estimate_beta
 from ..solvers.methods import METHODS as _METHODS
 from .progress import FitProgress
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 METHODS = tuple(sorted(_METHODS))
 
@@ -239,9 +245,6 @@ class FitData:
     def __post_init__(self):
         if self.source is None:
             self.source = self.store
-
-
-ROUTES = ("memory", "sampled", "distributed")
 
 
 @dataclass
@@ -529,12 +532,12 @@ class _OneMachine(_CVMBase):
         self.machine_ = machines[0]
 
     @property
-    def support_vectors_(self):
+    def support_vectors_(self) -> np.ndarray | csr_matrix:
         check_is_fitted(self)
         return self.machine_.sv
 
     @property
-    def dual_coef_(self):
+    def dual_coef_(self) -> np.ndarray:
         """The support rows' coefficients: alpha_i (one-class), C (lambda_i -
         lambda*_i) (regression, cvr eq. 9)."""
         check_is_fitted(self)

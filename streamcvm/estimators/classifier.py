@@ -1,6 +1,9 @@
 """CVMClassifier: kernel L2-SVM classification, binary or multi-class
 (one-vs-one or one-vs-rest), over arrays or stores."""
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,6 +22,16 @@ from ..problems import pairs, train_machine
 from ..problems.classification import side_by_side
 from .base import Checkpoints, FitData, _CVMBase, keep_params, store_classes
 from .svc_compat import _labels_at, _weighted_rows, one_vs_rest, support_classes, svc_layout
+
+if TYPE_CHECKING:
+    import os
+    from typing import Literal
+
+    from distributed import Client
+    from numpy.typing import ArrayLike
+
+    from ..data.store import DataLike
+    from ..options import OptionsLike
 
 
 class CVMClassifier(ClassifierMixin, _CVMBase):
@@ -183,18 +196,28 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     task = "classification"  # what `streamcvm train --task` calls it
     auto_C = True
 
-    def __init__(self, *, method="auto", C="auto", kernel="rbf", gamma="auto", coef0=0.0,
-                 degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None, full_pass=False,
-                 multi_class="ovo", decision_function_shape="ovr", class_weight=None,
-                 train_size="auto", stage_tol=0.02, stop="slack", n_jobs=-1, scale=False,
-                 probability=False, compact="auto", options=None, random_state=0,
-                 verbose=False):
+    def __init__(self, *, method: Literal["auto", "bvm", "cvm", "fvm"] = "auto",
+                 C: float | Literal["auto"] = "auto", kernel: str = "rbf",
+                 gamma: float | Literal["auto"] = "auto", coef0: float = 0.0, degree: int = 3,
+                 eps: float | Literal["auto"] = "auto", sample_size: int = SAMPLE_SIZE,
+                 max_core: int | None = None, full_pass: bool = False,
+                 multi_class: Literal["ovo", "ovr"] = "ovo",
+                 decision_function_shape: Literal["ovo", "ovr"] = "ovr",
+                 class_weight: Literal["balanced"] | dict[Any, float] | None = None,
+                 train_size: Literal["auto", "all"] | int = "auto", stage_tol: float = 0.02,
+                 stop: Literal["slack", "validation"] = "slack", n_jobs: int = -1,
+                 scale: bool | Literal["standard", "range"] = False, probability: bool = False,
+                 compact: Literal["auto", False] = "auto", options: OptionsLike = None,
+                 random_state: int | None = 0, verbose: bool = False) -> None:
         keep_params(self, locals())
 
-    def fit(self, X, y=None, sample_weight=None, *, checkpoint_dir=None,
-            checkpoint_every=CHECKPOINT_EVERY, checkpoint_iters=None,
-            checkpoint_keep=CHECKPOINT_KEEP, resume=False, checkpoint_replace=False,
-            client=None):
+    def fit(self, X: DataLike, y: ArrayLike | None = None,
+            sample_weight: ArrayLike | None = None, *,
+            checkpoint_dir: str | os.PathLike[str] | None = None,
+            checkpoint_every: float | None = CHECKPOINT_EVERY,
+            checkpoint_iters: int | None = None, checkpoint_keep: int = CHECKPOINT_KEEP,
+            resume: bool = False, checkpoint_replace: bool = False,
+            client: Client | str | None = None) -> CVMClassifier:
         """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
 
         ``sample_weight``: per-row multipliers of C (arrays only), >= 0; a
@@ -315,39 +338,39 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return got
 
     @property
-    def support_(self):
+    def support_(self) -> np.ndarray:
         """Indices of the distinct support rows in the training data, sorted
         by class (``classes_`` order), then by index, as SVC's."""
         return self._svc().support
 
     @property
-    def n_support_(self):
+    def n_support_(self) -> np.ndarray:
         """Distinct support rows per class, in ``classes_`` order, as SVC's
         (their sum: the rows the model keeps)."""
         return self._svc().n_support
 
     @property
-    def support_vectors_(self):
+    def support_vectors_(self) -> np.ndarray | sp.csr_matrix:
         """The distinct support rows, in ``support_`` order (as trained on:
         scaled when ``scaler_`` is set)."""
         return self._svc().rows
 
     @property
-    def dual_coef_(self):
+    def dual_coef_(self) -> np.ndarray:
         """SVC's layout: [n_classes - 1, n_SV] (one-vs-one), [1, n_SV] (two
         classes), [n_classes, n_SV] (``multi_class="ovr"``); see the class
         docstring."""
         return self._svc().dual_coef
 
     @property
-    def intercept_(self):
+    def intercept_(self) -> np.ndarray:
         """SVC's layout: one per one-vs-one machine (classes i < j, positive
         for i), [1] for two classes (positive for classes_[1]), one per
         class with ``multi_class="ovr"``."""
         return self._svc().intercept
 
     @property
-    def machine_n_support_(self):
+    def machine_n_support_(self) -> np.ndarray:
         """Support rows of each machine of ``machines_`` (a row shared by
         machines counted in each)."""
         check_is_fitted(self)
@@ -478,7 +501,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return got
 
 
-    def predict_with_decision(self, X):
+    def predict_with_decision(self, X: DataLike) -> tuple[np.ndarray, np.ndarray]:
         """(predict(X), decision_function(X)) from one pass of kernel blocks."""
         got = self._streamed(X)
         if got is not None:
@@ -492,7 +515,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         dec = -F if self.decision_function_shape == "ovo" else V   # SVC's: positive for i
         return self.classes_[np.argmax(V, axis=1)], dec
 
-    def decision_function(self, X):
+    def decision_function(self, X: DataLike) -> np.ndarray:
         """Binary: f(x), positive for classes_[1]. Multi-class one-vs-one:
         with ``decision_function_shape="ovr"`` (default, as SVC) one column
         per class, the one-vs-one votes plus a confidence below 1/3 that
@@ -502,7 +525,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         machine k's f(x), positive for class k."""
         return self.predict_with_decision(X)[1]
 
-    def predict(self, X):
+    def predict(self, X: DataLike) -> np.ndarray:
         """Class labels of the rows of X: arrays, a sparse matrix, a store,
         its path or URL, or a dask array (streamed chunk by chunk)."""
         return self.predict_with_decision(X)[0]
@@ -527,7 +550,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                                          self.multi_class, len(self.classes_))
 
     @available_if(lambda self: self.probability)
-    def predict_proba(self, X):
+    def predict_proba(self, X: DataLike) -> np.ndarray:
         """P(class | x), one column per ``classes_`` entry, for arrays, a
         store, its path or URL, or a dask array (streamed); needs
         ``probability=True``."""
@@ -545,10 +568,11 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return self._proba_rows(self._validate_X(X))
 
     @available_if(lambda self: self.probability)
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: DataLike) -> np.ndarray:
         return np.log(self.predict_proba(X))
 
-    def score(self, X, y=None, sample_weight=None):
+    def score(self, X: DataLike, y: ArrayLike | None = None,
+              sample_weight: ArrayLike | None = None) -> float:
         """Mean accuracy; on a store (path, URL) against its own labels,
         streamed (a store none of whose labels is a class is refused)."""
         if not is_store_like(X):

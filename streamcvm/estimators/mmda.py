@@ -10,7 +10,10 @@ machines. Features are found one after another, each orthogonal to those
 before it of the same class; a run that was killed resumes at the feature it
 was on and gives the same features.
 """
+from __future__ import annotations
+
 import numbers
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -24,6 +27,16 @@ from ..solvers.kernels import Kernel
 from ..solvers.mmda import Basis
 from .base import (Checkpoints, FitData, FitTemplate, check_options, keep_params,
                    no_labels_with_store, positive_number, resolve_gamma, store_classes)
+
+if TYPE_CHECKING:
+    import os
+    from typing import Literal
+
+    from distributed import Client
+    from numpy.typing import ArrayLike
+
+    from ..data.store import DataLike, StoreLike
+    from ..options import OptionsLike
 
 
 class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemplate,
@@ -67,9 +80,11 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemp
 
     task = "features"
 
-    def __init__(self, n_components=1, *, C=1.0, kernel="rbf", gamma="auto", eps=1e-3,
-                 sample_size=SAMPLE_SIZE, max_core=None, compact="auto", options=None,
-                 random_state=0, verbose=False):
+    def __init__(self, n_components: int = 1, *, C: float = 1.0, kernel: str = "rbf",
+                 gamma: float | Literal["auto"] = "auto", eps: float = 1e-3,
+                 sample_size: int = SAMPLE_SIZE, max_core: int | None = None,
+                 compact: Literal["auto", False] = "auto", options: OptionsLike = None,
+                 random_state: int | None = 0, verbose: bool = False) -> None:
         keep_params(self, locals())
 
     def __sklearn_tags__(self):
@@ -100,8 +115,11 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemp
             raise ValueError(f"kernel must be one of {ok} (MMDA takes the distance kernels: "
                              f"a constant k(x, x), gamma a length scale), got {self.kernel!r}")
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY,
-            checkpoint_keep=CHECKPOINT_KEEP, resume=False, checkpoint_replace=False):
+    def fit(self, X: DataLike, y: ArrayLike | None = None, *,
+            checkpoint_dir: str | os.PathLike[str] | None = None,
+            checkpoint_every: float | None = CHECKPOINT_EVERY,
+            checkpoint_keep: int = CHECKPOINT_KEEP, resume: bool = False,
+            checkpoint_replace: bool = False) -> MMDATransformer:
         """Fit on arrays (X, y) or a store (its y). ``checkpoint_dir``: a
         snapshot after each feature (at most every ``checkpoint_every``
         seconds, and after the last); ``resume=True`` continues from the
@@ -207,7 +225,7 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemp
                                       few_machines=self._options().few_machines),
                           np.float64).reshape(X.shape[0], Beta.shape[1]) + b
 
-    def transform(self, X):
+    def transform(self, X: DataLike) -> np.ndarray:
         """The features of X (arrays, or every row of a store, in order)."""
         check_is_fitted(self)
         if is_store_like(X):
@@ -217,7 +235,8 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemp
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float32, reset=False)
         return self._features(X)
 
-    def transform_store(self, X, path, *, overwrite=False, client=None):
+    def transform_store(self, X: StoreLike, path: str | os.PathLike[str], *,
+                        overwrite: bool = False, client: Client | str | None = None) -> int:
         """Write the features of the store ``X`` to a new store ``path`` (X =
         the features, y / qid as in ``X``), chunk by chunk on ``client`` (a
         dask client, default threads); returns the rows written. The output

@@ -20,8 +20,11 @@ version (a newer one is refused), model.json's own checksum and fields,
 and every array's XXH3 checksum: a damaged or edited model is refused in
 one line (:class:`ModelError`), never half-read.
 """
+from __future__ import annotations
+
 import json
 import os
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +34,20 @@ from ..options import recorded
 from ..solvers.kernels import Kernel
 from ..problems.machine import COMPACT_ARRAYS, has_compact, machine_arrays, machine_from
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from ..data.outputs import Target
+    from ..problems.machine import Machine
+    from .classifier import CVMClassifier
+    from .mmda import MMDATransformer
+    from .oneclass import CVMOneClass
+    from .ranker import CVMRanker
+    from .regressor import CVMRegressor
+
+    # what a model folder holds
+    Model: TypeAlias = CVMClassifier | CVMOneClass | CVMRegressor | CVMRanker | MMDATransformer
+
 FORMAT_VERSION = 1
 
 
@@ -38,7 +55,8 @@ class ModelError(Exception):
     """A path that is not a readable model (one-line message)."""
 
 
-def save_model(est, path, overwrite=False, target=None):
+def save_model(est: Model, path: str | os.PathLike[str], overwrite: bool = False,
+               target: Target | None = None) -> str:
     """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass / CVMRanker /
     MMDATransformer to the folder ``path``. An existing model folder there is
     replaced; any other existing file or streamcvm output only with
@@ -69,6 +87,7 @@ def save_model(est, path, overwrite=False, target=None):
             np.save(fn, np.ascontiguousarray(arr), allow_pickle=False)
             files[name + ".npy"] = _digest(fn)
 
+        bases: dict[int, int]       # id(a shared basis): the machine written with it
         recs, bases = [], {}
         for k, m in enumerate(machines):
             rec, arrays = machine_arrays(m)
@@ -89,7 +108,7 @@ def save_model(est, path, overwrite=False, target=None):
             for name, arr in arrays.items():
                 put(f"m{k}_{name}", arr)
             recs.append(rec)
-        extra = getattr(est, "_model_arrays", dict)()     # the estimator's own arrays
+        extra: dict[str, Any] = getattr(est, "_model_arrays", dict)()  # the estimator's own arrays
         for name, arr in extra.items():
             put(name, arr)
         scaler = getattr(est, "scaler_", None)
@@ -315,7 +334,7 @@ def _array(path, man, read, name):
         raise ModelError(f"{where}: damaged ({e})") from None
 
 
-def load_model(path):
+def load_model(path: str | os.PathLike[str]) -> Model:
     """Read a model folder written by :func:`save_model` (a path or an fsspec
     URL), checked whole first (:func:`read_manifest`), every array against
     its checksum."""
@@ -325,7 +344,7 @@ def load_model(path):
     def get(name):
         return _array(path, man, read, name)
 
-    machines = []
+    machines: list[Machine] = []
     for k, r in enumerate(man["machines"]):
         arrays = {n: get(f"m{k}_{n}") for n in _array_names(r)}
         of = r["compact"].get("basis_of") if has_compact(r) else None

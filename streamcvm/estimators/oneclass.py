@@ -1,10 +1,24 @@
 """CVMOneClass: the one-class L2-SVM (SVDD), the data's enclosing ball."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 from sklearn.base import OutlierMixin
 
 from ..options import CHECKPOINT_EVERY, CHECKPOINT_KEEP, SAMPLE_SIZE
 from ..problems import train_machine
 from .base import Checkpoints, FitData, _OneMachine, keep_params
+
+if TYPE_CHECKING:
+    import os
+    from typing import Literal
+
+    from distributed import Client
+    from numpy.typing import ArrayLike
+
+    from ..data.store import DataLike
+    from ..options import OptionsLike
 
 
 class CVMOneClass(OutlierMixin, _OneMachine):
@@ -36,16 +50,23 @@ class CVMOneClass(OutlierMixin, _OneMachine):
 
     task = "one-class"  # what `streamcvm train --task` calls it
 
-    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
-                 degree=3, eps=1e-3, sample_size=SAMPLE_SIZE, max_core=None, full_pass=False,
-                 scale=False, options=None, random_state=0, verbose=False):
+    def __init__(self, *, method: Literal["bvm", "cvm", "fvm"] = "cvm", C: float = 1.0,
+                 kernel: str = "rbf", gamma: float | Literal["auto"] = "auto",
+                 coef0: float = 0.0, degree: int = 3, eps: float | Literal["auto"] = 1e-3,
+                 sample_size: int = SAMPLE_SIZE, max_core: int | None = None,
+                 full_pass: bool = False, scale: bool | Literal["standard", "range"] = False,
+                 options: OptionsLike = None, random_state: int | None = 0,
+                 verbose: bool = False) -> None:
         keep_params(self, locals())
 
     requires_y = False
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY,
-            checkpoint_iters=None, checkpoint_keep=CHECKPOINT_KEEP, resume=False,
-            checkpoint_replace=False, client=None):
+    def fit(self, X: DataLike, y: ArrayLike | None = None, *,
+            checkpoint_dir: str | os.PathLike[str] | None = None,
+            checkpoint_every: float | None = CHECKPOINT_EVERY,
+            checkpoint_iters: int | None = None, checkpoint_keep: int = CHECKPOINT_KEEP,
+            resume: bool = False, checkpoint_replace: bool = False,
+            client: Client | str | None = None) -> CVMOneClass:
         """Fit on the rows of X (arrays, a sparse matrix or a store); y is
         ignored. The checkpoint arguments and ``client`` are those of
         :meth:`CVMClassifier.fit`."""
@@ -65,12 +86,12 @@ class CVMOneClass(OutlierMixin, _OneMachine):
             train_size="all", stop="slack"))
         self.offset_ = -self.machine_.radius2
 
-    def decision_function(self, X):
+    def decision_function(self, X: DataLike) -> np.ndarray:
         """R^2 - ||phi(x) - c||^2 (positive inside) for arrays, a store, its
         path or URL, or a dask array (streamed)."""
         return self._values(X, streamed=1)
 
-    def score_samples(self, X):
+    def score_samples(self, X: DataLike) -> np.ndarray:
         return self.decision_function(X) + self.offset_
 
     def _model_record(self):
@@ -80,9 +101,9 @@ class CVMOneClass(OutlierMixin, _OneMachine):
         self.machine_ = machines[0]
         self.offset_ = man["offset"]
 
-    def predict_with_decision(self, X):
+    def predict_with_decision(self, X: DataLike) -> tuple[np.ndarray, np.ndarray]:
         dec = self.decision_function(X)
         return np.where(dec >= 0, 1, -1), dec
 
-    def predict(self, X):
+    def predict(self, X: DataLike) -> np.ndarray:
         return self.predict_with_decision(X)[0]

@@ -1,4 +1,8 @@
 """CVMRanker: the kernel ranking SVM over preference pairs within queries."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 from sklearn.utils.validation import validate_data
 
@@ -7,6 +11,16 @@ from ..options import CHECKPOINT_EVERY, CHECKPOINT_KEEP, SAMPLE_SIZE
 from ..problems.ranking import RANKING, train_ranker
 from ..solvers.methods import method_class
 from .base import Checkpoints, FitData, _OneMachine, keep_params, no_labels_with_store
+
+if TYPE_CHECKING:
+    import os
+    from typing import Literal
+
+    from distributed import Client
+    from numpy.typing import ArrayLike
+
+    from ..data.store import DataLike
+    from ..options import OptionsLike
 
 
 class CVMRanker(_OneMachine):
@@ -23,19 +37,25 @@ class CVMRanker(_OneMachine):
     task = "ranking"  # what `streamcvm train --task` calls it
     y_hint = " (y: relevance; qid: query ids)"
 
-    def __init__(self, *, method="cvm", C=1.0, kernel="rbf", gamma="auto", coef0=0.0,
-                 degree=3, eps=1e-4, sample_size=SAMPLE_SIZE, max_core=20000, full_pass=False,
-                 scale=False, options=None, random_state=0, verbose=False):
+    def __init__(self, *, method: Literal["cvm", "fvm"] = "cvm", C: float = 1.0,
+                 kernel: str = "rbf", gamma: float | Literal["auto"] = "auto",
+                 coef0: float = 0.0, degree: int = 3, eps: float | Literal["auto"] = 1e-4,
+                 sample_size: int = SAMPLE_SIZE, max_core: int | None = 20000,
+                 full_pass: bool = False, scale: bool | Literal["standard", "range"] = False,
+                 options: OptionsLike = None, random_state: int | None = 0,
+                 verbose: bool = False) -> None:
         keep_params(self, locals())
 
     def _check_params(self):
         super()._check_params()
         method_class(self.method, plain=False, problem=RANKING)
 
-    def fit(self, X, y=None, qid=None, *, checkpoint_dir=None,
-            checkpoint_every=CHECKPOINT_EVERY, checkpoint_iters=None,
-            checkpoint_keep=CHECKPOINT_KEEP, resume=False, checkpoint_replace=False,
-            client=None):
+    def fit(self, X: DataLike, y: ArrayLike | None = None, qid: ArrayLike | None = None, *,
+            checkpoint_dir: str | os.PathLike[str] | None = None,
+            checkpoint_every: float | None = CHECKPOINT_EVERY,
+            checkpoint_iters: int | None = None, checkpoint_keep: int = CHECKPOINT_KEEP,
+            resume: bool = False, checkpoint_replace: bool = False,
+            client: Client | str | None = None) -> CVMRanker:
         """Fit on arrays (X, y, qid) or a store with a qid column; arrays
         without ``qid`` are one query (every pair of rows whose relevance
         differs). The
@@ -63,16 +83,17 @@ class CVMRanker(_OneMachine):
         self._fit_one(run, data.store, kern, run.solve(), lambda s: train_ranker(
             data.store, kern, s, C=self.C, full_pass=self.full_pass))
 
-    def predict(self, X):
+    def predict(self, X: DataLike) -> np.ndarray:
         """Scores: within a query, higher ranks first. X: arrays, a store,
         its path or URL, or a dask array (streamed)."""
         return self._values(X)
 
-    def predict_with_decision(self, X):
+    def predict_with_decision(self, X: DataLike) -> tuple[np.ndarray, np.ndarray]:
         f = self.predict(X)
         return f, f
 
-    def score(self, X, y=None, qid=None):
+    def score(self, X: DataLike, y: ArrayLike | None = None,
+              qid: ArrayLike | None = None) -> float:
         """Mean NDCG@10 over the queries (no ``qid``: the rows are one
         query); on a store (path, URL) against its own relevance labels and
         query ids, streamed."""

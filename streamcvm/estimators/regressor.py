@@ -1,7 +1,10 @@
 """CVMRegressor: kernel L2-SVR as a center-constrained MEB (Core Vector
 Regression), with the (mu, gamma) defaults chosen on held-out rows."""
+from __future__ import annotations
+
 import numbers
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -16,6 +19,16 @@ from ..solvers.kernels import Kernel, kernel_class
 from ..solvers.methods import method_class
 from .base import (METHODS, Checkpoints, FitData, _OneMachine, check_options, keep_params, log,
                    positive_number, resolve_eps)
+
+if TYPE_CHECKING:
+    import os
+    from typing import Literal
+
+    from distributed import Client
+    from numpy.typing import ArrayLike
+
+    from ..data.store import DataLike
+    from ..options import OptionsLike
 
 
 class CVMRegressor(RegressorMixin, _OneMachine):
@@ -112,10 +125,15 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     # fit on raw targets (an older streamcvm) is another run
     run_identity = {"targets": "standardised"}
 
-    def __init__(self, *, method="cvm", C="auto", mu="auto", kernel="rbf", gamma="auto",
-                 coef0=0.0, degree=3, eps="auto", sample_size=SAMPLE_SIZE, max_core=None,
-                 full_pass=False, train_size="auto", scale=False, compact="auto",
-                 options=None, random_state=0, verbose=False):
+    def __init__(self, *, method: Literal["cvm", "fvm"] = "cvm",
+                 C: float | Literal["auto"] = "auto", mu: float | Literal["auto"] = "auto",
+                 kernel: str = "rbf", gamma: float | Literal["auto"] = "auto",
+                 coef0: float = 0.0, degree: int = 3, eps: float | Literal["auto"] = "auto",
+                 sample_size: int = SAMPLE_SIZE, max_core: int | None = None,
+                 full_pass: bool = False, train_size: Literal["auto", "all"] | int = "auto",
+                 scale: bool | Literal["standard", "range"] = False,
+                 compact: Literal["auto", False] = "auto", options: OptionsLike = None,
+                 random_state: int | None = 0, verbose: bool = False) -> None:
         keep_params(self, locals())
 
     def _check_params(self):
@@ -135,9 +153,12 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             raise ValueError(f"train_size must be 'auto', 'all' or a number of rows of at "
                              f"least 1,000, got {ts!r}")
 
-    def fit(self, X, y=None, *, checkpoint_dir=None, checkpoint_every=CHECKPOINT_EVERY,
-            checkpoint_iters=None, checkpoint_keep=CHECKPOINT_KEEP, resume=False,
-            checkpoint_replace=False, client=None):
+    def fit(self, X: DataLike, y: ArrayLike | None = None, *,
+            checkpoint_dir: str | os.PathLike[str] | None = None,
+            checkpoint_every: float | None = CHECKPOINT_EVERY,
+            checkpoint_iters: int | None = None, checkpoint_keep: int = CHECKPOINT_KEEP,
+            resume: bool = False, checkpoint_replace: bool = False,
+            client: Client | str | None = None) -> CVMRegressor:
         """Fit on arrays (X, y), a sparse matrix, or a store (targets from its
         y). The checkpoint arguments and ``client`` are those of
         :meth:`CVMClassifier.fit`."""
@@ -210,12 +231,12 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         return Kernel(self.kernel, gamma=gamma, coef0=self.coef0, degree=self.degree)
 
     @property
-    def intercept_(self):
+    def intercept_(self) -> float:
         check_is_fitted(self)
         return self.machine_.intercept
 
     @property
-    def dual_coef_(self):
+    def dual_coef_(self) -> np.ndarray:
         """The support rows' coefficients in the targets' units: sd x C
         (lambda_i - lambda*_i) (cvr eq. 9 on the standardised targets), so
         that f(x) = sum dual_coef_ k(sv, x) + intercept_."""
@@ -223,7 +244,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         return self.machine_.coef
 
     @property
-    def n_support_(self):
+    def n_support_(self) -> int:
         check_is_fitted(self)
         return len(self.machine_.coef)
 
@@ -240,15 +261,16 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         self.mu_ = man.get("mu_")
         self.target_type_ = man.get("target_type")
 
-    def predict(self, X):
+    def predict(self, X: DataLike) -> np.ndarray:
         """f(x) for arrays, a store, its path or URL, or a dask array (streamed)."""
         return self._values(X)
 
-    def predict_with_decision(self, X):
+    def predict_with_decision(self, X: DataLike) -> tuple[np.ndarray, np.ndarray]:
         f = self.predict(X)
         return f, f
 
-    def score(self, X, y=None, sample_weight=None):
+    def score(self, X: DataLike, y: ArrayLike | None = None,
+              sample_weight: ArrayLike | None = None) -> float:
         """R^2; on a store (path, URL) against its own targets, from sums
         kept chunk by chunk."""
         if not is_store_like(X):

@@ -8,6 +8,10 @@ through any correct parser to the value rounded to that many decimals.
 import numpy as np
 from numba import njit
 
+from ..._numba_cache import ensure as _ensure_numba_cache
+
+_ensure_numba_cache()       # before the first compiled kernel is defined
+
 
 @njit(cache=True, nogil=True)
 def _put_int(out, p, v):
