@@ -109,8 +109,10 @@ What each figure is:
 - ``--baseline REV [REV ...]``: streamcvm of each git revision REV (a
   detached worktree under WORKDIR, as ``compare_models.py`` makes) runs
   first at each size, in the order given, on its own copies of the stores
-  written without chunk checksums (what versions before them read); its
-  row's method ends in "stores w/o checksums", and this tree's row then has
+  written without chunk checksums (what versions before them read;
+  ``--same-stores``: on this tree's stores, for revisions that read
+  checksums); its row's method ends in "stores w/o checksums", and this
+  tree's row then has
   train / predict ratio = this tree's seconds over the first baseline's
   (above 1: this tree is slower).
 
@@ -419,7 +421,7 @@ def table(runs):
     ours, base = {}, {}
     for r in runs:
         is_ours = r["method"].startswith("streamcvm")
-        is_base = is_ours and r["method"].endswith(BASELINE_TAG)
+        is_base = is_ours and (r.get("baseline") or r["method"].endswith(BASELINE_TAG))
         if is_base:
             base.setdefault(r["rows"], r)       # ratios against the first baseline
         elif is_ours:
@@ -484,6 +486,9 @@ def main(argv=None):
                     help="also run streamcvm of git revision REV (a worktree under WORKDIR), "
                          "before this tree's at each size, on stores written without chunk "
                          "checksums (as versions before them wrote)")
+    ap.add_argument("--same-stores", action="store_true",
+                    help="the baselines train on this tree's stores (with chunk checksums: "
+                         "for revisions that read them), not on copies without checksums")
     ap.add_argument("--no-svc", action="store_true", help="skip the SVC references")
     ap.add_argument("--svc-max-rows", type=parse_rows, default=200_000,
                     help="SVC on all rows only up to this many (default 200K)")
@@ -529,7 +534,7 @@ def main(argv=None):
             label, key, tree = worktree(rev, a.workdir)
             bases.append({"label": label, "key": key, "exe": baseline_exe(tree)})
         result["baseline"] = [{"revision": b["label"], "tree": b["exe"][1]} for b in bases]
-    old = dict(suffix="-nochecksums", checksums=False)
+    old = {} if a.same_stores else dict(suffix="-nochecksums", checksums=False)
     for ds in a.datasets:
         test_rows = a.test_rows or TEST_ROWS[ds]
         test, test_info = B.ensure_store(a.workdir, ds, test_rows, TEST_FIRST_BLOCK, SEED)
@@ -555,11 +560,12 @@ def main(argv=None):
             model = os.path.join(a.workdir, "models", f"{ds}-{n}{tag}")
             for base in bases:
                 btrain, _ = B.ensure_store(a.workdir, ds, n, 0, SEED, **old)
-                log(f"{ds} {n:,} rows: streamcvm {base['label']} train (stores without "
-                    f"checksums) ...")
+                log(f"{ds} {n:,} rows: streamcvm {base['label']} train"
+                    + ("" if a.same_stores else " (stores without checksums)") + " ...")
                 r = run_streamcvm(btrain, base["test"], f"{model}-{base['key']}", extra,
                                   a.timeout, base["exe"])
-                r.update(rows=n, method=f"streamcvm {base['label']}{BASELINE_TAG}",
+                r.update(rows=n, method=f"streamcvm {base['label']}"
+                         + ("" if a.same_stores else BASELINE_TAG), baseline=True,
                          fit_rows=n, train_threads=our_threads(),
                          predict_threads=our_threads())
                 res["runs"].append(r)
@@ -590,7 +596,7 @@ def main(argv=None):
         B.print_sizes(f"{ds}: {res['d']:,} features, held-out {res['test_rows']:,} rows "
                       f"(first_block={TEST_FIRST_BLOCK})", runs, table(runs),
                       [r for r in runs if r["method"].startswith("streamcvm") and "error" not in r
-                       and not r["method"].endswith(BASELINE_TAG)])
+                       and not r.get("baseline") and not r["method"].endswith(BASELINE_TAG)])
     log(f"wrote {a.json}")
     return 0
 
