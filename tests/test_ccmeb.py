@@ -529,8 +529,8 @@ def test_regressor_defaults_solve_small_data_exactly_and_max_core_keeps_cvm():
     assert r.history_[-1]["exact"] and r.C_ == 2.0 * len(t)
     c = CVMRegressor(mu=0.1, gamma=1.0, max_core=5000).fit(X, t)
     assert "exact" not in c.history_[-1] and c.C_ == 5.0 * len(t)
-    f = CVMRegressor(mu=0.1, gamma=1.0, method="fvm").fit(X, t)
-    assert "exact" not in f.history_[-1]
+    f = CVMRegressor(mu=0.1, gamma=1.0, method="fvm").fit(X[:300], t[:300])  # (FW: slow at
+    assert "exact" not in f.history_[-1] and f.C_ == 5.0 * 300                # C = 5 x rows)
 
 
 def test_regressor_trials_before_an_exact_fit_take_fewer_rows(monkeypatch):

@@ -22,13 +22,14 @@ print(json.dumps({"env": {k: v for k, v in os.environ.items() if before.get(k) !
 
 
 def _tree(folder):
-    """Every path under ``folder`` (no .pyc: Python's own byte code is not
-    streamcvm's doing, and an installed package has it already)."""
+    """Every path under ``folder`` but the byte-code folders: Python's own
+    byte code is not streamcvm's doing (an installed package has it
+    already), and numba's cache files there are the other test processes'
+    compiling (the probe checks that the import loads no numba at all)."""
     out = set()
     for d, dirs, files in os.walk(folder):
-        for f in dirs + files:
-            if not f.endswith(".pyc"):
-                out.add(os.path.join(d, f))
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        out.update(os.path.join(d, f) for f in dirs + files)
     return out
 
 

@@ -329,14 +329,15 @@ def test_progressive_regression_stops_before_a_stage_past_the_core_budget():
 
 def test_progressive_regression_resume_inside_a_later_stage_is_exact(tmp_path, monkeypatch):
     from streamcvm import CVMRegressor
-    store = _friedman()
+    store = _friedman(6000)
+    kw = dict(REG, train_size=4000)         # stages of 1,000, 2,000 and 4,000 rows
     orig, searches = meb.MEBSolver.search, []
 
     def counted(self, *a, **k):
         searches.append(self.ball.core.n)
         return orig(self, *a, **k)
     monkeypatch.setattr(meb.MEBSolver, "search", counted)
-    ref = CVMRegressor(**REG).fit(store)
+    ref = CVMRegressor(**kw).fit(store)
     total = len(searches)
     count = {"n": 0}
 
@@ -347,14 +348,14 @@ def test_progressive_regression_resume_inside_a_later_stage_is_exact(tmp_path, m
         return orig(self, *a, **k)
     monkeypatch.setattr(meb.MEBSolver, "search", killing)
     with pytest.raises(KeyboardInterrupt):
-        CVMRegressor(**REG).fit(store, checkpoint_dir=tmp_path, checkpoint_every=3600,
+        CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path, checkpoint_every=3600,
                                 checkpoint_iters=100)
     man = snapshots.latest(tmp_path)[0]
     assert man["current"]["pool"]["progressive"]["stage"] >= 1, \
         "the kill should land after the first stage"
     searches.clear()
     monkeypatch.setattr(meb.MEBSolver, "search", counted)
-    res = CVMRegressor(**REG).fit(store, checkpoint_dir=tmp_path, resume=True)
+    res = CVMRegressor(**kw).fit(store, checkpoint_dir=tmp_path, resume=True)
     assert len(searches) < 300 < total / 3  # it continued: no stage was redone
     np.testing.assert_array_equal(ref.machine_.sv_ids, res.machine_.sv_ids)
     np.testing.assert_array_equal(ref.machine_.coef, res.machine_.coef)
