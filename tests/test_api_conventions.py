@@ -130,3 +130,32 @@ def test_info_says_when_no_search_ran(tmp_path):
     m = CVMClassifier().fit(X, y)
     save_model(m, tmp_path / "m")
     assert "search     none (too few rows" in describe_model(str(tmp_path / "m"))
+
+
+def test_info_options_lists_every_setting_and_a_models_changed_ones(tmp_path, capsys):
+    """``streamcvm info --options``: every field of Options and SurfaceOptions
+    with its default; with a MODEL, the value it was trained with beside the
+    default, and ``info MODEL`` names the changed options; a path that is no
+    model folder is one line and a non-zero exit."""
+    import dataclasses
+    from streamcvm.cli import main
+    from streamcvm.estimators.model import save_model
+    from streamcvm.options import Options, SurfaceOptions
+    assert main(["info", "--options"]) == 0
+    text = capsys.readouterr().out
+    for k in (Options, SurfaceOptions):
+        for f in dataclasses.fields(k):
+            assert f"    {f.name} = " in text, f.name
+    assert "   (default " not in text        # the defaults: nothing differs
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    y = (X[:, 0] > 0).astype(int)
+    m = CVMClassifier(C=1.0, gamma=1.0, options={"svc_tol": 1e-3}).fit(X, y)
+    save_model(m, tmp_path / "m")
+    assert main(["info", "--options", str(tmp_path / "m")]) == 0
+    text = capsys.readouterr().out
+    assert "    svc_tol = 0.001   (default 0.002)" in text
+    assert "pool_chunks = 8  [" in text     # an option it did not change: the default
+    assert main(["info", str(tmp_path / "m")]) == 0
+    assert "options    svc_tol=0.001 (the rest the defaults)" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--options takes a model folder"):
+        main(["info", "--options", str(tmp_path)])

@@ -54,7 +54,7 @@ def main(argv=None):
     from datasets import load, protocol_gamma
     from streamcvm.solvers.kernels import Kernel, sq_norms
     from streamcvm.solvers import meb
-    from streamcvm.solvers.exact.bvm_loop import HIST, bvm_exact, new_state
+    from streamcvm.solvers.exact.bvm_loop import bvm_exact, new_hist, new_state
 
     Xtr, ytr, Xte, yte = load(a.dataset)
     if len(np.unique(ytr)) != 2:
@@ -95,7 +95,7 @@ def main(argv=None):
         out = {}
         for average in (False, True):
             alpha = np.zeros(X.shape[0])
-            hist = np.zeros(len(levels), HIST)
+            hist = new_hist(len(levels))
             t = time.perf_counter()
             bvm_exact(*args, sq, y, gamma, b, invC, levels, 0.0, ms, alpha, hist, average,
                       new_state(), np.zeros(X.shape[0]), -1, 1, -1, False)

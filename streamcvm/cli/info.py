@@ -311,6 +311,7 @@ def describe_options(values=None, kind=None, title="options"):
         out.append(f"{k.__name__} ({k.__module__}.{k.__name__}: the estimators' options=, "
                    f"the command line's --option NAME=VALUE)" if k is O.Options else
                    f"{k.__name__} (streamcvm.surface's options=, streamcvm surface --option)")
+        fields = {f.name: f for f in dataclasses.fields(k)}
         seen = set()
         for sec in sections:
             names = [f for f in sec.__dataclass_fields__ if f not in seen]
@@ -320,7 +321,6 @@ def describe_options(values=None, kind=None, title="options"):
             doc = (sec.__doc__ or "").strip().splitlines()[0] if sec is not k else ""
             if doc:
                 out.append(f"  {doc}")
-            fields = {f.name: f for f in dataclasses.fields(k)}
             for n in names:
                 f = fields[n]
                 v = getattr(current, n)

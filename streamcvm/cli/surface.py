@@ -77,7 +77,7 @@ def check_extra(png=False):
     (plyfile for point and mesh files, scikit-image for marching cubes,
     matplotlib for --png) are not installed: before any work."""
     import importlib
-    for name in EXTRA[:2] + (EXTRA[2:] if png else ()):
+    for name in EXTRA if png else EXTRA[:2]:
         try:
             importlib.import_module(name)
         except ImportError:
