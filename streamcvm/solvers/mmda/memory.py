@@ -270,7 +270,9 @@ def _fit_memory(X, ys, neg, pos, P, levels, st, cols, Kf, G):
     sample = np.empty(max(m, st.init_size), np.int64)
     hist = np.zeros(len(levels), HISTORY)
     draws = 0
-    t = 0
+    # an int64, not the literal 0: numba would compile every helper that takes t
+    # once more for the literal (4 s of a fresh install's first MMDA fit)
+    t = np.int64(0)
     steps = 0
     solves = 0
     first = _first_rows(neg, pos, st.init_size, incore, sample)
