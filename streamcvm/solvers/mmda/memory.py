@@ -92,7 +92,8 @@ def _dot(k, w, t):
 def _grow(a, n):
     """``a`` (a vector) in a longer buffer of ``n`` entries."""
     b = np.zeros(n, a.dtype)
-    b[:len(a)] = a
+    for i in range(len(a)):     # (a loop: a slice assignment compiles numba's shape error)
+        b[i] = a[i]
     return b
 
 
@@ -121,9 +122,13 @@ def _grown(b, s, t):
     room, its ``t`` rows' entries copied."""
     cap = 2 * len(b.rows)
     Kf = np.empty((b.Kf.shape[0], cap + 16), np.float32)
-    Kf[:, :t] = b.Kf[:, :t]
+    for i in range(b.Kf.shape[0]):      # (loops, as in _grow)
+        for j in range(t):
+            Kf[i, j] = b.Kf[i, j]
     G = np.empty((s + cap, s + cap))
-    G[:s + t, :s + t] = b.G[:s + t, :s + t]
+    for i in range(s + t):
+        for j in range(s + t):
+            G[i, j] = b.G[i, j]
     return CoreSet(_grow(b.rows, cap), _grow(b.ay, cap), Kf, G, _grow(b.x, s + cap),
                    _grow(b.grad, s + cap), _grow(b.invd, s + cap))
 
