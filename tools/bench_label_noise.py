@@ -10,6 +10,13 @@ own process (its wall time and peak RSS), then ``streamcvm evaluate`` on the
 clean test store.
 
     python tools/bench_label_noise.py --rows 1M --flips 0 0.2 --json out.json
+    python tools/bench_label_noise.py --rows 1M --flips 0 --baseline d160963
+
+``--baseline REV``: each training run is repeated, in the same run, by the
+streamcvm of the git revision REV (a worktree of it), on the same stores;
+``train / baseline`` is this tree's train seconds over the baseline's. Each
+code first trains once, untimed, on 20,000 rows (numba's compile is not in
+the timed runs).
 """
 import json
 import os
@@ -20,6 +27,7 @@ import benchlib as B  # noqa: E402
 
 KIND = "boundary"
 TEST_ROWS = 200_000
+WARMUP_ROWS = 20_000
 
 
 def child_store(spec):
@@ -34,8 +42,8 @@ def child_store(spec):
     return {"path": spec["path"], "generate_s": time.perf_counter() - t}
 
 
-def train_eval(train, test, model, extra, timeout):
-    exe = [sys.executable, "-m", "streamcvm"]
+def train_eval(train, test, model, extra, timeout, exe=None):
+    exe = exe or [sys.executable, "-m", "streamcvm"]
     out = {"command": " ".join(["streamcvm", "train", train, "-o", model] + extra)}
     r = B.run_timed(exe + ["train", train, "-o", model, "-q", "--overwrite"] + extra, timeout)
     if r["rc"] != 0:
@@ -68,6 +76,8 @@ def main(argv=None):
     ap.add_argument("--streamcvm-args", default="", help='appended to "streamcvm train"')
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--baseline", metavar="REV", default=None,
+                    help="also train with the streamcvm of this git revision, same stores")
     a = ap.parse_args(argv)
     if a.child:
         return B.child_main(a.child, {"store": child_store})
@@ -79,32 +89,54 @@ def main(argv=None):
     test = os.path.join(a.workdir, f"{KIND}-test-{TEST_ROWS}.zarr")
     B.run_child({"kind": "store", "path": test, "n": TEST_ROWS, "first_block": 10 ** 6,
                  "flip": 0.0})
+    codes = [("this tree", None)]
+    if a.baseline:
+        sha, tree = B.baseline_worktree(a.baseline)
+        codes.append((sha, B.baseline_exe(tree)))
+    extra = a.streamcvm_args.split()
+    warm = os.path.join(a.workdir, f"{KIND}-warmup-{WARMUP_ROWS}.zarr")
+    B.run_child({"kind": "store", "path": warm, "n": WARMUP_ROWS, "first_block": 2 * 10 ** 6,
+                 "flip": 0.0})
+    for code, exe in codes:
+        B.log(f"{code}: warm-up train on {WARMUP_ROWS:,} rows (untimed) ...")
+        train_eval(warm, warm, os.path.join(a.workdir, "model-warmup"), extra, a.timeout, exe)
     runs = []
     for n in a.rows:
-        clean = None
+        clean = {}
         for f in flips:
             train = os.path.join(a.workdir, f"{KIND}-train-{n}-flip{f:g}.zarr")
             B.run_child({"kind": "store", "path": train, "n": n, "first_block": 0, "flip": f})
-            model = os.path.join(a.workdir, f"model-{n}-flip{f:g}")
-            B.log(f"{n:,} rows, {100 * f:g}% flipped: streamcvm train ...")
-            r = dict(rows=n, flip=f, **train_eval(train, test, model, a.streamcvm_args.split(),
-                                                  a.timeout))
-            if f == 0:
-                clean = r
-            elif clean is not None and "error" not in r and "error" not in clean:
-                r["error_minus_clean_pp"] = r["clean_test_error"] - clean["clean_test_error"]
-                r["time_vs_clean"] = r["train_s"] / clean["train_s"]
-            runs.append(r)
-            B.log(f"  {r}")
-            if a.json:
-                session.write(a.json, runs=runs)
-    head = ["rows", "flipped %", "train s", "peak RSS MB", "predict s", "clean test error %",
-            "#SV", "last stage rows", "error - clean pp", "time / clean"]
-    rows = [[f"{r['rows']:,}", f"{100 * r['flip']:g}", B.fmt(r.get("train_s"), ".1f"),
+            for code, exe in codes:
+                model = os.path.join(a.workdir, f"model-{n}-flip{f:g}"
+                                     + ("" if exe is None else f"-{code}"))
+                B.log(f"{n:,} rows, {100 * f:g}% flipped: {code}: streamcvm train ...")
+                r = dict(rows=n, flip=f, code=code,
+                         **train_eval(train, test, model, extra, a.timeout, exe))
+                if f == 0:
+                    clean[code] = r
+                elif code in clean and "error" not in r and "error" not in clean[code]:
+                    c = clean[code]
+                    r["error_minus_clean_pp"] = r["clean_test_error"] - c["clean_test_error"]
+                    r["time_vs_clean"] = r["train_s"] / c["train_s"]
+                if exe is not None and "error" not in r:
+                    ours = next((q for q in runs if q["rows"] == n and q["flip"] == f
+                                 and q["code"] == "this tree" and "error" not in q), None)
+                    if ours is not None:
+                        ours["train_vs_baseline"] = ours["train_s"] / r["train_s"]
+                        ours["predict_vs_baseline"] = ours["predict_s"] / r["predict_s"]
+                runs.append(r)
+                B.log(f"  {r}")
+                if a.json:
+                    session.write(a.json, runs=runs)
+    head = ["code", "rows", "flipped %", "train s", "peak RSS MB", "predict s",
+            "clean test error %", "#SV", "last stage rows", "error - clean pp", "time / clean",
+            "train / baseline", "predict / baseline"]
+    rows = [[r["code"], f"{r['rows']:,}", f"{100 * r['flip']:g}", B.fmt(r.get("train_s"), ".1f"),
              B.fmt(r.get("peak_rss") and r["peak_rss"] / 2 ** 20, ".0f"),
              B.fmt(r.get("predict_s"), ".1f"), B.fmt(r.get("clean_test_error"), ".3f"),
              B.fmt(r.get("n_sv"), ",d"), B.fmt(r.get("stage_rows"), ""),
-             B.fmt(r.get("error_minus_clean_pp"), "+.3f"), B.fmt(r.get("time_vs_clean"), ".2f")]
+             B.fmt(r.get("error_minus_clean_pp"), "+.3f"), B.fmt(r.get("time_vs_clean"), ".2f"),
+             B.fmt(r.get("train_vs_baseline"), ".2f"), B.fmt(r.get("predict_vs_baseline"), ".2f")]
             for r in runs]
     print("\n".join(session.header))
     print(B.table(head, rows))

@@ -266,17 +266,6 @@ def failure(r):
     return B.stderr_tail(r["stderr"])
 
 
-def baseline_exe(tree):
-    """``streamcvm`` of the source tree ``tree`` (a worktree of --baseline).
-    ``-P``: ``python -m`` would put the working directory first on sys.path,
-    ahead of PYTHONPATH, so a run from the repository's root imported this
-    tree's streamcvm as the baseline (fixed 2026-11-28; earlier --baseline
-    rows run from the root, not from tools/, were this tree's code)."""
-    safe = ["-P"] if sys.version_info >= (3, 11) else []
-    return ["env", f"PYTHONPATH={tree}", "PYTHONSAFEPATH=1", sys.executable, *safe,
-            "-m", "streamcvm.cli"]
-
-
 def run_streamcvm(train, test, model, extra, timeout, exe=None):
     """Train (timed, own peak RSS), evaluate, read model.json (``exe``: the
     command that runs streamcvm; default this interpreter's)."""
@@ -532,7 +521,7 @@ def main(argv=None):
         from compare_models import worktree
         for rev in a.baseline:
             label, key, tree = worktree(rev, a.workdir)
-            bases.append({"label": label, "key": key, "exe": baseline_exe(tree)})
+            bases.append({"label": label, "key": key, "exe": B.baseline_exe(tree)})
         result["baseline"] = [{"revision": b["label"], "tree": b["exe"][1]} for b in bases]
     old = {} if a.same_stores else dict(suffix="-nochecksums", checksums=False)
     for ds in a.datasets:

@@ -632,6 +632,17 @@ def threads_note(ours, ref):
     return f"threads differ ({ours} vs {ref}): no ratio"
 
 
+def baseline_exe(tree):
+    """``streamcvm`` of the source tree ``tree`` (a worktree of --baseline).
+    ``-P``: ``python -m`` would put the working directory first on sys.path,
+    ahead of PYTHONPATH, so a run from the repository's root imported this
+    tree's streamcvm as the baseline (fixed 2026-11-28; earlier --baseline
+    rows run from the root, not from tools/, were this tree's code)."""
+    safe = ["-P"] if sys.version_info >= (3, 11) else []
+    return ["env", f"PYTHONPATH={tree}", "PYTHONSAFEPATH=1", sys.executable, *safe,
+            "-m", "streamcvm.cli"]
+
+
 def baseline_worktree(rev):
     """A detached git worktree of ``rev`` (made once, reused): its path."""
     r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--short",
