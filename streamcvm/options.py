@@ -301,6 +301,16 @@ class ExactOptions:
         200, "steps", "an exact BVM run stops after this many steps per row (plus "
         "exact_steps_extra), reported as stopped", low=1)
     exact_steps_extra: int = _opt(10000, "steps", "... plus this many", low=0)
+    exact_shrink: bool = _opt(
+        True, "switch", "rows far inside the ball leave the exact passes until the level ends, "
+        "when they are checked again (the same certificate; the steps may differ)")
+    exact_shrink_margin: float = _opt(
+        0.25, "ratio", "... those whose (K~a) exceeds the violation threshold by this many "
+        "times the boundary's. Less: more rows leave, more may come back violating",
+        low=0.0)
+    exact_shrink_share: float = _opt(
+        0.0625, "share", "... the rows move only when at least this share of those in the "
+        "passes would leave", low=0.0, high=1.0)
     exact_thread_rows: int = _opt(
         8192, "rows", "exact passes of fewer rows run on one thread", low=1)
     exact_thread_retry: int = _opt(

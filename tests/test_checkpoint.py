@@ -384,36 +384,45 @@ def test_sigkill_while_writing_a_snapshot(kill_store, tmp_path):
 
 def test_exact_bvm_resume_is_exact(tmp_path, monkeypatch):
     """A store the sampler holds whole runs bvm_exact; with checkpoints it runs
-    in pieces, snapshots between them, and resumes inside the compiled loop."""
+    in pieces, snapshots between them, and resumes inside the compiled loop
+    (a clean boundary at C = 100: most rows leave the passes, so the pause
+    falls while they are out)."""
     rng = np.random.default_rng(4)
     X = rng.standard_normal((30000, 4)).astype(np.float32)
-    y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.standard_normal(30000) > 0, 1.0, -1.0)
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * np.sin(3 * X[:, 2]) > 0, 1.0, -1.0)
     store = streamcvm.as_store(X, y)                     # one chunk: exact BVM
     orig = exact_bvm.bvm_exact
-    calls = {"n": 0, "kill": None, "starts": []}
+    calls = {"n": 0, "kill": None, "starts": [], "active": []}
 
     def counting(*a, **kw):
         calls["n"] += 1
         calls["starts"].append(int(a[18]["steps"][0]))     # the steps already taken (state)
+        calls["active"].append(int(a[18]["active"][0]))    # rows in the passes (0: all)
         if calls["n"] == calls["kill"]:
             raise _Kill()
         return orig(*a, **kw)
     monkeypatch.setattr(exact_bvm, "bvm_exact", counting)
-    ref = CVMClassifier(eps=1e-4, method="bvm", **FIX).fit(store, checkpoint_dir=tmp_path / "ref",
-                                      checkpoint_every=0.0)
+    fix = dict(eps=1e-5, method="bvm", C=100.0, gamma=0.5)
+    ref = CVMClassifier(**fix).fit(store, checkpoint_dir=tmp_path / "ref", checkpoint_every=0.0)
     assert ref.machines_[0].history[-1].get("exact")
     pieces = calls["n"]
-    calls.update(n=0, kill=4)
+    # killed in the first piece that starts with rows out of the passes
+    # (shrinking): the snapshot before it holds them out, and the resume puts
+    # them back by perm
+    kill = 1 + next(i for i, v in enumerate(calls["active"]) if 0 < v < len(y))
+    calls.update(n=0, kill=kill)
     with pytest.raises(_Kill):
-        CVMClassifier(eps=1e-4, method="bvm", **FIX).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
-    man = snapshots.latest(tmp_path / "ck")[0]
+        CVMClassifier(**fix).fit(store, checkpoint_dir=tmp_path / "ck", checkpoint_every=0.0)
+    man, arrays, _ = snapshots.latest(tmp_path / "ck")
     assert man["current"]["solver"]["exact"] and man["progress"]["iteration"] > 0
+    active = [v[16] for k, v in arrays.items() if k.endswith("ex_state")]
+    assert len(active) == 1 and 0 < active[0] < len(y)
     calls.update(n=0, kill=None, starts=[])
-    res = CVMClassifier(eps=1e-4, method="bvm", **FIX).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
+    res = CVMClassifier(**fix).fit(store, checkpoint_dir=tmp_path / "ck", resume=True)
     _same(ref, res)
     assert res.n_iter_ == ref.n_iter_
     # it continued: its first piece starts from the snapshot's steps, not from none
-    assert pieces > 4 and calls["starts"][0] == man["progress"]["iteration"] > 0
+    assert pieces > kill and calls["starts"][0] == man["progress"]["iteration"] > 0
 
 
 def test_resume_refuses_the_same_rows_chunked_differently(tmp_path):

@@ -236,6 +236,112 @@ def test_bvm_exact_returns_the_mean_of_its_last_two_centers(two_class):
     assert d2.max() <= (1 + h["cert_eps"]) ** 2 * kt - h["ce2_out"] + 1e-9
 
 
+def _shrink_problem(n=6000, n_cand=5000, seed=11):
+    """Rows of a curved boundary (the shrinking's case: most rows far inside),
+    the last ``n - n_cand`` held out."""
+    from streamcvm.solvers.kernels import sq_norms
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4)).astype(np.float32)
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * np.sin(3 * X[:, 2]) > 0, 1.0, -1.0)
+    return X, y, sq_norms(X)
+
+
+def _run_shrinking(X, y, sq, n_cand, levels, options, piece=None, snapshot=False,
+                   average=True):
+    """bvm_exact with shrinking (``perm``), to the end or in pieces of
+    ``piece`` steps; ``snapshot``: between pieces, rebuild the rows from the
+    original order and the saved ``perm`` (what a resumed fit does). Returns
+    (alpha, hist, last, the rows in the passes at each pause, the state,
+    (K~a))."""
+    from streamcvm.solvers.exact.bvm_loop import bvm_exact
+    n = len(y)
+    e, ef = np.zeros(0, np.int64), np.zeros(0, np.float32)
+    XT, sq32, yp = np.ascontiguousarray(X.T), sq.astype(np.float32), y.copy()
+    st, Ka, alpha = exact.new_state(), np.zeros(n), np.zeros(n)
+    hist, perm = exact.new_hist(len(levels)), np.arange(n, dtype=np.int64)
+    active, last = [], -1
+    while last < 0:
+        stop = -1 if piece is None else int(st[0]["steps"]) + piece
+        last = bvm_exact(XT, e, e, ef, e, e, ef, sq32, yp, 0.5, 1.0, 0.01, levels, 0.0, 10**7,
+                         alpha, hist, average, st, Ka, stop, 1, n_cand, False, options=options,
+                         perm=perm)
+        active.append(int(st[0]["active"]))
+        if snapshot and last < 0:
+            st, Ka, alpha, hist, perm = (v.copy() for v in (st, Ka, alpha, hist, perm))
+            XT = np.ascontiguousarray(X.T[:, perm])
+            sq32, yp = sq.astype(np.float32)[perm], y[perm]
+    np.testing.assert_array_equal(perm, np.arange(n))     # every row back in its place
+    np.testing.assert_array_equal(XT, X.T)
+    return alpha, hist, last, active, st[0], Ka
+
+
+def test_bvm_exact_shrinking_certifies_every_row():
+    """Rows far inside the ball leave the passes and come back at each
+    level's end: with the most aggressive margin (0: every row of no weight
+    that does not violate leaves), some come back violating, and the level
+    goes on. Every row, those that left included, is inside the certified
+    ball at the end of the levels where some came back (9 and 12 here), and
+    the ball is the one without shrinking within the certificate. Every
+    row's (K~a) at the end is its own from the weights (those that left
+    too), so the held-out rows' errors are right."""
+    from streamcvm.options import Options
+    from streamcvm.solvers.exact.bvm_loop import bvm_exact
+    X, y, sq = _shrink_problem(seed=0)
+    n, n_cand = len(y), 5000
+    k = Kernel("rbf", gamma=0.5)
+    Q = np.outer(y, y) * (k.block(X, X).astype(np.float64) + 1.0) + 0.01 * np.eye(n)
+    Qc = Q[:n_cand, :n_cand]
+    kt = 1.0 + 1.0 + 0.01
+    opts = Options(exact_shrink_margin=0.0, exact_shrink_share=0.0)
+    Kall = np.outer(y, y[:n_cand]) * (k.block(X, X[:n_cand]).astype(np.float64) + 1.0)
+    Kall[:n_cand] += 0.01 * np.eye(n_cand)
+    for L in (10, 13):
+        # the last center itself (no averaging: its certificate is the level's eps)
+        levels = np.array(eps_levels(1e-6))[:L]
+        a, hist, last, active, st, Ka = _run_shrinking(X, y, sq, n_cand, levels, opts,
+                                                       piece=200, average=False)
+        assert last == L - 1
+        assert min(x for x in active if x > 0) < n // 2   # it did shrink, by half or more
+        assert st["returned"] > 0                           # and some came back violating
+        h = hist[last]
+        assert a[n_cand:].max() == 0.0 and a.sum() == pytest.approx(1.0, abs=1e-9)
+        ac = a[:n_cand]
+        c2 = ac @ Qc @ ac
+        assert h["c2"] == pytest.approx(c2, rel=1e-5)         # (float32 kernel values)
+        d2 = np.diag(Qc) - 2 * Qc @ ac + c2
+        assert d2.max() <= (1 + h["eps"]) ** 2 * kt - h["ce2"] + 1e-7
+        # (K~a) of every row from the weights, the held-out rows' errors from it
+        np.testing.assert_allclose(Ka, Kall @ ac, rtol=0, atol=1e-8)
+        assert h["val_error"] == np.mean(Ka[n_cand:] <= 0)
+    # the same problem without shrinking: the same ball, within the certificate
+    # (both radii kt - c2 within (1 + eps)^2 of the smallest)
+    e, ef = np.zeros(0, np.int64), np.zeros(0, np.float32)
+    a0, h0 = np.zeros(n), exact.new_hist(len(levels))
+    last0 = bvm_exact(np.ascontiguousarray(X.T), e, e, ef, e, e, ef, sq, y.copy(), 0.5, 1.0,
+                      0.01, levels, 0.0, 10**7, a0, h0, False, exact.new_state(), np.zeros(n),
+                      -1, 1, n_cand, False)
+    assert last0 == last
+    assert abs(h0[last0]["c2"] - c2) <= ((1 + h["eps"]) ** 2 - 1) * kt
+
+
+def test_bvm_exact_shrinking_resumes_exactly():
+    """Paused while rows are out of the passes, and continued from what a
+    snapshot holds (the state, (K~a), the weights, perm; the rows rebuilt in
+    their original order and moved by perm), the run is the one that never
+    paused, step for step."""
+    from streamcvm.options import Options
+    X, y, sq = _shrink_problem(n=4000, n_cand=3500, seed=12)
+    levels = np.array(eps_levels(1e-5))
+    opts = Options(exact_shrink_share=0.0)
+    ref, href, last, _, _, _ = _run_shrinking(X, y, sq, 3500, levels, opts)
+    a, h, last2, active, _, _ = _run_shrinking(X, y, sq, 3500, levels, opts, piece=97,
+                                         snapshot=True)
+    assert any(0 < x < len(y) for x in active)           # paused while shrunk
+    assert last2 == last
+    np.testing.assert_array_equal(a, ref)
+    np.testing.assert_array_equal(h["steps"], href["steps"])
+
+
 def _rss_bytes():
     import os
     with open("/proc/self/statm") as f:

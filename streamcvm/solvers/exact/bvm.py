@@ -182,7 +182,7 @@ class ExactBVM:
             cp, ri, cv = Xc.indptr.astype(np.int64), Xc.indices.astype(np.int64), Xc.data
         else:
             X = np.ascontiguousarray(X, np.float32)
-            XT = np.ascontiguousarray(X.T)
+            XT = X.T.copy()     # its own: the shrinking moves its rows
             ip = ind = cp = ri = np.zeros(0, np.int64)
             dat = cv = np.zeros(0, np.float32)
         levels = np.array(s.levels())
@@ -190,14 +190,25 @@ class ExactBVM:
         sq, yv = sq_norms(X), np.asarray(y, np.float64)
         if resumed:
             st, Ka, alpha, hist = (resumed[k] for k in ("state", "Ka", "alpha", "hist"))
+            perm = resumed.get("perm")      # (a snapshot of before the shrinking: none)
             s.t0 = time.perf_counter() - resumed["elapsed"]
         elif warm:
             st, Ka, alpha, hist = self.warm_state(np.asarray(ids), X, sq, yv, levels)
+            perm = None
         else:
             s.t0 = time.perf_counter()
             st, Ka, alpha = new_state(), np.zeros(n), np.zeros(n)
             hist = new_hist(len(levels))
-        self.run = {"state": st, "Ka": Ka, "alpha": alpha, "hist": hist,
+            perm = None
+        # the pass's own rows, norms and labels, in the order of positions
+        # (``perm``: a paused run's shrinking may have moved them)
+        perm = np.arange(n, dtype=np.int64) if perm is None else perm.astype(np.int64)
+        sq32, yp = sq.astype(np.float32), yv.copy()
+        if not np.array_equal(perm, np.arange(n)):
+            sq32, yp = sq32[perm], yp[perm]
+            if XT.shape[1]:
+                XT = np.ascontiguousarray(XT[:, perm])
+        self.run = {"state": st, "Ka": Ka, "alpha": alpha, "hist": hist, "perm": perm,
                     "warm": bool(warm or (resumed and resumed.get("warm")))}
         # (a warm start's sampled steps count too)
         max_steps = opts.exact_steps_per_row * n_cand + opts.exact_steps_extra
@@ -209,11 +220,11 @@ class ExactBVM:
                 checkpoint(s, (int(cur["level"]), 0))
             t, work0 = time.perf_counter(), cur["passes"] + cur["steps"]
             tasks, share = threads.pick()
-            last = bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, yv, ball.kernel.gamma, ball.b,
+            last = bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq32, yp, ball.kernel.gamma, ball.b,
                              1.0 / ball.C, levels, s.margin_tol if s.auto_eps else 0.0,
                              max_steps, alpha, hist, True, st, Ka,
                              int(cur["steps"]) + max(16, int(per_call * share)), tasks, n_cand,
-                             s.val_rule, options=opts)
+                             s.val_rule, options=opts, perm=perm)
             if last >= 0:
                 break
             # per pass and step (a pass costs ~ rows x (1 + its steps)): per pass alone

@@ -56,6 +56,10 @@ STATE = np.dtype([
     ("val_best", "f8"),     # the validation rule: the best error so far,
     ("val_stale", "f8"),    # levels since it improved
     ("passes", "f8"),       # passes over the rows
+    ("active", "f8"),       # the shrinking: rows in the passes (0: all),
+    ("active_cand", "f8"),  # candidates among them (the first positions),
+    ("shrink_mark", "f8"),  # 1 + the steps at the last check for rows to leave (0: none),
+    ("returned", "f8"),     # rows that came back violating, in all
 ])
 # What each level ends with: one record a level (``hist[l]``; viewed as float64,
 # levels x 9, what a snapshot stores, ``ex_hist``)
@@ -88,8 +92,12 @@ def state_to_floats(state):
 
 
 def state_from_floats(v):
-    """A state from the vector of :func:`state_to_floats` (a copy)."""
-    return np.array(v, np.float64).view(STATE)
+    """A state from the vector of :func:`state_to_floats` (a copy; a shorter
+    vector, from a snapshot of before the shrinking fields, gets zeros)."""
+    out = np.zeros(len(STATE.names))
+    v = np.asarray(v, np.float64).ravel()
+    out[:len(v)] = v
+    return out.view(STATE)
 
 
 def hist_to_floats(hist):
@@ -109,12 +117,14 @@ Rows = namedtuple("Rows", ["XT", "ip", "ind", "dat", "cp", "ri", "cv"])
 # The run's numbers: the kernel's gamma (float32), the machine's bias b and 1/C,
 # the stopping rules (margin_tol, max_steps, val_rule), the final averaging, where
 # to pause (stop_at, -1: not), the tasks a pass, candidate rows (the rest held out)
+# and the shrinking (whether, the margin, the least share of the rows that leaves)
 Settings = namedtuple("Settings", ["gam", "b", "invC", "margin_tol", "max_steps", "average",
-                                   "stop_at", "n_tasks", "n_cand", "val_rule"])
+                                   "stop_at", "n_tasks", "n_cand", "val_rule", "shrink",
+                                   "shrink_margin", "shrink_share"])
 # The loop's buffers (:func:`_work`)
 Work = namedtuple("Work", ["g", "gbuf", "arg", "col", "acc", "kbuf", "hv", "hi", "cand_v",
                            "cand_i", "msv", "msi", "XB", "nzk", "nzn", "skb", "ybk", "coef",
-                           "bestk", "betas", "ws"])
+                           "bestk", "betas", "ws", "s32", "s64", "si", "order"])
 
 
 @njit(cache=True, nogil=True)
@@ -148,14 +158,16 @@ def _heap_push(hv, hi, v, i):
         return
     hv[0] = v
     hi[0] = i
-    _sift_down(hv, hi, 0, len(hv))
+    _sift_down(hv, hi, np.int64(0), len(hv))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _exact_task(t, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, ncol, P, b,
-                invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
-    """Task ``t`` of one :func:`bvm_exact` pass over its contiguous row
-    blocks: apply the batch of ``ncol`` steps (rows ``bestk``, ``XB``),
+                invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi, r0, n):
+    """Task ``t`` of one :func:`bvm_exact` pass over its contiguous blocks of
+    the rows ``r0`` to ``n`` (those in the passes, ``[0, active)``, or those
+    the shrinking set aside, ``[active, rows)``, when they come back): apply
+    the batch of ``ncol`` steps (rows ``bestk``, ``XB``),
     ``(K~a) <- P (K~a) + sum_j coef_j k~(., best_j)``, reading each row once
     for all of them, and keep the ``len(hv[t])`` smallest ``(K~a)`` among the
     first ``n_cand`` rows of each class (the furthest rows: the next batch's
@@ -163,9 +175,8 @@ def _exact_task(t, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk
     the same whatever the number of tasks. Dense rows: a batch row's dot
     products run over its nonzero features only (``nzk[j, :nzn[j]]``), in
     feature order: the same sums as over all of them."""
-    n = len(Ka)
     T, B = gbuf.shape
-    nblocks = (n + B - 1) // B
+    nblocks = (n - r0 + B - 1) // B
     zero = np.float32(0.0)
     two = np.float32(2.0)
     lo = t * nblocks // T
@@ -173,7 +184,7 @@ def _exact_task(t, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk
     hvt = hv[t]
     hit = hi[t]
     for blk in range(lo, up):
-        s0 = blk * B
+        s0 = r0 + blk * B
         m = min(B, n - s0)
         if ncol > 0:
             ab = acc[t, :m]
@@ -243,10 +254,142 @@ def _exact_task(t, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk
 # loop over the tasks on one thread: one specialisation of the task)
 @njit(cache=True, nogil=True, parallel=True)
 def _exact_pass_par(XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, ncol, P, b,
-                    invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi):
+                    invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi, r0, n):
     for t in prange(len(hv)):
         _exact_task(np.int64(t), XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk,
-                    ncol, P, b, invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi)
+                    ncol, P, b, invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi, r0, n)
+
+
+@njit(cache=True, nogil=True)
+def _pass(T, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, ncol, P, b, invC, y,
+          Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi, r0, n):
+    """One pass over the rows ``r0`` to ``n``: as ``T`` tasks on numba's
+    threads, or on this one (the same arithmetic)."""
+    hv[:] = np.inf
+    hi[:] = len(Ka)
+    if T > 1:
+        _exact_pass_par(XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, ncol, P,
+                        b, invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi, r0, n)
+    else:
+        _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk,
+                    ncol, P, b, invC, y, Ka, n_cand, gbuf, arg, col, acc, kbuf, hv, hi, r0, n)
+
+
+@njit(cache=True, nogil=True)
+def _load_row(XT, sparse, ip, ind, dat, cp, ri, cv, d, z, k, XB, nzk, nzn, g):
+    """Row ``z`` as the batch's ``k``-th: its dense values and where they
+    are not zero, or (sparse rows) its dot products with every row."""
+    zero = np.float32(0.0)
+    if sparse:
+        gz = g[k]
+        gz[:] = 0.0
+        for p in range(ip[z], ip[z + 1]):
+            v = dat[p]
+            f = ind[p]
+            for q in range(cp[f], cp[f + 1]):
+                gz[ri[q]] += cv[q] * v
+    else:
+        q = 0
+        for f in range(d):
+            v = XT[f, z]
+            XB[k, f] = v
+            if v != zero:
+                nzk[k, q] = f
+                q += 1
+        nzn[k] = q
+
+
+@njit(cache=True, nogil=True)
+def _reorder(order, m, XT, sq32, y, Ka, perm, s32, s64, si):
+    """Rows ``order[:m]`` (positions) into positions ``0..m-1``, in place:
+    the transposed rows, their norms, labels, ``(K~a)`` and original index."""
+    for f in range(XT.shape[0]):
+        xr = XT[f]
+        for q in range(m):
+            s32[q] = xr[order[q]]
+        for q in range(m):
+            xr[q] = s32[q]
+    for q in range(m):
+        s32[q] = sq32[order[q]]
+    for q in range(m):
+        sq32[q] = s32[q]
+    for q in range(m):
+        s64[q] = y[order[q]]
+    for q in range(m):
+        y[q] = s64[q]
+    for q in range(m):
+        s64[q] = Ka[order[q]]
+    for q in range(m):
+        Ka[q] = s64[q]
+    for q in range(m):
+        si[q] = perm[order[q]]
+    for q in range(m):
+        perm[q] = si[q]
+
+
+@njit(cache=True, nogil=True)
+def _shrink(na, nca, cut, alpha, Ka, XT, sq32, y, perm, order, s32, s64, si, least):
+    """Rows of no weight whose ``(K~a)`` exceeds ``cut`` leave the passes
+    (to positions ``[na', na)``, in order): the candidates that stay first,
+    then the held-out rows that stay, each in their order. Returns ``(na',
+    nca')``; nothing moves when fewer than ``least`` rows would leave."""
+    k = 0
+    for p in range(nca):
+        if alpha[perm[p]] > 0.0 or Ka[p] <= cut:
+            order[k] = p
+            k += 1
+    nca2 = k
+    for p in range(nca, na):
+        if Ka[p] <= cut:        # (held-out rows have no weight)
+            order[k] = p
+            k += 1
+    na2 = k
+    if na - na2 < max(least, 1):
+        return na, nca
+    for p in range(nca):
+        if not (alpha[perm[p]] > 0.0 or Ka[p] <= cut):
+            order[k] = p
+            k += 1
+    for p in range(nca, na):
+        if not Ka[p] <= cut:
+            order[k] = p
+            k += 1
+    _reorder(order, na, XT, sq32, y, Ka, perm, s32, s64, si)
+    return na2, nca2
+
+
+@njit(cache=True, nogil=True)
+def _unshrink(XT, sparse, ip, ind, dat, cp, ri, cv, d, g, sq32, gam, b, invC, y, Ka, alpha, scale,
+              perm, na, work, T):
+    """The rows set aside (``[na, rows)``) back: their ``(K~a)`` from the
+    weights (they have none of their own: one kernel value per core vector),
+    in batches of the pass, then every row to its original position."""
+    (_, gbuf, arg, col, acc, kbuf, hv, hi, _, _, _, _, XB, nzk, nzn, skb, ybk, coef, bestk, _, _,
+     s32, s64, si, order) = work
+    n = len(Ka)
+    KB = XB.shape[0]
+    first = True
+    nk = np.int64(0)    # (an int64 from the start: numba compiles a literal 0 apart)
+    for p in range(na + 1):
+        if p < na:
+            a = alpha[perm[p]]
+            if not a > 0.0:
+                continue
+            _load_row(XT, sparse, ip, ind, dat, cp, ri, cv, d, p, nk, XB, nzk, nzn, g)
+            skb[nk] = sq32[p]
+            ybk[nk] = y[p]
+            coef[nk] = a * scale
+            bestk[nk] = p       # (below na: no row of [na, rows) is its own column)
+            nk += 1
+        if nk == KB or (p == na and nk > 0):
+            _pass(T, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, np.int64(nk),
+                  0.0 if first else 1.0, b, invC, y, Ka, np.int64(0), gbuf, arg, col, acc, kbuf,
+                  hv, hi, np.int64(na), np.int64(n))
+            first = False
+            nk = 0
+    for p in range(n):          # back in order: position = original index
+        order[perm[p]] = p
+    _reorder(order, n, XT, sq32, y, Ka, perm, s32, s64, si)
 
 
 @njit(cache=True, nogil=True)
@@ -268,7 +411,7 @@ def _merge_candidates(hv, hi, cv, ci, sv, si):
         for end in range(L - 1, 0, -1):     # heap sort: ascending
             sv[0], sv[end] = sv[end], sv[0]
             si[0], si[end] = si[end], si[0]
-            _sift_down(sv, si, 0, end)
+            _sift_down(sv, si, np.int64(0), end)
         for j in range(L):
             if not np.isfinite(sv[j]):
                 break
@@ -286,13 +429,14 @@ def _merge_candidates(hv, hi, cv, ci, sv, si):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
+def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, perm, work):
     """The loop of :func:`bvm_exact` (see there): the rows ``rows``
     (:data:`Rows`), the numbers ``cfg`` (:data:`Settings`), its state
     ``state[0]`` (:data:`STATE`) and per-level record ``hist``
-    (:data:`HIST`), its buffers ``work`` allocated by the caller
-    (:func:`_work`: numba would compile an allocation for each of their
-    shapes and types, in every fresh install's first fit)."""
+    (:data:`HIST`), the rows' original index by position ``perm``, its
+    buffers ``work`` allocated by the caller (:func:`_work`: numba would
+    compile an allocation for each of their shapes and types, in every fresh
+    install's first fit)."""
     XT, ip, ind, dat, cp, ri, cv = rows
     gam, b, invC, margin_tol, max_steps = cfg.gam, cfg.b, cfg.invC, cfg.margin_tol, cfg.max_steps
     average, stop_at, n_tasks, n_cand, val_rule = (cfg.average, cfg.stop_at, cfg.n_tasks,
@@ -306,10 +450,8 @@ def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
     r2 = kt
     T = max(n_tasks, 1)
     (g, gbuf, arg, col, acc, kbuf, hv, hi, cand_v, cand_i, msv, msi, XB, nzk, nzn, skb, ybk, coef,
-     bestk, betas, ws) = work
+     bestk, betas, ws, s32, s64, si, order) = work
     KB = XB.shape[0]
-    zero = np.float32(0.0)
-    two = np.float32(2.0)
     li0 = int(st.level)
     steps = int(st.steps)
     ncore = int(st.core)
@@ -324,29 +466,49 @@ def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
         last_z, last_beta = int(st.last_z), st.last_beta
         val_best, val_stale = st.val_best, st.val_stale
         ncand = -1          # choose the candidates again from Ka
+    # the rows in the passes: positions [0, na), the candidates first ([0, nca));
+    # those the shrinking set aside follow (see bvm_exact)
+    na, nca = (int(st.active), int(st.active_cand)) if st.active > 0 else (n, nc)
+    mark = st.shrink_mark - 1.0 if st.shrink_mark > 0 else float(steps)
+    shrink = cfg.shrink and not sparse
     n_val = n - nc
     last = len(levels) - 1
     for li in range(li0, len(levels)):
         eps = levels[li]
         thr = (1.0 + eps) ** 2 * r2
-        while steps < max_steps:
-            if ncand < 0:       # a selection pass: no step, only the furthest rows
-                hv[:] = np.inf
-                hi[:] = n
+        if li > li0:
+            mark = float(steps)
+        while True:
+            if steps >= max_steps and na == n:
+                break
+            # a selection pass: no step, only the furthest rows
+            if steps >= max_steps or ncand < 0:
+                if na < n and steps >= max_steps:   # every row back, for the furthest
+                    _unshrink(XT, sparse, ip, ind, dat, cp, ri, cv, d, g, sq32, gam, b, invC, y,
+                              Ka, alpha, scale, perm, na, work, T)
+                    na, nca = n, nc
                 # no columns: an int64, not the literal 0 (which numba would
                 # compile the pass and the task for once more)
-                if T > 1:
-                    _exact_pass_par(XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef,
-                                    bestk, np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg, col,
-                                    acc, kbuf, hv, hi)
-                else:
-                    _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk,
-                                coef, bestk, np.int64(0), 1.0, b, invC, y, Ka, nc, gbuf, arg,
-                                col, acc, kbuf, hv, hi)
+                _pass(T, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk,
+                      np.int64(0), 1.0, b, invC, y, Ka, np.int64(nca), gbuf, arg, col, acc, kbuf,
+                      hv, hi, np.int64(0), np.int64(na))
                 ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
                 best = cand_i[0]
                 bd = c2 - 2.0 * cand_v[0] + kt + ce2
+                if steps >= max_steps:
+                    break
             if steps > 0 and bd <= thr:
+                if na < n:      # none in the passes violates: the rows set aside too?
+                    tau = 0.5 * (c2 + kt + ce2 - thr)
+                    _unshrink(XT, sparse, ip, ind, dat, cp, ri, cv, d, g, sq32, gam, b, invC, y,
+                              Ka, alpha, scale, perm, na, work, T)
+                    for l in range(nc):
+                        if Ka[l] < tau:
+                            st.returned += 1.0
+                    na, nca = n, nc
+                    ncand = -1
+                    mark = float(steps)
+                    continue
                 break   # no row violates at this level
             if stop_at >= 0 and steps >= stop_at:   # pause: what continues goes to state
                 st.level, st.steps, st.core = li, steps, ncore
@@ -354,13 +516,15 @@ def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
                 st.last_c2, st.last_ce2, st.last_bd = last_c2, last_ce2, last_bd
                 st.last_z, st.last_beta = last_z, last_beta
                 st.val_best, st.val_stale = val_best, val_stale
+                st.active, st.active_cand, st.shrink_mark = na, nca, mark + 1.0
                 return -1
             # a batch: the furthest row, then the furthest candidates while they violate
-            nk = 0
+            # (nk an int64 from the start: numba compiles a literal 0 apart)
+            nk = np.int64(0)
             z = best
             dz = bd
             while True:
-                last_c2, last_ce2, last_bd, last_z = c2, ce2, dz, z
+                last_c2, last_ce2, last_bd, last_z = c2, ce2, dz, perm[z]
                 if steps > 0:
                     beta = np.sqrt(r2 / dz)
                     c2 = beta * c2 + (1.0 - beta) * kt + (beta * beta - beta) * (dz - ce2)
@@ -375,32 +539,17 @@ def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
                 ws[nk] = w
                 ybk[nk] = y[z]
                 skb[nk] = sq32[z]
-                if sparse:      # this step's dot products with every row
-                    gz = g[nk]
-                    gz[:] = 0.0
-                    for p in range(ip[z], ip[z + 1]):
-                        v = dat[p]
-                        k = ind[p]
-                        for q in range(cp[k], cp[k + 1]):
-                            gz[ri[q]] += cv[q] * v
-                else:       # the row, and where it is not zero
-                    q = 0
-                    for k in range(d):
-                        v = XT[k, z]
-                        XB[nk, k] = v
-                        if v != zero:
-                            nzk[nk, q] = k
-                            q += 1
-                    nzn[nk] = q
+                _load_row(XT, sparse, ip, ind, dat, cp, ri, cv, d, z, nk, XB, nzk, nzn, g)
                 # alpha = scale * (stored weights): one multiply per step, not n
                 scale *= beta if steps > 0 else 1.0
                 if scale < 1e-200:
                     for l in range(n):
                         alpha[l] *= scale
                     scale = 1.0
-                if alpha[z] == 0.0:
+                oz = perm[z]
+                if alpha[oz] == 0.0:
                     ncore += 1
-                alpha[z] += w / scale
+                alpha[oz] += w / scale
                 steps += 1
                 nk += 1
                 if nk == KB or ncand <= 0 or steps >= max_steps:
@@ -413,11 +562,12 @@ def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
                     if sparse:
                         dot = g[nk - 1, i]
                     else:
-                        dot = zero
+                        dot = np.float32(0.0)
                         for q in range(nzn[nk - 1]):
                             k = nzk[nk - 1, q]
                             dot += XT[k, i] * XB[nk - 1, k]
-                    a_ = -gam * max(sq32[i] + skb[nk - 1] - two * dot, zero)
+                    a_ = -gam * max(sq32[i] + skb[nk - 1] - np.float32(2.0) * dot,
+                                    np.float32(0.0))
                     kv = np.exp(np.float64(a_))
                     cand_v[c] = beta * cand_v[c] + w * (y[i] * ybk[nk - 1] * (kv + b))
                     if i == z:
@@ -434,18 +584,25 @@ def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
             for j in range(nk - 1, -1, -1):
                 coef[j] = ws[j] * P
                 P *= betas[j]
-            hv[:] = np.inf
-            hi[:] = n
-            if T > 1:
-                _exact_pass_par(XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, nk,
-                                P, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
-            else:
-                _exact_task(np.int64(0), XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef,
-                            bestk, nk, P, b, invC, y, Ka, nc, gbuf, arg, col, acc, kbuf, hv, hi)
+            _pass(T, XT, sparse, g, sq32, gam, XB, nzk, nzn, skb, ybk, coef, bestk, nk, P, b,
+                  invC, y, Ka, np.int64(nca), gbuf, arg, col, acc, kbuf, hv, hi, np.int64(0),
+                  np.int64(na))
             ncand = _merge_candidates(hv, hi, cand_v, cand_i, msv, msi)
             best = cand_i[0]
             bd = c2 - 2.0 * cand_v[0] + kt + ce2
             st.passes += 1.0        # passes (what a pass costs is what threads change)
+            if shrink and steps - mark >= max(ncore, 1):
+                # rows far inside the ball (by shrink_margin times the boundary's
+                # (K~a), (c2 + ce2) / 2) leave the passes until the level's end,
+                # after as many steps as the core has vectors (what bringing
+                # them back costs a row)
+                mark = float(steps)
+                cut = 0.5 * (c2 + kt + ce2 - thr) + cfg.shrink_margin * 0.5 * (c2 + ce2)
+                na2, nca2 = _shrink(na, nca, cut, alpha, Ka, XT, sq32, y, perm, order, s32, s64,
+                                    si, int(cfg.shrink_share * na))
+                if na2 < na:
+                    na, nca = na2, nca2
+                    ncand = -1
         h = hist[li]
         h.eps = eps
         h.steps = steps
@@ -477,6 +634,7 @@ def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
         elif margin_tol > 0 and eps * (2.0 + eps) * r2 / (2.0 * max(c2, 1e-300)) <= margin_tol:
             last = li
             break
+    st.active, st.active_cand, st.shrink_mark = 0.0, 0.0, 0.0
     for l in range(n):
         alpha[l] *= scale
     # the last step, for a caller that moves Ka to the averaged center
@@ -500,11 +658,13 @@ def _bvm_exact(rows, sq32, y, cfg, levels, alpha, hist, state, Ka, work):
     return last
 
 
-def _work(n, d, cells, sparse, nc, T, opts):
+def _work(n, d, cells, sparse, nc, T, opts, shrink=False):
     """:func:`_bvm_exact`'s buffers, for ``n`` rows (``nc`` candidates) of
     ``d`` features (``cells``: rows x features, or the nonzeros) and ``T``
     tasks a pass; ``opts``: the options of the exact pass (blocks of
-    ``exact_block_rows`` rows, batches of ``exact_batch`` steps, ...)."""
+    ``exact_block_rows`` rows, batches of ``exact_batch`` steps, ...);
+    ``shrink``: the shrinking's scratch too (a row's worth per row)."""
+    ns = n if shrink else 0
     B = max(min(n, opts.exact_block_rows), 1)
     # a problem that fits in cache takes one step per pass, on the furthest row:
     # batching saves memory traffic, and there is none to save (measured: 8 ns
@@ -537,12 +697,16 @@ def _work(n, d, cells, sparse, nc, T, opts):
         coef=np.zeros(KB),                          # their coefficients in the pass,
         bestk=np.zeros(KB, np.int64),               # rows, betas and weights
         betas=np.zeros(KB),
-        ws=np.zeros(KB))
+        ws=np.zeros(KB),
+        s32=np.empty(ns, np.float32),               # the shrinking's scratch: the rows
+        s64=np.empty(ns),                           # moved, their new order
+        si=np.empty(ns, np.int64),
+        order=np.empty(ns, np.int64))
 
 
 def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margin_tol,
               max_steps, alpha, hist, average, state, Ka, stop_at, n_tasks, n_cand, val_rule,
-              options=None):
+              options=None, perm=None):
     """BVM over every row of a small problem, in one compiled loop.
 
     Algorithm 2/3 of the bvm paper in the smaller-ball space (sec. 3.3),
@@ -588,7 +752,25 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     ``Ka``). A run warm-started from another solver's center passes that
     state (:meth:`MEBSolver.fit_exact`). ``stop_at = -1``: run to the end.
     ``n_tasks > 1``: each pass runs as that many tasks on numba's threads,
-    with the same result as one."""
+    with the same result as one.
+
+    Shrinking (dense rows, ``perm`` given, the option ``exact_shrink``): once
+    a level has taken as many steps as the core has vectors, the rows of no
+    weight whose ``(K~a)`` exceeds the violation threshold by
+    ``exact_shrink_margin`` times the boundary's (``(||c||^2 + ce^2) / 2``)
+    leave the passes, which then cost the rows that stay. When no row in
+    the passes violates, the others come back, their ``(K~a)`` computed
+    from the weights (one kernel value per core vector), and the level goes
+    on if any of them violates: the level still ends only when no row does.
+    The rows that stay are moved to the front, in place: ``XT``, ``sq``
+    (then float32, the caller's array, which a paused run needs again),
+    ``y`` and ``Ka`` are in the order of positions, ``perm`` (int64, the
+    identity to start) holds each position's original row, and ``state``
+    how many rows are in the passes. Every level ends with them all back in
+    their order; a paused run continues from ``perm``, ``Ka`` and ``state``
+    as from the rest (a snapshot stores ``perm``). ``alpha`` stays in the
+    original order. ``perm=None``: no shrinking, and nothing of the
+    caller's moves."""
     if state.dtype != STATE or state.shape != (1,) or hist.dtype != HIST or hist.ndim != 1:
         raise TypeError("bvm_exact: state is a STATE array of one record (new_state()), hist "
                         "a HIST array of one record a level (new_hist(levels))")
@@ -599,11 +781,22 @@ def bvm_exact(XT, ip, ind, dat, cp, ri, cv, sq, y, gamma, b, invC, levels, margi
     T = max(int(n_tasks), 1)
     from ...options import Options
     opts = Options() if options is None else options
-    work = _work(n, d, len(dat) if sparse else n * d, sparse, nc, T, opts)
-    sq32 = np.asarray(sq).astype(np.float32)
+    shrink = perm is not None and opts.exact_shrink and not sparse
+    if perm is None:
+        perm = np.arange(n, dtype=np.int64)
+        sq32 = np.asarray(sq).astype(np.float32)
+    else:
+        if not (isinstance(sq, np.ndarray) and sq.dtype == np.float32 and len(perm) == n
+                and perm.dtype == np.int64):
+            raise TypeError("bvm_exact: with perm, sq is the float32 norms (moved in place) "
+                            "and perm an int64 array of one entry a row")
+        sq32 = sq
+    work = _work(n, d, len(dat) if sparse else n * d, sparse, nc, T, opts, shrink)
     gam = np.float32(gamma)
     cfg = Settings(gam=gam, b=float(b), invC=float(invC), margin_tol=float(margin_tol),
                    max_steps=int(max_steps), average=bool(average), stop_at=int(stop_at),
-                   n_tasks=T, n_cand=int(n_cand), val_rule=bool(val_rule))
+                   n_tasks=T, n_cand=int(n_cand), val_rule=bool(val_rule), shrink=shrink,
+                   shrink_margin=float(opts.exact_shrink_margin),
+                   shrink_share=float(opts.exact_shrink_share))
     return _bvm_exact(Rows(XT, ip, ind, dat, cp, ri, cv), sq32, y, cfg, levels, alpha, hist,
-                      state, Ka, work)
+                      state, Ka, perm, work)
