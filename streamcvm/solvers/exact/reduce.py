@@ -57,7 +57,7 @@ def _lowest(hp, hm):
     """The smallest h: (row, sign). Blocks and lanes as :func:`_max_block`."""
     m = len(hp)
     lo = np.float32(np.inf)
-    bb = 0
+    bb = np.int64(0)        # (not the literal 0: numba would compile _argmin_in twice)
     acc = np.empty(LANES, np.float32)
     for b0 in range(0, m, BLOCK):
         b1 = min(b0 + BLOCK, m)

@@ -69,7 +69,7 @@ def _fill(idx, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
     marked used, the others computed (:func:`_compute`)."""
     since = st[0] + 1
     miss = np.empty(len(idx), np.int64)
-    n = 0
+    n = np.int64(0)         # (not the literal 0: numba would compile _compute twice)
     for i in idx:
         if slot[i] < 0:
             miss[n] = i
@@ -85,8 +85,10 @@ def _ensure(i, K, slot, owner, last, st, X, XT, sq, gamma, kbuf):
     """Kernel row i (a view of K's row), computed if not held, evicting
     neither the row used last (the step's other row) nor itself; marked used."""
     if slot[i] < 0:
-        _compute(np.array([i], np.int64), 1, st[0], K, slot, owner, last, st, X, XT, sq,
-                 gamma, kbuf)
+        # one row: an int64, not the literal 1 (which numba would compile
+        # _compute and _claim_all for once more)
+        _compute(np.array([i], np.int64), np.int64(1), st[0], K, slot, owner, last, st, X, XT,
+                 sq, gamma, kbuf)
     else:
         st[0] += 1
         last[slot[i]] = st[0]

@@ -138,7 +138,7 @@ def _first_rows(neg, pos, init_size, incore, sample):
     """The first core rows: ``init_size`` random rows, the larger half of
     side ``neg`` then the other half of ``pos`` (:func:`_draw`), marked in
     ``incore``; a copy (``sample`` is the draws' buffer)."""
-    k = _draw(neg, init_size - init_size // 2, incore, sample, 0)
+    k = _draw(neg, init_size - init_size // 2, incore, sample, np.int64(0))
     for i in range(k):
         incore[sample[i]] = True
     k2 = _draw(pos, init_size // 2, incore, sample, k)
@@ -291,7 +291,7 @@ def _fit_memory(X, ys, neg, pos, P, levels, st, cols, Kf, G):
                 calm = st.patience
             else:
                 draws += 1
-                cnt = _draw(neg, m - m // 2, incore, sample, 0)
+                cnt = _draw(neg, m - m // 2, incore, sample, np.int64(0))
                 cnt = _draw(pos, m // 2, incore, sample, cnt)
                 if cnt == 0:
                     break
