@@ -299,6 +299,9 @@ def test_compact_machine_keeps_the_smallest_b_that_matches(data):
         assert earlier["broken"] - earlier["fixed"] > np.sqrt(earlier["fixed"] + earlier["broken"])
     assert np.mean((c.decision(k, Xv) > 0) == (fv > 0)) >= 0.98
     assert np.all(c.sv_ids < 0) and c.compact is None
+    # what the choice cost: each try's seconds, within the whole
+    spent = [t["seconds"] for t in rec["tried"]]
+    assert min(spent) > 0 and rec["seconds"] >= rec["setup_seconds"] + sum(spent)
 
 
 def test_compact_machine_declines_where_it_does_not_pay():
@@ -359,7 +362,8 @@ def test_predict_uses_the_compact_expansion_unless_exact(tmp_path):
     c = dataclasses.replace(m, sv=Z, coef=beta, intercept=b, sv_ids=-1 - np.arange(64),
                             sv_sq=None)
     m.compact, m.compact_info = c, {"B": 64, "support_vectors": len(m.coef),
-                                   "validation_rows": 1500, "decision": "B = 64: test"}
+                                   "validation_rows": 1500, "decision": "B = 64: test",
+                                   "seconds": 1.5}
     est._set_machines(est.machines_)
     full = m.decision(est.kernel_, X)
     small = c.decision(est.kernel_, X)
@@ -374,6 +378,7 @@ def test_predict_uses_the_compact_expansion_unless_exact(tmp_path):
     assert back.machines_[0].compact_info["B"] == 64
     r = inproc("info", tmp_path / "m")
     assert r.returncode == 0 and "compact    1 of 1 machine(s) predict with B = 64" in r.stdout
+    assert "(1,500 validation rows; the tries took 1.5 s of the fit's " in r.stdout
     out = {}
     for flags in ((), ("--exact",)):
         p = tmp_path / f"p{len(flags)}.txt"

@@ -288,6 +288,8 @@ def main(argv=None):
                     help="skip the scikit-learn-intelex SVC (oneDAL) reference")
     ap.add_argument("--eps", default="auto", help='"auto" (default) or a float in (0, 1)')
     ap.add_argument("--C", type=float, default=1.0)
+    ap.add_argument("--gamma-scale", type=float, default=1.0,
+                    help="gamma = this / beta for every side (default 1: the protocol's)")
     ap.add_argument("--json", metavar="OUT", help="write all raw numbers here")
     ap.add_argument("--svc-cache", metavar="FILE",
                     help="development only: reuse SVC results kept in FILE (JSON; marked "
@@ -358,10 +360,10 @@ def main(argv=None):
         log(f"  {info['n_train']:,} train / {info['n_test']:,} test rows, d={info['d']}, "
             f"{'sparse' if info['sparse'] else 'dense'}, gamma={info['gamma']:.6g}, "
             f"train labels {info['train_labels']}")
-        spec = dict(base, kind="run", dataset=ds, gamma=info["gamma"])
+        spec = dict(base, kind="run", dataset=ds, gamma=info["gamma"] * a.gamma_scale)
         ref = None
         if with_svc:
-            key = B.svc_key(ds, info, a.C)
+            key = B.svc_key(ds, dict(info, gamma=info["gamma"] * a.gamma_scale), a.C)
             hit = svc_cache.get(key)
             if hit and not a.rerun_svc:
                 ref = dict(hit, note=f"cached {hit['date'][:16]} ({hit.get('commit', '?')})",
@@ -433,7 +435,8 @@ def main(argv=None):
     for ds, info in infos.items():
         if "error" not in info:
             print(f"- {ds}: {info['n_train']:,} train / {info['n_test']:,} test, d={info['d']}"
-                  f"{' sparse' if info['sparse'] else ''}, gamma={info['gamma']:.6g}")
+                  f"{' sparse' if info['sparse'] else ''}, gamma={info['gamma']:.6g}"
+                  + (f" x {a.gamma_scale:g}" if a.gamma_scale != 1.0 else ""))
     print()
     print(table(rows, a.store, bool(a.baseline)))
     if a.json:

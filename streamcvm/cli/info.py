@@ -172,6 +172,10 @@ def describe_model(path):
         rows = (f"{c['validation_rows']:,} validation rows" if "validation_rows" in c
                 else f"{c['check_rows']:,} training rows checked: {c['rule']}"
                 if "check_rows" in c else None)
+        if "seconds" in c:      # what the tries cost, against the whole fit
+            fit_s = (man.get("training") or {}).get("seconds")
+            rows = ((rows + "; ") if rows else "") + f"the tries took {c['seconds']:.1f} s" + (
+                f" of the fit's {fit_s:.1f} s" if fit_s else "")
         lines.append(f"           {c.get('decision', '')}" + (f" ({rows})" if rows else ""))
     if ms[0].get("epsilon_bar") is not None and man["estimator"] == "CVMRegressor":
         lines.append(f"tube       half width {ms[0]['epsilon_bar']:.6g}")

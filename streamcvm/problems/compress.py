@@ -351,10 +351,14 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
     expansion is a :class:`~streamcvm.problems.machine.Machine` of B
     "support rows" (ids -1, -2, ...). ``full_loss``: the full model's
     validation losses if known (the progressive verdict's: 0/1 errors, or
-    squared errors), which saves computing its values there."""
+    squared errors), which saves computing its values there. The record
+    gives each try's seconds and the whole choice's (``seconds``, its
+    ``setup_seconds`` the full model's values at the fit rows)."""
     import dataclasses
+    import time
     import scipy.sparse as sp
     opts = options
+    t0 = time.perf_counter()
     tol = opts.compact_error_tol if tol is None else tol
     sizes, pays = opts.compact_sizes, opts.compact_pays
     S, a = machine.sv, np.asarray(machine.coef, np.float64)
@@ -383,7 +387,9 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
         right = full_loss == 0
         full_pos = right == (yv > 0)            # the full model's label, +1 or not
         rec["full_error"] = float(1.0 - right.mean())
+    rec["setup_seconds"] = time.perf_counter() - t0
     for B in todo:
+        t1 = time.perf_counter()
         Z = kmeans_centres(S, B, weights=np.abs(a), seed=seed)
         beta, b = fit_values(kernel, Z, Xf, ff, n_jobs=n_jobs)
         fc = kernel_sums(kernel, _dense(Xv), Z, beta, n_jobs=n_jobs) + b
@@ -398,7 +404,9 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
             ok = broken - fixed <= tol / 100.0 * len(yv)
             t.update(error=float(1.0 - rc.mean()), fixed=fixed, broken=broken,
                      agree=float(np.mean((fc > 0) == full_pos)))
+        t["seconds"] = time.perf_counter() - t1        # (a record: no choice depends on it)
         rec["tried"].append(t)
+        rec["seconds"] = time.perf_counter() - t0
         if not regression and not ok and len(rec["tried"]) >= 2 and \
                 t["broken"] - t["fixed"] >= rec["tried"][-2]["broken"] - rec["tried"][-2]["fixed"]:
             rec["decision"] = (f"kept the full expansion: the loss stopped shrinking at "
