@@ -12,6 +12,8 @@ leaves behind.
 - ``--resume`` on a folder whose snapshots are all damaged is refused in one
   line, and nothing there is deleted.
 - A ``file://`` checkpoint folder is locked as its local path is.
+- An interrupt that leaves asyncio tasks pending (zarr's writes) is still one
+  line: asyncio's "Task was destroyed but it is pending!" is not printed.
 """
 import contextlib
 import os
@@ -37,6 +39,31 @@ def _numba_like_interrupt():
     except KeyboardInterrupt as ki:
         raise SystemError("<function _numba_unpickle at 0x7f> returned a result with an "
                           "exception set") from ki
+
+
+def test_an_interrupt_with_pending_async_writes_is_one_line():
+    """zarr writes through its own asyncio loop; an interrupt mid-write leaves
+    its tasks pending, and asyncio logs each one it destroys (several lines on
+    stderr, seen when an ingest got SIGTERM on a loaded machine). The child
+    leaves one pending, is interrupted, then lets it be destroyed."""
+    import subprocess
+    import sys
+    child = "\n".join([
+        "import asyncio, gc, sys",
+        "from streamcvm.cli import _interrupted",
+        "loop = asyncio.new_event_loop()",
+        "async def never():",
+        "    await asyncio.sleep(3600)",
+        "t = loop.create_task(never())",
+        "loop.run_until_complete(asyncio.sleep(0))",
+        "rc = _interrupted('ingest', KeyboardInterrupt())",
+        "del t, loop",
+        "gc.collect()",
+        "sys.exit(rc)"])
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 130
+    assert r.stderr == "streamcvm ingest: interrupted (nothing was written)\n", r.stderr
 
 
 def test_an_interrupt_inside_compiled_code_is_one_line(tmp_path, monkeypatch):

@@ -68,9 +68,14 @@ def _interrupted(command, e):
     # coroutine unawaited; Python would warn about it when the traceback is
     # released. Nothing is lost (the partial store is removed), so keep the
     # promised one line.
+    # Its event loop's pending tasks are destroyed at exit too, which asyncio
+    # logs ("Task was destroyed but it is pending!", several lines on stderr):
+    # their writes went to the partial store, which is removed.
+    import logging
     import warnings
     warnings.filterwarnings("ignore", message="coroutine .* was never awaited",
                             category=RuntimeWarning)
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     note = getattr(e, "note", None) or "nothing was written"
     who = f"streamcvm {command}" if command else "streamcvm"
     print(f"{who}: interrupted ({note})", file=sys.stderr)
