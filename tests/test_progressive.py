@@ -244,7 +244,45 @@ def test_the_model_and_info_say_why_the_stages_stopped(tmp_path, monkeypatch):
     assert "estimated gain left from the rest of the sample" in text
     clf = CVMClassifier(train_size=16000, stage_tol=0.0, **FIX, **FOUR).fit(_noisy())
     streamcvm.save_model(clf, tmp_path / "n")
-    assert "(stopped by: the whole sample)" in describe_model(str(tmp_path / "n"))
+    text = describe_model(str(tmp_path / "n"))
+    assert "(stopped by: the whole sample)" in text
+    # each stage: its rows, route, steps, core set and validation error
+    import json
+    mj = json.loads((tmp_path / "n" / "model.json").read_text())["machines"][0]
+    verdicts = [h for h in clf.history_ if "stage_validation_error" in h]
+    assert [st["rows"] for st in mj["stages"]] == [h["stage_rows"] for h in verdicts]
+    assert sum(st["steps"] for st in mj["stages"]) == mj["n_iter"]
+    for st, h in zip(mj["stages"], verdicts):
+        assert st["core_size"] == h["core_size"] and st["steps"] > 0
+        assert st["stage_validation_error"] == h["stage_validation_error"]
+        assert st["route"] in ("exact", "sampled", "sampled, then exact")
+        assert (f"{st['rows']:,} rows: {st['route']}, {st['steps']:,} steps, core set "
+                f"{st['core_size']:,}, validation error "
+                f"{100 * st['stage_validation_error']:.2f}%") in text
+
+
+def test_stage_summary_of_a_history():
+    """Levels grouped by stage: the route of each (exact, sampled, or both), its
+    own steps (a stage whose solver started again counts from 0), its last
+    level's core set and verdict; full-pass records are not levels."""
+    from streamcvm.estimators.model import stage_summary
+    hist = [{"stage_rows": 100, "iteration": 40, "core_size": 9},
+            {"stage_rows": 100, "iteration": 90, "core_size": 12,
+             "stage_validation_error": 0.2},
+            {"stage_rows": 200, "iteration": 150, "core_size": 20},
+            {"stage_rows": 200, "iteration": 260, "core_size": 25, "exact": True,
+             "stage_validation_error": 0.1},
+            {"stage_rows": 200, "full_pass_violators": 0, "iteration": 999},
+            {"stage_rows": 400, "iteration": 70, "core_size": 30, "exact": True,
+             "stage_validation_error": 0.05}]
+    assert stage_summary(hist) == [
+        {"rows": 100, "core_size": 12, "stage_validation_error": 0.2, "route": "sampled",
+         "steps": 90},
+        {"rows": 200, "core_size": 25, "stage_validation_error": 0.1,
+         "route": "sampled, then exact", "steps": 170},
+        {"rows": 400, "core_size": 30, "stage_validation_error": 0.05, "route": "exact",
+         "steps": 70}]
+    assert stage_summary([{"iteration": 5, "core_size": 3}]) == []
 
 
 def test_a_resumed_fit_keeps_the_gains_for_the_stop_rule(tmp_path, monkeypatch):

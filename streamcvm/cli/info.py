@@ -150,6 +150,18 @@ def describe_model(path):
             lines.append(f"           estimated gain left from the rest of the sample: "
                          f"{max(left):.3g}{unit} (tolerance "
                          f"{man['params'].get('stage_tol', '?')})")
+    staged = [m for m in ms if m.get("stages")]
+    if staged:          # the stages of the first machine that has them: their routes and cost
+        m = staged[0]
+        who = "" if len(ms) == 1 else f" (machine {ms.index(m) + 1} of {len(ms)})"
+        for j, st in enumerate(m["stages"]):
+            err = (f", validation error {100 * st['stage_validation_error']:.2f}%"
+                   if "stage_validation_error" in st else
+                   f", validation RMSE {st['stage_validation_rmse']:.4g}"
+                   if "stage_validation_rmse" in st else "")
+            lines.append(("stages" + who if j == 0 else "").ljust(11)
+                         + f"{st['rows']:,} rows: {st['route']}, {st['steps']:,} steps, core "
+                         f"set {st['core_size']:,}{err}")
     comp = [m.get("compact") for m in ms if isinstance(m.get("compact"), dict)]
     kept = [c for c in comp if c.get("intercept") is not None]
     if kept and all(c.get("shared") for c in kept):

@@ -55,6 +55,37 @@ class ModelError(Exception):
     """A path that is not a readable model (one-line message)."""
 
 
+def stage_summary(history):
+    """A progressive fit's stages, from its per-level history: for each, its
+    rows, the route its steps took (the exact pass over every row, sampled, or
+    sampled then exact), its steps, its core set and validation loss at its
+    end; [] for a fit without stages."""
+    out = []
+    for h in history:
+        rows = h.get("stage_rows")
+        if rows is None or "full_pass_violators" in h:
+            continue
+        if not out or out[-1]["rows"] != rows:
+            out.append({"rows": int(rows), "exact": False, "sampled": False, "first": None})
+        st = out[-1]
+        st["exact" if h.get("exact") else "sampled"] = True
+        if st["first"] is None:
+            st["first"] = out[-2]["iteration"] if len(out) > 1 else 0
+        st["iteration"] = int(h.get("iteration", 0))
+        st["core_size"] = int(h.get("core_size", 0))
+        for k in ("stage_validation_error", "stage_validation_rmse"):
+            if k in h:
+                st[k] = float(h[k])
+    for st in out:
+        # solver counts its steps from 0)
+        st["route"] = ("sampled, then exact" if st["sampled"] and st["exact"] else
+                       "exact" if st["exact"] else "sampled")
+        first = st.pop("first")      # (a stage that did not continue the last one's
+        st["steps"] = st["iteration"] - first if st["iteration"] >= first else st["iteration"]
+        del st["exact"], st["sampled"], st["iteration"]
+    return out
+
+
 def save_model(est: Model, path: str | os.PathLike[str], overwrite: bool = False,
                target: Target | None = None) -> str:
     """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass / CVMRanker /
@@ -105,6 +136,9 @@ def save_model(est: Model, path: str | os.PathLike[str], overwrite: bool = False
                 rec["stages_stopped_by"] = last["stopped_by"]
             if last.get("gain_left") is not None:    # what stopping there gave up (estimated)
                 rec["stages_gain_left"] = last["gain_left"]
+            stages = stage_summary(hist)
+            if stages:
+                rec["stages"] = stages
             for name, arr in arrays.items():
                 put(f"m{k}_{name}", arr)
             recs.append(rec)
