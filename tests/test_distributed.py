@@ -22,9 +22,14 @@ from streamcvm.data.store import open_store  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
+    import dask
     from distributed import Client, LocalCluster
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=":0") as cluster, \
+    # the scheduler's transition log keeps its last 1,000 transitions by
+    # default: the later passes of a test would push out those of the first,
+    # where the kill test looks for the tasks computed again
+    with dask.config.set({"distributed.admin.low-level-log-length": 200_000}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as c:
         yield c
 
@@ -189,9 +194,9 @@ def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
                       gone=victim not in client.scheduler_info()["workers"])
 
     since = now()
+    runner = Runner(client)
     with one_blas_thread():
-        got = train_machine(store, kern, solve.but(runner=Runner(client), pass_progress=kill_one),
-                            **kw)
+        got = train_machine(store, kern, solve.but(runner=runner, pass_progress=kill_one), **kw)
     assert killed, "the pass finished before a worker could be killed"
     # the worker died in the first pass with chunk tasks still owed: its death
     # was seen while the pass waited, two of its 12 chunks taken
@@ -200,7 +205,10 @@ def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
     _same_machine(ref, got)
     # results lost with it (released from memory: only a lost result is; one
     # the pass had let go just before is then forgotten) were computed again:
-    # those tasks reached memory twice. With 3 or more on the victim, at least
+    # those tasks reached memory twice, or, when the scheduler cancelled the
+    # tasks still owed with a shared input it counted lost, the runner
+    # scattered the inputs again and submitted them anew (new keys: the lost
+    # ones are then released unrun). With 3 or more on the victim, at least
     # one was beyond the two the pass had let go; a loaded scheduler may have
     # spread them thinner (then the model above is the whole check)
     if len(killed["on_it"]) >= 3:
@@ -208,7 +216,7 @@ def test_a_worker_killed_mid_pass_gives_the_same_model(client, stores):
         lost = {t[0] for t in log if t[1:3] == ("memory", "released")}
         reran = {key for key in lost
                  if [t[2] for t in log if t[0] == key].count("memory") == 2}
-        assert reran & set(killed["on_it"]), (lost, reran, killed, log)
+        assert reran & set(killed["on_it"]) or runner.resent > 0, (lost, reran, killed, log)
     # the nanny has started a new worker in the victim's place
     client.wait_for_workers(2, timeout=60)
     assert killed["victim"] not in set(client.scheduler_info()["workers"])
