@@ -395,12 +395,17 @@ class CompactOptions:
     rule that keeps it."""
 
     compact_sizes: tuple = _opt(
-        (256, 512, 1024, 2048, 4096), "points", "the basis sizes B tried, smallest first")
+        (256, 512, 1024, 2048, 4096, 8192), "points", "the basis sizes B tried: the largest "
+        "that pays first, then halves of it while they pass")
     compact_pays: float = _opt(
         4.0, "ratio", "B is tried only where the model has more than this many times B "
         "support rows", low=1.0)
     compact_fit_rows: int = _opt(
-        8192, "rows", "training rows the basis's least-squares fit uses", low=1)
+        8192, "rows", "training rows the basis's least-squares fit uses (at least 2 B)",
+        low=1)
+    compact_kmeans: bool = _opt(
+        False, "switch", "the basis points: k-means centres of the support rows weighted by "
+        "abs(a) (true) or support rows drawn in proportion to abs(a) (false)")
     compact_check_rows: int = _opt(
         8192, "rows", "training rows that check B when no rows are held out", low=1)
     compact_sample_chunks: int = _opt(

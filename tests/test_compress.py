@@ -279,29 +279,68 @@ def _machine(n_sv=2400, seed=0, regression=False):
                    regression=regression)
 
 
-def test_compact_machine_keeps_the_smallest_b_that_matches(data):
-    k = Kernel("rbf", gamma=1.0)
-    m = _machine()
-    rng = np.random.default_rng(1)
+def _noisy_labels(m, k, n=3000, seed=1):
+    rng = np.random.default_rng(seed)
     Xf = rng.uniform(-2, 2, size=(4000, 2)).astype(np.float32)
-    Xv = rng.uniform(-2, 2, size=(3000, 2)).astype(np.float32)
+    Xv = rng.uniform(-2, 2, size=(n, 2)).astype(np.float32)
     fv = m.decision(k, Xv)
     yv = np.where(fv > 0, 1.0, -1.0)            # labels the full model gets all right
-    flip = rng.random(3000) < 0.05              # ... but 5% noise
+    flip = rng.random(n) < 0.05                 # ... but 5% noise
     yv[flip] *= -1
-    c, rec = compress.compact_machine(m, k, Xf, Xv, yv,
-                                      options=OPTS.but(compact_sizes=(16, 64, 256)))
+    return Xf, Xv, yv, fv
+
+
+@pytest.mark.parametrize("kmeans", [False, True])
+def test_compact_machine_keeps_the_smallest_b_that_matches(data, kmeans):
+    k = Kernel("rbf", gamma=1.0)
+    m = _machine()
+    Xf, Xv, yv, fv = _noisy_labels(m, k)
+    opts = OPTS.but(compact_sizes=(4, 16, 64, 256), compact_kmeans=kmeans)
+    c, rec = compress.compact_machine(m, k, Xf, Xv, yv, options=opts, tol=0.1)
     assert c is not None and rec["B"] == len(c.coef) == len(c.sv)
-    assert rec["tried"][-1]["B"] == rec["B"]
-    t = rec["tried"][-1]
-    assert t["broken"] - t["fixed"] <= np.sqrt(t["fixed"] + t["broken"])
-    for earlier in rec["tried"][:-1]:            # the smaller ones were worse
-        assert earlier["broken"] - earlier["fixed"] > np.sqrt(earlier["fixed"] + earlier["broken"])
+    tried = rec["tried"]
+    # the largest first, then halves of it down to the first that fails
+    assert [t["B"] for t in tried] == [256, 64, 16, 4][:len(tried)]
+    allowed = rec["tolerance_rows"]
+    assert allowed == 0.1 / 100 * len(yv)
+    for t in tried:
+        assert t["passed"] == (t["broken"] - t["fixed"] <= allowed)
+    assert all(t["passed"] for t in tried[:-1])
+    last_pass = [t for t in tried if t["passed"]][-1]
+    assert rec["B"] == last_pass["B"] < 256            # a smaller B than the largest kept
+    assert tried[-1]["passed"] is False or tried[-1]["B"] == 4
     assert np.mean((c.decision(k, Xv) > 0) == (fv > 0)) >= 0.98
     assert np.all(c.sv_ids < 0) and c.compact is None
+    if not kmeans:                                   # basis points are support rows
+        assert {tuple(r) for r in c.sv} <= {tuple(r) for r in m.sv}
     # what the choice cost: each try's seconds, within the whole
-    spent = [t["seconds"] for t in rec["tried"]]
+    spent = [t["seconds"] for t in tried]
     assert min(spent) > 0 and rec["seconds"] >= rec["setup_seconds"] + sum(spent)
+
+
+def test_a_refused_compaction_tries_only_the_largest_b():
+    """When the largest B does not match the full model, no smaller one is
+    tried: a refusal costs one try."""
+    k = Kernel("rbf", gamma=1.0)
+    m = _machine()
+    Xf, Xv, yv, _ = _noisy_labels(m, k)
+    c, rec = compress.compact_machine(m, k, Xf, Xv, yv,
+                                      options=OPTS.but(compact_sizes=(2, 3, 4)))
+    assert c is None and [t["B"] for t in rec["tried"]] == [4]
+    t = rec["tried"][0]
+    assert not t["passed"] and t["broken"] - t["fixed"] > rec["tolerance_rows"]
+    assert "the largest B, 4, did not match" in rec["decision"]
+
+
+def test_the_fit_rows_grow_with_b():
+    """At least 2 B rows fit B + 1 coefficients (fewer would leave the least
+    squares nearly exact on its rows and loose elsewhere)."""
+    k = Kernel("rbf", gamma=1.0)
+    m = _machine()
+    Xf, Xv, yv, _ = _noisy_labels(m, k)
+    _, rec = compress.compact_machine(m, k, Xf, Xv, yv, options=OPTS.but(
+        compact_sizes=(64, 512), compact_fit_rows=100, compact_pays=2.0))
+    assert [(t["B"], t["fit_rows"]) for t in rec["tried"]][:2] == [(512, 1024), (64, 128)]
 
 
 def test_compact_machine_declines_where_it_does_not_pay():
@@ -322,8 +361,11 @@ def test_compact_machine_regression_keeps_the_rmse():
     yv = m.decision(k, Xv) + rng.normal(scale=0.05, size=2000)
     c, rec = compress.compact_machine(m, k, Xf, Xv, yv, regression=True,
                                       options=OPTS.but(compact_sizes=(16, 128, 512)))
-    assert c is not None
-    assert rec["tried"][-1]["rmse"] <= rec["full_rmse"] * (1 + OPTS.compact_rmse_tol)
+    assert c is not None and rec["B"] == len(c.coef) < 512
+    kept = [t for t in rec["tried"] if t["B"] == rec["B"]][0]
+    assert kept["passed"] and kept["rmse"] <= rec["full_rmse"] * (1 + OPTS.compact_rmse_tol)
+    assert all(t["passed"] == (t["rmse"] <= rec["full_rmse"] * (1 + OPTS.compact_rmse_tol))
+               for t in rec["tried"])
 
 
 def test_a_progressive_fit_records_its_compact_choice(tmp_path):

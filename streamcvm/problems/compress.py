@@ -333,27 +333,33 @@ def decision(kernel, Z, beta, b, X, n_jobs=1):
 def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False, seed=0,
                     n_jobs=1, full_loss=None, tol=None):
     """A compact expansion of ``machine`` (dense support rows), or None, and
-    a record of the choice. For each B of the option ``compact_sizes`` with
-    ``|S| > compact_pays x B``, smallest first: B k-means centres of the
-    support rows (weighted by abs(a_i)), beta and b~ by least squares on the
-    full model's values at up to ``compact_fit_rows`` of the training rows
-    ``Xfit``; the first B whose held-out errors (``Xv``, ``yv``: rows never
-    trained on) are within a tolerance of the full model's is kept. Two
-    classes (labels +-1): broken - fixed at most ``tol`` points of the
-    validation rows (None: ``compact_error_tol``; the progressive fit passes
-    its stages' tolerance), fixed / broken counting the rows the compact
-    model gets right / wrong where the full one does not: a compact model
-    measurably less accurate than the full one is not kept. Regression: a
-    validation RMSE within ``compact_rmse_tol`` of the full model's.
-    The tries end early when a larger B loses no fewer validation rows than
-    the last one (a basis that stops closing the gap will not reach the
-    tolerance; each try costs more than the last). The compact
-    expansion is a :class:`~streamcvm.problems.machine.Machine` of B
-    "support rows" (ids -1, -2, ...). ``full_loss``: the full model's
-    validation losses if known (the progressive verdict's: 0/1 errors, or
-    squared errors), which saves computing its values there. The record
-    gives each try's seconds and the whole choice's (``seconds``, its
-    ``setup_seconds`` the full model's values at the fit rows)."""
+    a record of the choice.
+
+    The sizes tried are those of the option ``compact_sizes`` with ``|S| >
+    compact_pays x B``. A try at B: B basis points (the option
+    ``compact_kmeans``: k-means centres of the support rows weighted by
+    abs(a_i), or support rows drawn with probability proportional to abs(a_i)),
+    beta and b~ by least squares on the full model's values at
+    ``max(compact_fit_rows, 2 B)`` of the training rows ``Xfit``, judged on
+    the held-out rows ``Xv``, ``yv`` (never trained on). Two classes (labels
+    +-1): broken - fixed at most ``tol`` points of the validation rows (None:
+    ``compact_error_tol``; the progressive fit passes its stages' tolerance),
+    fixed / broken counting the rows the compact model gets right / wrong
+    where the full one does not: a compact model measurably less accurate
+    than the full one is not kept. Regression: a validation RMSE within
+    ``compact_rmse_tol`` of the full model's.
+
+    Largest B first: when it fails, no smaller one is tried (a basis that
+    the largest does not match, a smaller one matches only by the check's
+    chance), so a refused compaction costs one try; when it passes, each
+    half of it in turn, down to the first that fails, and the smallest that
+    passed is kept. The compact expansion is a
+    :class:`~streamcvm.problems.machine.Machine` of B "support rows" (ids -1,
+    -2, ...). ``full_loss``: the full model's validation losses if known (the
+    progressive verdict's: 0/1 errors, or squared errors), which saves
+    computing its values there. The record gives each try's seconds and the
+    whole choice's (``seconds``, its ``setup_seconds`` the full model's
+    values at the fit rows)."""
     import dataclasses
     import time
     import scipy.sparse as sp
@@ -363,16 +369,16 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
     sizes, pays = opts.compact_sizes, opts.compact_pays
     S, a = machine.sv, np.asarray(machine.coef, np.float64)
     rec = {"support_vectors": int(S.shape[0]), "validation_rows": int(len(yv)), "tried": []}
-    todo = [B for B in sizes if S.shape[0] > pays * B]
+    todo = sorted((B for B in sizes if S.shape[0] > pays * B), reverse=True)
     if sp.issparse(S) or sp.issparse(Xv) or not todo:
         rec["decision"] = ("sparse support rows: not compressed" if sp.issparse(S) or
                            sp.issparse(Xv) else f"{S.shape[0]:,} support vectors: too few to "
-                           f"pay (compressed only above {pays:g} x {sizes[0]})")
+                           f"pay (compressed only above {pays:g} x {min(sizes)})")
         return None, rec
     S = _dense(S)
     rng = np.random.default_rng(seed)
-    pick = np.sort(rng.choice(len(Xfit), size=min(opts.compact_fit_rows, len(Xfit)),
-                              replace=False))
+    n_fit = min(max(opts.compact_fit_rows, 2 * todo[0]), len(Xfit))
+    pick = np.sort(rng.choice(len(Xfit), size=n_fit, replace=False))
     Xf = _dense(Xfit[pick])
     ff = kernel_sums(kernel, Xf, S, a, n_jobs=n_jobs) + machine.intercept
     yv = np.asarray(yv, np.float64)
@@ -387,13 +393,16 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
         right = full_loss == 0
         full_pos = right == (yv > 0)            # the full model's label, +1 or not
         rec["full_error"] = float(1.0 - right.mean())
+        rec["tolerance_rows"] = float(tol / 100.0 * len(yv))
     rec["setup_seconds"] = time.perf_counter() - t0
+    kept = None
     for B in todo:
         t1 = time.perf_counter()
-        Z = kmeans_centres(S, B, weights=np.abs(a), seed=seed)
-        beta, b = fit_values(kernel, Z, Xf, ff, n_jobs=n_jobs)
+        Z = basis_points(S, a, B, opts.compact_kmeans, seed)
+        m = min(max(opts.compact_fit_rows, 2 * B), n_fit)   # the first m: a random subset too
+        beta, b = fit_values(kernel, Z, Xf[:m], ff[:m], n_jobs=n_jobs)
         fc = kernel_sums(kernel, _dense(Xv), Z, beta, n_jobs=n_jobs) + b
-        t = {"B": int(len(Z))}
+        t = {"B": int(len(Z)), "fit_rows": int(m)}
         if regression:
             rmse = float(np.sqrt(np.mean((fc - yv) ** 2)))
             ok = rmse <= full * (1.0 + opts.compact_rmse_tol)
@@ -404,28 +413,48 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
             ok = broken - fixed <= tol / 100.0 * len(yv)
             t.update(error=float(1.0 - rc.mean()), fixed=fixed, broken=broken,
                      agree=float(np.mean((fc > 0) == full_pos)))
+        t["passed"] = bool(ok)
         t["seconds"] = time.perf_counter() - t1        # (a record: no choice depends on it)
         rec["tried"].append(t)
         rec["seconds"] = time.perf_counter() - t0
-        if not regression and not ok and len(rec["tried"]) >= 2 and \
-                t["broken"] - t["fixed"] >= rec["tried"][-2]["broken"] - rec["tried"][-2]["fixed"]:
-            rec["decision"] = (f"kept the full expansion: the loss stopped shrinking at "
-                               f"B = {len(Z):,} (larger B not tried)")
-            return None, rec
-        if ok:
-            rec.update(B=int(len(Z)), decision=f"B = {len(Z):,}: validation "
-                       + (f"RMSE {t['rmse']:.4g} against {full:.4g}" if regression else
-                          f"errors within {tol:g} points of the full model's (fixed "
-                          f"{t['fixed']}, broken {t['broken']}: "
-                          f"{100 * (t['broken'] - t['fixed']) / len(yv):+.3f} points), labels "
-                          f"{100 * t['agree']:.2f}% equal"))
-            ids = -1 - np.arange(len(Z), dtype=np.int64)
-            return dataclasses.replace(machine, sv=Z, coef=np.asarray(beta, np.float64),
-                                       intercept=float(b), sv_ids=ids, sv_sq=None,
-                                       history=[], full_pass_violators=None, compact=None,
-                                       compact_info=None), rec
-    rec["decision"] = f"kept the full expansion: no B up to {todo[-1]:,} matched it"
-    return None, rec
+        if not ok:
+            break
+        kept = (Z, beta, b, t)
+    if kept is None:
+        t = rec["tried"][0]
+        rec["decision"] = (f"kept the full expansion: the largest B, {t['B']:,}, did not match "
+                           "it (" + (f"validation RMSE {t['rmse']:.4g} against {full:.4g}"
+                                     if regression else
+                                     f"{t['broken'] - t['fixed']} validation rows lost, "
+                                     f"{rec['tolerance_rows']:.1f} allowed") +
+                           "; smaller B not tried)")
+        return None, rec
+    Z, beta, b, t = kept
+    rec.update(B=int(len(Z)), decision=f"B = {len(Z):,}: validation "
+               + (f"RMSE {t['rmse']:.4g} against {full:.4g}" if regression else
+                  f"errors within {tol:g} points of the full model's (fixed "
+                  f"{t['fixed']}, broken {t['broken']}: "
+                  f"{100 * (t['broken'] - t['fixed']) / len(yv):+.3f} points), labels "
+                  f"{100 * t['agree']:.2f}% equal"))
+    ids = -1 - np.arange(len(Z), dtype=np.int64)
+    return dataclasses.replace(machine, sv=Z, coef=np.asarray(beta, np.float64),
+                               intercept=float(b), sv_ids=ids, sv_sq=None,
+                               history=[], full_pass_violators=None, compact=None,
+                               compact_info=None), rec
+
+
+def basis_points(S, a, B, kmeans=True, seed=0):
+    """``B`` basis points for a machine's support rows ``S`` and coefficients
+    ``a``: :func:`kmeans_centres` of the rows weighted by abs(a_i), or
+    (``kmeans=False``) support rows drawn without replacement with
+    probability proportional to abs(a_i) (no cost beyond the draw)."""
+    if kmeans:
+        return kmeans_centres(S, B, weights=np.abs(a), seed=seed)
+    w = np.abs(np.asarray(a, np.float64))
+    B = int(min(B, len(S)))
+    p = w / w.sum() if w.sum() > 0 and np.count_nonzero(w) >= B else None
+    idx = np.random.default_rng(seed).choice(len(S), size=B, replace=False, p=p)
+    return _dense(S[np.sort(idx)])
 
 
 def compactor(kernel, solve, regression=False, tol=None):
