@@ -395,7 +395,7 @@ class CompactOptions:
     rule that keeps it."""
 
     compact_sizes: tuple = _opt(
-        (256, 512, 1024, 2048, 4096, 8192), "points", "the basis sizes B tried: the largest "
+        (256, 512, 1024, 2048, 4096), "points", "the basis sizes B tried: the largest "
         "that pays first, then halves of it while they pass")
     compact_pays: float = _opt(
         4.0, "ratio", "B is tried only where the model has more than this many times B "
