@@ -404,7 +404,7 @@ class CompactOptions:
         8192, "rows", "training rows the basis's least-squares fit uses (at least 2 B)",
         low=1)
     compact_kmeans: bool = _opt(
-        False, "switch", "the basis points: k-means centres of the support rows weighted by "
+        True, "switch", "the basis points: k-means centres of the support rows weighted by "
         "abs(a) (true) or support rows drawn in proportion to abs(a) (false)")
     compact_check_rows: int = _opt(
         8192, "rows", "training rows that check B when no rows are held out", low=1)
