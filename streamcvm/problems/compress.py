@@ -382,8 +382,9 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
     Xf = _dense(Xfit[pick])
     ff = kernel_sums(kernel, Xf, S, a, n_jobs=n_jobs) + machine.intercept
     yv = np.asarray(yv, np.float64)
+    Xv = _dense(Xv)
     if full_loss is None:
-        fv = kernel_sums(kernel, _dense(Xv), S, a, n_jobs=n_jobs) + machine.intercept
+        fv = kernel_sums(kernel, Xv, S, a, n_jobs=n_jobs) + machine.intercept
         full_loss = (fv - yv) ** 2 if regression else ((fv > 0) != (yv > 0)).astype(float)
     full_loss = np.asarray(full_loss, np.float64)
     if regression:
@@ -401,7 +402,7 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
         Z = basis_points(S, a, B, opts.compact_kmeans, seed)
         m = min(max(opts.compact_fit_rows, 2 * B), n_fit)   # the first m: a random subset too
         beta, b = fit_values(kernel, Z, Xf[:m], ff[:m], n_jobs=n_jobs)
-        fc = kernel_sums(kernel, _dense(Xv), Z, beta, n_jobs=n_jobs) + b
+        fc = kernel_sums(kernel, Xv, Z, beta, n_jobs=n_jobs) + b
         t = {"B": int(len(Z)), "fit_rows": int(m)}
         if regression:
             rmse = float(np.sqrt(np.mean((fc - yv) ** 2)))
@@ -410,7 +411,7 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
         else:
             rc = (fc > 0) == (yv > 0)
             fixed, broken = int(np.sum(rc & ~right)), int(np.sum(~rc & right))
-            ok = broken - fixed <= tol / 100.0 * len(yv)
+            ok = broken - fixed <= rec["tolerance_rows"]
             t.update(error=float(1.0 - rc.mean()), fixed=fixed, broken=broken,
                      agree=float(np.mean((fc > 0) == full_pos)))
         t["passed"] = bool(ok)
