@@ -24,6 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as B  # noqa: E402
+import bench_scale_accuracy as S  # noqa: E402  (its Nystroem reference)
 
 KIND = "boundary"
 TEST_ROWS = 200_000
@@ -55,14 +56,30 @@ def train_eval(train, test, model, extra, timeout, exe=None):
         out["error"] = "evaluate: " + B.stderr_tail(ev["stderr"])
         return out
     out["predict_s"] = ev["wall"]
+    out["test_rows"] = int(next(ln.split()[1] for ln in ev["stdout"].splitlines()
+                                if ln.startswith("rows")).replace(",", ""))
     acc = next(float(ln.split()[1]) for ln in ev["stdout"].splitlines()
                if ln.startswith("accuracy"))
     out["clean_test_error"] = 100.0 * (1.0 - acc)
     with open(os.path.join(model, "model.json")) as f:
         mj = json.load(f)
     m = mj["machines"][0]
-    out.update(n_sv=int(m["shape"][0]), stage_rows=m.get("stage_rows"))
+    out.update(n_sv=int(m["shape"][0]), stage_rows=m.get("stage_rows"),
+               gamma=mj["kernel"]["gamma"],
+               compact=(m.get("compact") or {}).get("decision"))
     return out
+
+
+def nystroem(train, test, K, gamma, n, a):
+    """One Nystroem(K) + LinearSVC reference (bench_scale_accuracy.py's child)
+    on at most ``--memory-gb`` of features, predicting the test store."""
+    rows = min(n, int(a.memory_gb * 1e9 // (K * 8)))
+    B.log(f"  Nystroem K={K} + LinearSVC ({rows:,} fit rows) ...")
+    spec = dict(kind="reference", method="nystroem", train=train, test=test, gamma=gamma,
+                fit_rows=rows, K=K, partial=os.path.join(a.workdir, f"partial-{os.getpid()}"))
+    r = B.run_reference(spec, a.timeout)
+    r.setdefault("fit_rows", rows)
+    return r
 
 
 def main(argv=None):
@@ -78,16 +95,23 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     ap.add_argument("--baseline", metavar="REV", default=None,
                     help="also train with the streamcvm of this git revision, same stores")
+    ap.add_argument("--test-rows", type=B.parse_rows, default=TEST_ROWS,
+                    help=f"clean test rows (default {TEST_ROWS:,})")
+    ap.add_argument("--nystroem", type=int, nargs="+", default=[1000], metavar="K",
+                    help="Nystroem + LinearSVC references with these K (default 1000)")
+    ap.add_argument("--no-nystroem", action="store_true", help="skip the Nystroem references")
+    ap.add_argument("--memory-gb", type=float, default=5.0,
+                    help="GB of Nystroem features (K * 8 bytes a row; default 5)")
     a = ap.parse_args(argv)
     if a.child:
-        return B.child_main(a.child, {"store": child_store})
+        return B.child_main(a.child, {"store": child_store, "reference": S.child_reference})
     if any(not 0 <= f < 0.5 for f in a.flips):
         ap.error("--flips must be in [0, 0.5)")
     flips = sorted(set([0.0] + list(a.flips)))
     os.makedirs(a.workdir, exist_ok=True)
     session = B.Session(packages=("numba",))
-    test = os.path.join(a.workdir, f"{KIND}-test-{TEST_ROWS}.zarr")
-    B.run_child({"kind": "store", "path": test, "n": TEST_ROWS, "first_block": 10 ** 6,
+    test = os.path.join(a.workdir, f"{KIND}-test-{a.test_rows}.zarr")
+    B.run_child({"kind": "store", "path": test, "n": a.test_rows, "first_block": 10 ** 6,
                  "flip": 0.0})
     codes = [("this tree", None)]
     if a.baseline:
@@ -128,15 +152,29 @@ def main(argv=None):
                 B.log(f"  {r}")
                 if a.json:
                     session.write(a.json, runs=runs)
+            ours = next((q for q in runs if q["rows"] == n and q["flip"] == f
+                         and q["code"] == "this tree" and "gamma" in q), None)
+            for K in ([] if a.no_nystroem or ours is None else a.nystroem):
+                r = dict(rows=n, flip=f, code=f"Nystroem K={K} + LinearSVC",
+                         **nystroem(train, test, K, ours["gamma"], n, a))
+                if "error" not in r:
+                    r["clean_test_error"] = 100.0 * (1.0 - r["accuracy"])
+                    r["streamcvm_predict_vs_this"] = ours["predict_s"] / r["predict_s"]
+                    r["test_rows"] = r.get("test_rows", ours.get("test_rows"))
+                runs.append(r)
+                B.log(f"  {r}")
+                if a.json:
+                    session.write(a.json, runs=runs)
     head = ["code", "rows", "flipped %", "train s", "peak RSS MB", "predict s",
             "clean test error %", "#SV", "last stage rows", "error - clean pp", "time / clean",
-            "train / baseline", "predict / baseline"]
+            "train / baseline", "predict / baseline", "streamcvm predict / this"]
     rows = [[r["code"], f"{r['rows']:,}", f"{100 * r['flip']:g}", B.fmt(r.get("train_s"), ".1f"),
              B.fmt(r.get("peak_rss") and r["peak_rss"] / 2 ** 20, ".0f"),
              B.fmt(r.get("predict_s"), ".1f"), B.fmt(r.get("clean_test_error"), ".3f"),
              B.fmt(r.get("n_sv"), ",d"), B.fmt(r.get("stage_rows"), ""),
              B.fmt(r.get("error_minus_clean_pp"), "+.3f"), B.fmt(r.get("time_vs_clean"), ".2f"),
-             B.fmt(r.get("train_vs_baseline"), ".2f"), B.fmt(r.get("predict_vs_baseline"), ".2f")]
+             B.fmt(r.get("train_vs_baseline"), ".2f"), B.fmt(r.get("predict_vs_baseline"), ".2f"),
+             B.fmt(r.get("streamcvm_predict_vs_this"), ".2f")]
             for r in runs]
     print("\n".join(session.header))
     print(B.table(head, rows))

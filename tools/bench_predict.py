@@ -262,13 +262,21 @@ def _store_rows(path, rows):
 
 
 def child_model(spec):
-    """A saved model predicting the first rows of a test store, compact and exact."""
+    """A saved model predicting the first rows of a test store, compact and
+    exact; with ``spec["lib"]``, that library's predict with its defaults."""
     with _limits(spec):
+        if spec.get("lib"):
+            sys.path.insert(0, spec["lib"])
         import numpy as np
         from streamcvm import load_model
         est = load_model(spec["model"])
         X, y = _store_rows(spec["test"], spec["rows"])
         regression = type(est).__name__ == "CVMRegressor"
+        if spec.get("lib"):
+            pred, base_s = _best(lambda: est.predict(X), spec["repeat"])
+            return {"base_s": base_s, "base_rmse" if regression else "base_accuracy":
+                    float(np.sqrt(np.mean((pred - y) ** 2))) if regression
+                    else float(np.mean(np.asarray(pred, np.float64) == y))}
         machines = est._model_record()[0]
         out = {"n_test": int(len(y)), "n_sv": int(sum(len(m.coef) for m in machines))}
         m = machines[0]
@@ -414,6 +422,12 @@ def main():
         B.log(f"{model}: predict ...")
         r = dict(B.run_child(dict(common, kind="model", model=model, test=test, rows=a.rows)),
                  case=os.path.basename(model.rstrip("/")))
+        if lib:
+            B.log(f"{model}: baseline ...")
+            base = B.run_child(dict(common, kind="model", model=model, test=test,
+                                    rows=a.rows, lib=lib))
+            r.update({k: v for k, v in base.items() if k.startswith("base_")},
+                     base_error=base.get("error"))
         if i < len(a.train):
             gamma = json.load(open(os.path.join(model, "model.json")))["kernel"]["gamma"]
             B.log(f"{model}: Nystroem K=1000 ...")
