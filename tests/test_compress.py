@@ -645,3 +645,85 @@ def test_sample_rows_of_a_store_of_many_chunks_reads_a_few(monkeypatch):
             assert len(Xc) == OPTS.compact_check_rows and len(Xf) == OPTS.compact_fit_rows
         assert len(np.unique(np.concatenate([Xf, Xc])[:, 0])) == len(Xf) + len(Xc)
     assert set(Xf[:, 0]).isdisjoint(Xc[:, 0])
+
+
+def test_paired_labels_accepts_equal_errors_where_labels_differ():
+    """The many-machine rule: labels equal to the full model's on the
+    ``agree`` share, or, where they differ (near-tied classes), errors on
+    the check rows within ``tol`` points of the full model's; more errors
+    than that are refused, and the record counts fixed and broken rows."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, 10_000)
+    full = np.where(rng.random(10_000) < 0.8, y, (y + 1) % 4)     # 80% right
+    labels = lambda F: F                                           # noqa: E731
+    accept = compress.paired_labels(labels, full, y, 0.999, 0.02)
+    assert accept(full.copy())[0]
+    swap = full.copy()                       # 200 rows fixed, 200 broken: 96% agree
+    wrong, right = np.flatnonzero(full != y)[:200], np.flatnonzero(full == y)[:200]
+    swap[wrong], swap[right] = y[wrong], (y[right] + 1) % 4
+    ok, t = accept(swap)
+    assert ok and t["agree"] == 0.96 and t["fixed"] == t["broken"] == 200
+    assert not compress.agreeing_labels(labels, full, 0.999)(swap)[0]
+    extra = np.flatnonzero((full == y) & (swap == y))[:3]     # 3 more broken: 0.03 points
+    worse = swap.copy()
+    worse[extra] = (y[extra] + 1) % 4
+    ok, t = accept(worse)
+    assert not ok and t["broken"] - t["fixed"] == 3 > 0.02 / 100 * len(y)
+
+
+def test_compact_shared_largest_first_halves_while_it_passes():
+    """``largest_first``: the largest B that pays first; while B passes, its
+    half, and the smallest that passed is kept; a refused largest B is the
+    only try."""
+    from streamcvm import CVMClassifier
+    X, y = _mixture(6000, 2)
+    est = CVMClassifier(compact=False).fit(X, y)
+    m, k = est.machines_[0], est.kernel_
+    Xf, Xc = X[:3000], X[3000:]
+    opts = OPTS.but(compact_sizes=(64, 128, 256, 512))
+    key = np.zeros(len(m.coef))
+
+    def sample(pass_from):
+        def accept(Fc):
+            return Fc.shape[0] == len(Xc) and seen[-1] >= pass_from, {}
+        accept.rule, accept.says = "test", lambda t, n: f"B {t['B']}"
+        return Xf, m.decision(k, Xf)[:, None], Xc, accept
+    seen = []
+    real = compress.class_centres
+
+    def centres(S, w, key, B, *args, **kw):
+        seen.append(B)
+        return real(S, w, key, B, *args, **kw)
+    compress.class_centres = centres
+    try:
+        got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, lambda: sample(128),
+                                           options=opts, largest_first=True)
+        assert [t["B"] for t in rec["tried"]] == [512, 256, 128, 64] == seen
+        assert got is not None and rec["B"] == 128 == len(got[0])
+        seen.clear()
+        got, rec = compress.compact_shared(m.sv, np.abs(m.coef), key, k, lambda: sample(10 ** 6),
+                                           options=opts, largest_first=True)
+        assert got is None and seen == [512] and "smaller B not tried" in rec["decision"]
+    finally:
+        compress.class_centres = real
+
+
+def test_progressive_multi_class_machines_share_one_basis(tmp_path):
+    """Three classes whose machines train progressively: no machine compacts
+    itself on its own validation rows; the model gets one basis for all of
+    them (or a record of why not) by the many-machine rule."""
+    from streamcvm import CVMClassifier
+    from streamcvm.data import synthetic
+    s = synthetic.write_store(tmp_path / "g.zarr", "gaussian", 9000, seed=0, n_classes=3)
+    est = CVMClassifier(train_size=4000, eps=1e-3).fit(s)
+    infos = [m.compact_info for m in est.machines_]
+    assert all(i is not None and "validation_rows" not in i for i in infos)
+    assert all(any("stage_rows" in h for h in m.history) for m in est.machines_)
+    largest = max(B for B in OPTS.compact_sizes
+                  if infos[0]["support_vectors"] > OPTS.compact_pays * B)
+    tried = [t["B"] for t in infos[0]["tried"]]
+    # the largest B first (B centres split over the classes: a few fewer), then halves
+    assert "paired" in infos[0]["rule"] and largest // 2 < tried[0] <= largest
+    assert tried == sorted(tried, reverse=True)
+    cs = [m.compact for m in est.machines_]
+    assert all(c is None for c in cs) or all(c is not None and c.sv is cs[0].sv for c in cs)

@@ -5,6 +5,7 @@ A thin command line over :mod:`streamcvm.data.synthetic`::
 
     python tools/make_synthetic.py gaussian -n 20000000 -o /tmp/bench/g20m.zarr
     python tools/make_synthetic.py gaussian -n 1000000 -o /tmp/bench/g1m.svm.gz
+    python tools/make_synthetic.py gaussian --classes 10 --d 20 -n 1000000 -o /tmp/bench/g10.zarr
     python tools/make_synthetic.py friedman1 -n 1000000 -o /tmp/bench/f1m.csv
     python tools/make_synthetic.py text -n 100000 -o /tmp/bench/t.h5
 
@@ -72,7 +73,14 @@ def build_parser():
                          "(.svm/.libsvm/.csv/.txt, optionally .gz/.bz2)")
     ap.add_argument("--d", type=int, default=None, metavar="D",
                     help="number of features (default: the generator's)")
+    ap.add_argument("--noise", type=float, default=None, metavar="S",
+                    help="the gaussian generator's noise: each row's distance to its blob "
+                         "centre has standard deviation about S (default 2: the classes "
+                         "overlap; 1 separates them better)")
     ap.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    ap.add_argument("--classes", type=int, default=None, metavar="K",
+                    help="number of classes of the gaussian generator (default 2; labels "
+                         "0..K-1 when K > 2, -1/+1 when K = 2)")
     ap.add_argument("--flip", type=float, default=0.0, metavar="P",
                     help="flip each two-class label with probability P (label noise; "
                          "default 0): the same seed gives the same rows either way")
@@ -104,6 +112,12 @@ def main(argv=None):
         ap.error("--chunk-rows must be positive")
     if not 0 <= a.flip < 0.5:
         ap.error("--flip must be in [0, 0.5)")
+    if a.classes is not None and (a.kind != "gaussian" or a.classes < 2):
+        ap.error("--classes needs the gaussian generator and K >= 2")
+    if a.noise is not None and (a.kind != "gaussian" or not a.noise > 0):
+        ap.error("--noise needs the gaussian generator and a positive S")
+    if a.flip and a.classes not in (None, 2):
+        ap.error("--flip needs two-class labels; --classes gives more")
     if a.flip and a.kind == "friedman1":
         ap.error("--flip needs two-class labels; friedman1 is a regression")
     is_text, text_fmt, comp = text_target(a.output, a.text, a.compress)
@@ -119,25 +133,30 @@ def main(argv=None):
     os.makedirs(parent, exist_ok=True)
 
     from streamcvm.data import synthetic
+    extra = {} if a.classes is None else {"n_classes": a.classes}
+    if a.noise is not None:
+        extra["noise"] = a.noise
     progress = not a.quiet and sys.stderr.isatty()
     t0 = time.perf_counter()
     if is_text:
         what = f"{text_fmt}{' + ' + comp if comp else ''}"
         synthetic.write_text(a.output, a.kind, a.rows, text_format=text_fmt, d=a.d,
                              seed=a.seed, compress=comp, progress=progress,
-                             flip=a.flip, first_block=a.first_block)
+                             flip=a.flip, first_block=a.first_block, **extra)
     else:
         fmt = a.store_format or ("hdf5" if a.output.lower().endswith((".h5", ".hdf5"))
                                  else "zarr")
         what = f"{fmt} store"
         synthetic.write_store(a.output, a.kind, a.rows, d=a.d, seed=a.seed,
                               chunk_rows=a.chunk_rows, fmt=fmt, overwrite=a.overwrite,
-                              progress=progress, flip=a.flip, first_block=a.first_block)
+                              progress=progress, flip=a.flip, first_block=a.first_block,
+                              **extra)
     dt = time.perf_counter() - t0
     nbytes = path_bytes(a.output)
     rss = peak_rss_bytes()
     d = a.d if a.d is not None else synthetic.DEFAULT_D[a.kind]
-    print(f"wrote {a.output} ({what}): {a.kind}, d={d}, seed={a.seed}")
+    print(f"wrote {a.output} ({what}): {a.kind}, d={d}, seed={a.seed}"
+          + (f", {a.classes} classes" if a.classes else ""))
     print(f"rows      {a.rows:,}")
     print(f"bytes     {nbytes:,} ({human(nbytes)}, {nbytes / a.rows:.1f} B/row)")
     print(f"seconds   {dt:.2f}")

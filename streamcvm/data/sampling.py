@@ -364,10 +364,11 @@ def relabel(y, classes, target):
     return y
 
 
-def sample_rows(store, m, max_chunks, seed=0):
+def sample_rows(store, m, max_chunks, seed=0, labels=False):
     """``m`` random rows of a store (seed 0: the benchmark protocol's sample),
-    read chunk by chunk. Stores of more than ``max_chunks`` chunks are sampled
-    within ``max_chunks`` random chunks, so this never costs a full pass."""
+    read chunk by chunk; ``labels``: (rows, their labels). Stores of more than
+    ``max_chunks`` chunks are sampled within ``max_chunks`` random chunks, so
+    this never costs a full pass."""
     rng = np.random.default_rng(seed)
     if store.n_chunks > max_chunks:
         chunks = np.sort(rng.choice(store.n_chunks, size=max_chunks, replace=False))
@@ -379,12 +380,16 @@ def sample_rows(store, m, max_chunks, seed=0):
         idx = np.array([spans[w][0] for w in which]) + pick - offs[which]
     else:
         idx = np.sort(rng.choice(store.n, size=min(m, store.n), replace=False))
-    parts = []
+    parts, ys = [], []
     for i in np.unique(idx // store.chunk_rows):
         a, _ = store.chunk_bounds(int(i))
         sel = idx[(idx >= a) & (idx < a + store.chunk_rows)] - a
-        parts.append(store.chunk(int(i)).X[sel])
-    return sp.vstack(parts).tocsr() if sp.issparse(parts[0]) else np.concatenate(parts)
+        c = store.chunk(int(i))
+        parts.append(c.X[sel])
+        if labels:
+            ys.append(np.asarray(c.y)[sel])
+    X = sp.vstack(parts).tocsr() if sp.issparse(parts[0]) else np.concatenate(parts)
+    return (X, np.concatenate(ys)) if labels else X
 
 
 def small_in_memory(store, max_chunks):

@@ -270,17 +270,20 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         fit_kw = dict(C=self.C_, full_pass=self.full_pass, sample_weight=weighted,
                       train_size=self.train_size, stop=self.stop, stage_tol=self.stage_tol)
         jobs = side_by_side(store, kern, subs, solve, class_weight=cw, **fit_kw)
+        # many machines: no basis of their own (a progressive machine's); one basis
+        # for all of them after, so a row costs B kernel values, not the union's
+        each = solve.but(compact=False) if len(subs) > 1 else solve
         with run.fit(store, kern, len(subs)) as fit:
             def one(k):
                 pair = subs[k]
-                return train_machine(store, kern, fit.solve(solve, run.seed + k, k),
+                return train_machine(store, kern, fit.solve(each, run.seed + k, k),
                                      classes=pair, class_weight=None if cw is None else
                                      (cw[pair[0]], cw[pair[1]]), **fit_kw)
             for _, m in zip(fit.todo(), in_order(one, fit.remaining(), jobs)):
                 fit.done(m)
             self._finish(fit.machines, store, classes, kern, data.extra["kept"])
             if self.compact == "auto" and not any(m.compact_info for m in fit.machines):
-                self._compact_fitted(store, run.seed, solve.but(runner=fit.runner))
+                self._compact_fitted(store, run.seed, solve.but(runner=fit.runner), classes)
             self._fit_probabilities(store, cv, subs, kern, run.seed, cw,
                                     solve.but(runner=fit.runner), fit_kw)
         self.n_iter_ = sum(m.n_iter for m in self.machines_)
@@ -460,13 +463,18 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         """Class indices predicted from machine values ``F`` [rows, machines]."""
         return class_indices(F, self.multi_class, len(self.classes_))
 
-    def _compact_fitted(self, store, seed, solve):
+    def _compact_fitted(self, store, seed, solve, codes):
         """A compact expansion for machines trained on every row (no held-out
-        rows): one k-means basis shared by all of them, B chosen by how often
-        its labels equal the full model's on training rows the least-squares
-        fit did not use (:func:`streamcvm.problems.compress.compact_shared`)."""
+        rows), and for every multi-class model: one k-means basis shared by
+        all of them, B chosen by how often its labels equal the full model's
+        on training rows the least-squares fit did not use, or, with many
+        machines, by the paired rule on those rows too, the largest B first
+        (:func:`streamcvm.problems.compress.compact_shared`,
+        :func:`~streamcvm.problems.compress.paired_labels`); ``codes``: the
+        values of the store's y in the order of the class indices."""
         from ..data.parallel import n_threads
-        from ..problems.compress import agreeing_labels, attach_shared, compact_shared, sample_rows
+        from ..problems.compress import (agreeing_labels, attach_shared, compact_shared,
+                                         paired_labels, sample_rows)
         machines = self.machines_
         got, info = None, {"decision": "sparse support rows: not compressed"}
         if not (store.sparse or any(sp.issparse(m.sv) for m in machines)):
@@ -477,13 +485,20 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
             jobs = n_threads(solve.n_jobs)
 
+            many = len(machines) > 1
+            opts = solve.options
+
             def sample():       # the full model's values there: 16K x |S| kernel values
-                Xf, Xc = sample_rows(store, solve.options, seed, solve.runner)
-                return Xf, self._ovo_rows(Xf, jobs), Xc, agreeing_labels(
-                    self._labels_of, self._labels_of(self._ovo_rows(Xc, jobs)),
-                    solve.options.compact_agree)
-            got, info = compact_shared(U, w, key, self.kernel_, sample, options=solve.options,
-                                       seed=seed, n_jobs=jobs)
+                Xf, Xc, yc = sample_rows(store, opts, seed, solve.runner, labels=True)
+                full = self._labels_of(self._ovo_rows(Xc, jobs))
+                at = {float(c): i for i, c in enumerate(codes)}
+                truth = np.array([at.get(float(v), -1) for v in yc])
+                accept = paired_labels(self._labels_of, full, truth,
+                                       opts.compact_agree, opts.compact_error_tol) if many \
+                    else agreeing_labels(self._labels_of, full, opts.compact_agree)
+                return Xf, self._ovo_rows(Xf, jobs), Xc, accept
+            got, info = compact_shared(U, w, key, self.kernel_, sample, options=opts,
+                                       seed=seed, n_jobs=jobs, largest_first=many)
         attach_shared(machines, got, info)
         self._set_machines(machines)
 

@@ -23,7 +23,8 @@ dense float32 arrays:
 What ships: :func:`compact_machine` (a progressive fit's machine, B chosen
 on its held-out validation rows) and :func:`compact_shared` (one basis for
 all machines or features of a fit on every row, B chosen by
-:func:`agreeing_labels` or :func:`close_values` on unused training rows).
+:func:`agreeing_labels`, :func:`paired_labels` or :func:`close_values` on
+unused training rows).
 ``tools/compress_study.py`` compares the candidates at equal B on a trained
 model; docs/solvers.md, "Compact expansions", gives the formulations.
 """
@@ -474,8 +475,9 @@ def compactor(kernel, solve, regression=False, tol=None):
     return hook
 
 
-def sample_rows(store, options, seed=0, runner=None):
-    """(fit rows, check rows) of a training store, disjoint, dense: up to
+def sample_rows(store, options, seed=0, runner=None, labels=False):
+    """(fit rows, check rows) of a training store, disjoint, dense (and,
+    with ``labels``, the check rows' labels as a third item): up to
     the options' ``compact_fit_rows`` and ``compact_check_rows`` (half the
     rows each when it has fewer). A store of at most ``compact_sample_chunks``
     chunks gives them by the row keys of a progressive fit's split, from
@@ -487,12 +489,15 @@ def sample_rows(store, options, seed=0, runner=None):
     n_fit = int(min(options.compact_fit_rows, store.n - n_check))
     if store.n_chunks > max_chunks:
         from ..data.sampling import sample_rows as rows_of_chunks
-        X = _dense(rows_of_chunks(store, n_check + n_fit, max_chunks, seed))
+        X, y = rows_of_chunks(store, n_check + n_fit, max_chunks, seed, labels=True)
+        X = _dense(X)
         order = np.random.default_rng(seed).permutation(len(X))
-        return X[order[n_check:]], X[order[:n_check]]
-    from .progressive import draw_sample
-    (_, Xc, _, _), (_, Xf, _, _) = draw_sample(store, None, n_check, n_fit, seed, runner)
-    return _dense(Xf), _dense(Xc)
+        got = X[order[n_check:]], X[order[:n_check]], np.asarray(y)[order[:n_check]]
+    else:
+        from .progressive import draw_sample
+        (_, Xc, yc, _), (_, Xf, _, _) = draw_sample(store, None, n_check, n_fit, seed, runner)
+        got = _dense(Xf), _dense(Xc), np.asarray(yc)
+    return got if labels else got[:2]
 
 
 def class_centres(S, weights, key, B, seed=0, seeds=None, iters=default("kmeans_iters")):
@@ -540,6 +545,38 @@ def agreeing_labels(labels, full_labels, agree):
     return accept
 
 
+def paired_labels(labels, full_labels, y, agree, tol):
+    """The acceptance of :func:`compact_shared` for multi-class classifiers:
+    :func:`agreeing_labels`, or the paired rule of :func:`compact_machine`
+    on the same check rows, with their labels ``y``: the compact model's
+    labels wrong where the full model's are right (broken) less those right
+    where the full model's are wrong (fixed) at most ``tol`` points of the
+    rows. These rows are training rows: the full model was fitted to their
+    labels, so its errors there are optimistic and the rule leans towards
+    refusing (the direction :func:`agreeing_labels` names); it does not need
+    the labels to be equal where the full model's pick among near-tied
+    classes is a coin toss, as on overlapping classes (label agreement
+    refuses every B there while the accuracy holds)."""
+    y = np.asarray(y)
+    right = np.asarray(full_labels) == y
+    n = max(len(y), 1)
+
+    def accept(Fc):
+        lab = labels(Fc)
+        q = float(np.mean(lab == full_labels))
+        rc = lab == y
+        fixed, broken = int(np.sum(rc & ~right)), int(np.sum(~rc & right))
+        ok = q >= agree or broken - fixed <= tol / 100.0 * n
+        return ok, {"agree": q, "fixed": fixed, "broken": broken}
+    accept.rule = (f"labels equal to the full model's on {100 * agree:g}% of training rows "
+                   f"not used in the fit, or errors there within {tol:g} points of the full "
+                   "model's (paired; no held-out rows)")
+    accept.says = lambda t, n: (f"labels {100 * t['agree']:.2f}% equal to the full model's "
+                                f"on {n:,} training rows (fixed {t['fixed']}, broken "
+                                f"{t['broken']})")
+    return accept
+
+
 def close_values(full, r2):
     """The acceptance of :func:`compact_shared` for features (no labels): every
     column's values at the check rows explained to ``R^2 >= r2`` (the option
@@ -556,7 +593,8 @@ def close_values(full, r2):
     return accept
 
 
-def compact_shared(S, weights, key, kernel, sample, *, options, seed=0, n_jobs=1):
+def compact_shared(S, weights, key, kernel, sample, *, options, seed=0, n_jobs=1,
+                   largest_first=False):
     """One compact basis for the machines of a fit that held no rows out
     (trained on every row: nothing to judge errors on), or None, and a
     record of the choice.
@@ -574,14 +612,18 @@ def compact_shared(S, weights, key, kernel, sample, *, options, seed=0, n_jobs=1
     B``, smallest first: B centres; every
     machine's beta and b~ by least squares on all of them (one
     factorisation for all machines); the first B that ``accept`` passes is
-    kept. (A one-vs-one machine on its two classes' centres only, the
-    structure of its support rows, needed twice the B for 99.75% equal
-    labels on letter.) Returns ((Z, Beta [B, machines], b [machines]) or
-    None, record)."""
+    kept. ``largest_first`` (many machines, whose union of support rows
+    only a large B pays for): the largest B first, and when it passes each
+    half of it in turn down to the first that fails, keeping the smallest
+    that passed; when it fails, no smaller B is tried (a refused compaction
+    costs one try), as :func:`compact_machine`. (A one-vs-one machine on its
+    two classes' centres only, the structure of its support rows, needed
+    twice the B for 99.75% equal labels on letter.) Returns ((Z, Beta [B,
+    machines], b [machines]) or None, record)."""
     opts = options
     sizes, pays = opts.compact_sizes, opts.compact_pays
     rec = {"support_vectors": int(S.shape[0]), "tried": []}
-    todo = [B for B in sizes if S.shape[0] > pays * B]
+    todo = sorted((B for B in sizes if S.shape[0] > pays * B), reverse=largest_first)
     if not todo:
         rec["decision"] = (f"{S.shape[0]:,} support vectors: too few to pay (compressed only "
                            f"above {pays:g} x {sizes[0]})")
@@ -592,19 +634,29 @@ def compact_shared(S, weights, key, kernel, sample, *, options, seed=0, n_jobs=1
     Xfit, Xcheck = _dense(Xfit), _dense(Xcheck)
     rec.update(check_rows=int(len(Xcheck)), rule=accept.rule)
     seeds = {}          # each class's k-means++ seeding, continued from one B to the next
+    kept = None
     for B in todo:
         Z = class_centres(S, np.asarray(weights, np.float64), np.asarray(key), B, seed, seeds,
                           iters=opts.kmeans_iters)
         Beta, b = fit_values(kernel, Z, Xfit, Ffit, n_jobs=n_jobs)   # O(B^2) memory
         ok, t = accept(decisions(kernel, Z, Beta, b, Xcheck, n_jobs=n_jobs,
                                  few_machines=opts.few_machines))
-        t = {"B": int(len(Z)), **t}
+        t = {"B": int(len(Z)), **t, "passed": bool(ok)}
         rec["tried"].append(t)
         if ok:
-            rec.update(B=int(len(Z)), decision=f"B = {len(Z):,}: {accept.says(t, len(Xcheck))}")
-            return (Z, Beta, b), rec
-    rec["decision"] = f"kept the full expansion: no B up to {todo[-1]:,} passed"
-    return None, rec
+            kept = (Z, Beta, b), t
+            if not largest_first:
+                break
+        elif largest_first:
+            break
+    if kept is None:
+        rec["decision"] = (f"kept the full expansion: no B up to {max(todo):,} passed"
+                           + ("; smaller B not tried" if largest_first and len(todo) > 1
+                              else ""))
+        return None, rec
+    got, t = kept
+    rec.update(B=t["B"], decision=f"B = {t['B']:,}: {accept.says(t, len(Xcheck))}")
+    return got, rec
 
 
 def attach_shared(machines, got, info):

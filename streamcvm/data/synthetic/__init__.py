@@ -182,6 +182,10 @@ def write_store(path, kind, n, *, d=None, seed=0, chunk_rows=None, fmt=None,
         gen = {"kind": kind, "n": int(n), "d": d, "seed": int(seed)}
         if kw.get("flip"):
             gen["flip"] = float(kw["flip"])
+        if kw.get("n_classes", 2) != 2:
+            gen["n_classes"] = int(kw["n_classes"])
+        if kw.get("noise") is not None:
+            gen["noise"] = float(kw["noise"])
         out = w.close({"generator": gen})
     if bar is not None:
         bar.close()
