@@ -121,7 +121,7 @@ def main(argv=None):
     if a.classes < 3:
         ap.error("--classes must be at least 3 (the binary twin is trained anyway)")
     os.makedirs(a.workdir, exist_ok=True)
-    session = B.Session(packages=("numba", "sklearn", "sklearnex"))
+    session = B.Session(packages=("numba", "scikit-learn", "scikit-learn-intelex"))
     extra = a.streamcvm_args.split()
     runs = []
 
