@@ -234,6 +234,31 @@ def test_threaded_values_equal_serial_ones(data):
     assert np.allclose(one[:, 0], rbf(R, X[0::3]) @ a[0::3], atol=1e-4)
 
 
+def test_union_values_by_tiles_equal_one_block(data):
+    """A union larger than the tile is cut into tiles within each class
+    group (each kernel block stays in cache): the same values as one block
+    over the union, to float32 rounding, from dense and CSR rows; and the
+    same on one thread as on two."""
+    import scipy.sparse as sp
+    from streamcvm.predict.decision import build_union, union_values
+    from streamcvm.problems.machine import Machine
+    X, a, T, k = data
+    R = np.concatenate([T] * 10)
+    ms = [Machine(sv=X[i::3], coef=a[i::3], intercept=0.1 * i, sv_ids=np.arange(300)[i::3],
+                  classes=pair) for i, pair in enumerate([(0, 1), (0, 2), (1, 2)])]
+    union = build_union(ms)
+    ic = np.array([m.intercept for m in ms])
+    whole = union_values(k, union, ic, R, tile=10 ** 6)
+    assert np.allclose(whole[:, 0], rbf(R, X[0::3]) @ a[0::3] + ic[0], atol=1e-4)
+    for tile in (7, 64):                # tiles that do and do not divide the groups
+        for rows in (R, sp.csr_matrix(R)):
+            tiled = union_values(k, union, ic, rows, tile=tile)
+            # (float32 Gram products of other shapes: equal to their rounding)
+            assert np.allclose(tiled, whole, rtol=1e-5, atol=1e-5)
+        assert np.allclose(union_values(k, union, ic, R, n_jobs=2, tile=tile),
+                           union_values(k, union, ic, R, tile=tile), rtol=1e-12, atol=1e-12)
+
+
 def test_few_machine_groups_sum_in_place_as_the_gemm_does(data):
     """union_values sums a class group of few machines from the float32
     block in place (weighted_sum over its columns), more by a float64 GEMM:
@@ -711,7 +736,8 @@ def test_compact_shared_largest_first_halves_while_it_passes():
 def test_progressive_multi_class_machines_share_one_basis(tmp_path):
     """Three classes whose machines train progressively: no machine compacts
     itself on its own validation rows; the model gets one basis for all of
-    them (or a record of why not) by the many-machine rule."""
+    them (or a record of why not) by the many-machine rule; ``info`` says
+    which route each machine took."""
     from streamcvm import CVMClassifier
     from streamcvm.data import synthetic
     s = synthetic.write_store(tmp_path / "g.zarr", "gaussian", 9000, seed=0, n_classes=3)
@@ -727,3 +753,8 @@ def test_progressive_multi_class_machines_share_one_basis(tmp_path):
     assert tried == sorted(tried, reverse=True)
     cs = [m.compact for m in est.machines_]
     assert all(c is None for c in cs) or all(c is not None and c.sv is cs[0].sv for c in cs)
+    # the model records each machine's route; info counts them
+    from streamcvm.cli.info import describe_model
+    from streamcvm.estimators.model import save_model
+    save_model(est, tmp_path / "m")
+    assert "routes     3 machines: 3 progressive" in describe_model(str(tmp_path / "m"))

@@ -93,6 +93,30 @@ def test_exp_nonpos_matches_numpy():
     assert np.all(out[~ok] == 0.0) and out[-6] == 1.0 and out[-2] == 1.0
 
 
+def test_float32_rbf_blocks_take_the_one_pass_exp():
+    """A dense float32 RBF block is the Gram matrix turned into exp(-gamma
+    d^2) row by row through exp_nonpos (rbf_exp): within 2e-7 relative of
+    the float64 kernel's values (plus the argument's rounding) where the
+    Gram matrix is exact, 1 on a row
+    against itself; the same as rbf_arg + NumPy's exp to float32 rounding."""
+    from streamcvm.solvers.kernels.compiled import rbf_arg, rbf_exp
+    rng = np.random.default_rng(3)
+    A = rng.integers(-3, 4, size=(50, 6)).astype(np.float32)   # exact float32 products
+    B = np.concatenate([A[:5], rng.integers(-3, 4, size=(300, 6))]).astype(np.float32)
+    K = Kernel("rbf", gamma=0.05).block(A, B)
+    assert K.dtype == np.float32
+    d2 = ((A[:, None, :].astype(np.float64) - B[None, :, :]) ** 2).sum(-1)
+    ref = np.exp(-0.05 * d2)
+    # (-gamma d^2 rounds to float32: 6e-8 relative of the argument)
+    assert np.all(np.abs(K - ref) <= (2e-7 + 1.2e-7 * 0.05 * d2) * ref)
+    assert np.all(np.diag(K[:5, :5]) == 1.0)
+    sq = lambda X: (X.astype(np.float64) ** 2).sum(1).astype(np.float32)   # noqa: E731
+    G = A @ B.T
+    one = rbf_exp(G.copy(), sq(A), sq(B), np.float32(0.05))
+    two = np.exp(rbf_arg(G.copy(), sq(A), sq(B), np.float32(0.05)))
+    assert np.allclose(one, two, rtol=3e-7, atol=0)
+
+
 def test_thread_limits_keeps_one_controller_until_an_import():
     """thread_limits holds BLAS to one thread and restores it, from one
     threadpoolctl controller (making one inspects every loaded library),

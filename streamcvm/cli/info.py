@@ -150,6 +150,11 @@ def describe_model(path):
             lines.append(f"           estimated gain left from the rest of the sample: "
                          f"{max(left):.3g}{unit} (tolerance "
                          f"{man['params'].get('stage_tol', '?')})")
+    routes = [m.get("route") for m in ms]
+    if len(ms) > 1 and all(routes):         # how many machines took each route
+        from collections import Counter
+        lines.append(f"routes     {len(ms):,} machines: " + ", ".join(
+            f"{n:,} {r}" for r, n in Counter(routes).most_common()))
     staged = [m for m in ms if m.get("stages")]
     if staged:          # the stages of the first machine that has them: their routes and cost
         m = staged[0]
@@ -159,7 +164,7 @@ def describe_model(path):
                    if "stage_validation_error" in st else
                    f", validation RMSE {st['stage_validation_rmse']:.4g}"
                    if "stage_validation_rmse" in st else "")
-            lines.append(("stages" + who if j == 0 else "").ljust(11)
+            lines.append(("stages" + who + " " if j == 0 else "").ljust(11)
                          + f"{st['rows']:,} rows: {st['route']}, {st['steps']:,} steps, core "
                          f"set {st['core_size']:,}{err}")
     comp = [m.get("compact") for m in ms if isinstance(m.get("compact"), dict)]

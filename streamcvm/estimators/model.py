@@ -86,6 +86,16 @@ def stage_summary(history):
     return out
 
 
+def machine_route(history, stages):
+    """How a machine was trained, from its history: "progressive" (stages of
+    a sample), "exact smo", or the route of its last solve ("exact",
+    "sampled", "sampled, then exact"; "sampled" when none is recorded)."""
+    if stages:
+        return "progressive"
+    last = history[-1] if history else {}
+    return (last.get("dispatch") or {}).get("path") or "sampled"
+
+
 def save_model(est: Model, path: str | os.PathLike[str], overwrite: bool = False,
                target: Target | None = None) -> str:
     """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass / CVMRanker /
@@ -139,6 +149,7 @@ def save_model(est: Model, path: str | os.PathLike[str], overwrite: bool = False
             stages = stage_summary(hist)
             if stages:
                 rec["stages"] = stages
+            rec["route"] = machine_route(hist, stages)
             for name, arr in arrays.items():
                 put(f"m{k}_{name}", arr)
             recs.append(rec)

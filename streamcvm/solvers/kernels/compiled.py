@@ -7,6 +7,8 @@ of these it calls; nothing here knows a kernel's name.
 import numpy as np
 from numba import njit, prange
 
+from .expf import exp_nonpos
+
 
 @njit(cache=True, nogil=True, parallel=True, fastmath=True)
 def dot_transform(G, sqa, sqb, normalized, gamma, coef0, degree):
@@ -79,6 +81,31 @@ def rbf_arg(G, sqa, sqb, gamma):
         a = sqa[i]
         for j in range(n):
             G[i, j] = -gamma * max(a + sqb[j] - 2.0 * G[i, j], zero)
+    return G
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _rbf_arg_row(g, a, sqb, gamma, out):
+    """out = -gamma max(a + sqb - 2 g, 0) (one row of :func:`rbf_arg`)."""
+    zero = g.dtype.type(0.0)
+    for j in range(g.shape[0]):
+        out[j] = -gamma * max(a + sqb[j] - 2.0 * g[j], zero)
+
+
+@njit(cache=True, nogil=True)
+def rbf_exp(G, sqa, sqb, gamma):
+    """In place, a float32 Gram matrix -> the RBF block exp(-gamma
+    max(||a||^2 + ||b||^2 - 2 a.b, 0)), row by row: the argument into a
+    scratch row, then :func:`~.expf.exp_nonpos` from it into the row (from
+    another array: in place, its loop would not vectorise). Faster than
+    :func:`rbf_arg` and NumPy's float32 exp here; within 1e-7 relative of the
+    exact exp, the values of the exact BVM's kernel rows."""
+    m, n = G.shape
+    arg = np.empty(n, np.float32)
+    kbuf = np.empty(n, np.int32)
+    for i in range(m):
+        _rbf_arg_row(G[i], sqa[i], sqb, gamma, arg)
+        exp_nonpos(arg, G[i], kbuf)
     return G
 
 
