@@ -160,7 +160,8 @@ def main(argv=None):
 def report(runs, header):
     print("\n".join(header) + "\n")
     head = ["rows", "classes", "model", "fit rows", "train s", "peak RSS MB", "predict s",
-            "test rows", "accuracy %", "exact predict s", "exact accuracy %", "SVs (over the machines)", "B"]
+            "test rows", "accuracy %", "exact predict s", "exact accuracy %",
+            "SVs (over the machines)", "B"]
     out = []
     for r in runs:
         name = r["code"] + ("" if r["code"] == "streamcvm" else
