@@ -265,6 +265,9 @@ class PassOptions:
         4, "machines", "kernel sums over at most this many machines' weights are summed "
         "over the float32 block in place, more by a float64 GEMM (the faster for each)",
         low=0)
+    union_tile: int = _opt(
+        4096, "rows", "predict: a union of more support rows than this is cut into tiles "
+        "of at most this many within each class (a kernel block stays in cache)", low=1)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)

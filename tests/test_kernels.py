@@ -94,8 +94,9 @@ def test_exp_nonpos_matches_numpy():
 
 
 def test_float32_rbf_blocks_take_the_one_pass_exp():
-    """A dense float32 RBF block is the Gram matrix turned into exp(-gamma
-    d^2) row by row through exp_nonpos (rbf_exp): within 2e-7 relative of
+    """A dense float32 RBF block by one pass (``one_pass=True``, predict's
+    tiles) is the Gram matrix turned into exp(-gamma d^2) row by row through
+    exp_nonpos (rbf_exp): within 2e-7 relative of
     the float64 kernel's values (plus the argument's rounding) where the
     Gram matrix is exact, 1 on a row
     against itself; the same as rbf_arg + NumPy's exp to float32 rounding."""
@@ -103,7 +104,7 @@ def test_float32_rbf_blocks_take_the_one_pass_exp():
     rng = np.random.default_rng(3)
     A = rng.integers(-3, 4, size=(50, 6)).astype(np.float32)   # exact float32 products
     B = np.concatenate([A[:5], rng.integers(-3, 4, size=(300, 6))]).astype(np.float32)
-    K = Kernel("rbf", gamma=0.05).block(A, B)
+    K = Kernel("rbf", gamma=0.05).block(A, B, one_pass=True)
     assert K.dtype == np.float32
     d2 = ((A[:, None, :].astype(np.float64) - B[None, :, :]) ** 2).sum(-1)
     ref = np.exp(-0.05 * d2)

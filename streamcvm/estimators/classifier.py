@@ -420,8 +420,9 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
     def _ovo_rows(self, X, n_jobs=1):
         """:meth:`_ovo` of rows already validated (and scaled), on ``n_jobs`` threads."""
         union, intercepts = self._union()
+        opts = self._options()
         return union_values(self.kernel_, union, intercepts, X, n_jobs=n_jobs,
-                            few_machines=self._options().few_machines)
+                            few_machines=opts.few_machines, tile=opts.union_tile)
 
     def _model_record(self):
         """(machines, this estimator's fields of the model manifest): what

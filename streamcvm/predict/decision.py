@@ -79,27 +79,22 @@ def build_union(machines, keys=False):
     return U, sq_norms(U), UT, groups
 
 
-# a kernel block of a large union spans at most this many support rows and
-# TILE_VALUES kernel values (float32: 2 MB), so it stays in cache from its
-# Gram product through the exp to the machines' sums; one block of 128 rows
-# against 218,000 support rows is 112 MB, and each of those three steps
-# would stream it from memory
-TILE_COLS = 4096
-TILE_VALUES = 1 << 19
-
-
 def union_values(kernel, union, intercepts, X, n_jobs=1, few_machines=default("few_machines"),
-                 tile=TILE_COLS):
+                 tile=default("union_tile")):
     """Every machine's f(x) on rows ``X`` (validated and scaled), one column
     per machine: kernel blocks of ``X`` against the ``union`` of the support
     rows (:func:`build_union`), then per class group one GEMM with its
     machines' coefficients (:func:`~streamcvm.solvers.kernels.block_times`:
     a group of few machines summed over the float32 block in place), plus
     the ``intercepts`` (``few_machines``: the option's). A union of more
-    than ``tile`` rows is cut into tiles of at most that many within each
-    class group, each a block of its own (:data:`TILE_VALUES` kernel values:
-    it stays in cache). ``n_jobs`` threads (one BLAS thread each) take whole
-    blocks of rows, as :func:`~streamcvm.solvers.kernels.kernel_sums` does:
+    than ``tile`` rows (the option ``union_tile``) is cut into tiles of at
+    most that many within each class group, each a block of its own (at most
+    2^19 kernel values, 2 MB of float32: it stays in cache from its Gram
+    product through the exp to the sums, where one block of 128 rows against
+    218,000 support rows, 112 MB, would go through memory three times; RBF
+    blocks there take the one-pass exp, ``Kernel.block(one_pass=True)``).
+    ``n_jobs`` threads (one BLAS thread each) take whole blocks of rows, as
+    :func:`~streamcvm.solvers.kernels.kernel_sums` does:
     the exp of a block (NumPy's, one thread) is most of its cost, and the
     blocks and tiles start at the same rows and columns whatever ``n_jobs``:
     a row's values do not depend on it, nor on the rows predicted with it."""
@@ -110,7 +105,7 @@ def union_values(kernel, union, intercepts, X, n_jobs=1, few_machines=default("f
         parts = [(t, min(t + tile, hi), mach, W[t - lo:min(t + tile, hi) - lo])
                  for lo, hi, mach, W in groups for t in range(lo, hi, tile)]
         wide = max(e - t for t, e, _, _ in parts)
-        rows = int(max(16, min(2048, TILE_VALUES // wide)))
+        rows = int(max(16, min(2048, 2 ** 19 // wide)))
         sparse_rows = UT is not None and sp.issparse(X)      # csr_gram takes U' by tile
         cols = {t: (U[t:e], Usq[t:e], np.ascontiguousarray(UT[:, t:e]) if sparse_rows else None)
                 for t, e, _, _ in parts}
@@ -138,7 +133,7 @@ def union_values(kernel, union, intercepts, X, n_jobs=1, few_machines=default("f
             return
         for t, e, mach, W in parts:
             Ut, Utsq, UTt = cols[t]
-            K = kernel.block(X[a:b], Ut, sq[a:b], Utsq, BT=UTt, out=local.kbuf)
+            K = kernel.block(X[a:b], Ut, sq[a:b], Utsq, BT=UTt, out=local.kbuf, one_pass=True)
             add(a, b, mach, block_times(K, W, None, local.buf, few_machines))
 
     for_blocks(one, range(0, X.shape[0], rows), n_jobs)

@@ -46,12 +46,17 @@ class RBF(_Distance):
         sqa = sq_norms(A) if sqa is None else sqa
         sqb = sq_norms(B) if sqb is None else sqb
         t = G.dtype.type
-        if t is np.float32 and G.flags.c_contiguous:    # one pass, Cephes' expf
-            return rbf_exp(G, sqa.astype(t, copy=False), sqb.astype(t, copy=False),
-                           t(self.gamma))
         # numpy's vectorised exp beats numba's scalar one by ~10x here
         rbf_arg(G, sqa.astype(t, copy=False), sqb.astype(t, copy=False), t(self.gamma))
         return np.exp(G, out=G)
+
+    def _from_gram_one_pass(self, G, A, B, sqa, sqb):
+        if G.dtype != np.float32 or not G.flags.c_contiguous:
+            return self._from_gram(G, A, B, sqa, sqb)
+        sqa = sq_norms(A) if sqa is None else sqa
+        sqb = sq_norms(B) if sqb is None else sqb
+        t = np.float32
+        return rbf_exp(G, sqa.astype(t, copy=False), sqb.astype(t, copy=False), t(self.gamma))
 
     def pair_diag(self, Xi, Xj):
         Xi, Xj = np.asarray(Xi, np.float64), np.asarray(Xj, np.float64)
@@ -64,7 +69,7 @@ class _FromDifferences(_Distance):
     distance_power = 1
     euclid = False
 
-    def block(self, A, B, sqa=None, sqb=None, BT=None, out=None):
+    def block(self, A, B, sqa=None, sqb=None, BT=None, out=None, one_pass=False):
         m, n = A.shape[0], B.shape[0]
         if m == 0 or n == 0:
             return np.zeros((m, n))
