@@ -470,6 +470,7 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         all of them, B chosen by how often its labels equal the full model's
         on training rows the least-squares fit did not use, or, with many
         machines, by the paired rule on those rows too, the largest B first
+        when the machines trained by stages
         (:func:`streamcvm.problems.compress.compact_shared`,
         :func:`~streamcvm.problems.compress.paired_labels`); ``codes``: the
         values of the store's y in the order of the class indices."""
@@ -487,6 +488,11 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             jobs = n_threads(solve.n_jobs)
 
             many = len(machines) > 1
+            # the largest B first where the machines trained by stages (large
+            # unions, where a refusal should cost one try); smallest first on a
+            # fit of every row, where a small B often passes and the large tries
+            # are most of the cost (BENCHMARKS, "Many classes")
+            staged = any("stage_rows" in h for m in machines for h in (m.history or []))
             opts = solve.options
 
             def sample():       # the full model's values there: 16K x |S| kernel values
@@ -499,7 +505,8 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
                     else agreeing_labels(self._labels_of, full, opts.compact_agree)
                 return Xf, self._ovo_rows(Xf, jobs), Xc, accept
             got, info = compact_shared(U, w, key, self.kernel_, sample, options=opts,
-                                       seed=seed, n_jobs=jobs, largest_first=many)
+                                       seed=seed, n_jobs=jobs,
+                                       largest_first=many and staged)
         attach_shared(machines, got, info)
         self._set_machines(machines)
 
