@@ -88,8 +88,8 @@ What each figure is:
   Zarr store on disk (``fit(streamcvm.open_store(path))``); the ratio is its
   train s over the in-memory row's train s.
 
-SVC runs in the same session by default (the machine is shared and noisy:
-a ratio is only sound between runs of one session). For development,
+SVC runs in the same invocation by default (the machine is shared and noisy:
+a ratio is only sound between runs of one invocation). For development,
 ``--svc-cache FILE`` (JSON) keeps SVC results keyed by dataset, training /
 test rows, C, gamma (10 significant digits) and the scikit-learn version,
 because SVC takes ~2,000 s on kddcup99; a cached figure is marked
@@ -293,7 +293,7 @@ def main(argv=None):
     ap.add_argument("--json", metavar="OUT", help="write all raw numbers here")
     ap.add_argument("--svc-cache", metavar="FILE",
                     help="development only: reuse SVC results kept in FILE (JSON; marked "
-                         "'cached' in the output) instead of running SVC in this session")
+                         "'cached' in the output) instead of running SVC in this invocation")
     ap.add_argument("--rerun-svc", action="store_true",
                     help="with --svc-cache: run SVC again and refresh the cache")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run (default 1800)")
@@ -324,18 +324,18 @@ def main(argv=None):
     skx_missing = None if a.no_sklearnex else B.sklearnex_missing()
     with_skx = not a.no_sklearnex and skx_missing is None
     threads = os.cpu_count() or 1
-    session = B.Session(
+    bench_run = B.BenchRun(
         details=f", C={a.C:g}, eps={eps}"
         + (", QUICK (3,000 train / 1,000 test rows)" if a.quick else ""),
         more=[f"threads: streamcvm every core (numba), sklearnex SVC n_jobs={threads} "
               f"(oneDAL), LIBSVM SVC 1; speed ratios only between equal thread counts"]
         + ([f"{B.SKLEARNEX} {B.sklearnex_version()}"] if with_skx else [])
         + ([skx_missing] if skx_missing else []))
-    commit, now, header = session.commit, session.date, session.header
+    commit, now, header = bench_run.commit, bench_run.date, bench_run.header
     svc_cache = B.load_json(a.svc_cache, {}) if a.svc_cache else {}
     if a.svc_cache and with_svc:
         header.append(f"SVC: cached results from {a.svc_cache} where present "
-                      "(marked 'cached' in the notes): not this session's")
+                      "(marked 'cached' in the notes): not this invocation's")
         log(header[-1])
     params = dict(B.parse_param(p) for p in a.params)
     base = {"quick": a.quick, "raw_dir": a.raw_dir, "C": a.C, "eps": eps, "params": params,
@@ -440,7 +440,7 @@ def main(argv=None):
     print()
     print(table(rows, a.store, bool(a.baseline)))
     if a.json:
-        session.write(a.json, args=vars(a), datasets=infos, runs=rows)
+        bench_run.write(a.json, args=vars(a), datasets=infos, runs=rows)
     return 0
 
 

@@ -184,7 +184,7 @@ def main(argv=None):
     params = dict(B.parse_param(p) for p in a.params)
     skx_missing = None if a.no_tuned else B.sklearnex_missing()
     threads = os.cpu_count() or 1
-    session = B.Session(details=f", streamcvm params {params or 'defaults'}",
+    bench_run = B.BenchRun(details=f", streamcvm params {params or 'defaults'}",
                         more=[f"tuned: sklearnex SVC (n_jobs={threads}), C {C_GRID} x gamma "
                               f"{GAMMA_GRID} x 1/beta, {VAL_SHARE:.0%} of the training rows "
                               "held out, refit on all"] + ([skx_missing] if skx_missing else []))
@@ -193,7 +193,7 @@ def main(argv=None):
     if a.baseline:
         sha, path = B.baseline_worktree(a.baseline)
         libs.append((f" @{sha}", path))
-        session.header.append(f"baseline: {a.baseline} = {sha}")
+        bench_run.header.append(f"baseline: {a.baseline} = {sha}")
     base = {"quick": a.quick, "raw_dir": a.raw_dir}
     rows, infos = [], {}
     for ds in names:
@@ -214,7 +214,7 @@ def main(argv=None):
                 log("  tuned SVC ...")
                 tuned = B.run_child(dict(spec, kind="tuned"), a.tuned_timeout)
                 if "error" not in tuned:
-                    tuned["date"] = session.date
+                    tuned["date"] = bench_run.date
                     if a.tuned_cache:
                         cache[key] = tuned
                         B.save_json(a.tuned_cache, cache)
@@ -233,10 +233,10 @@ def main(argv=None):
                     row["d_acc"] = 100 * (ours["accuracy"] - tuned["accuracy"])
                     row["fit_ratio"] = ours["fit_s"] / tuned["grid_s"]
             rows.append(row)
-    print("\n".join(session.header) + "\n")
+    print("\n".join(bench_run.header) + "\n")
     print(table(rows))
     if a.json:
-        session.write(a.json, args=vars(a), datasets=infos, runs=rows)
+        bench_run.write(a.json, args=vars(a), datasets=infos, runs=rows)
     return 0
 
 

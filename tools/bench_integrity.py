@@ -511,7 +511,7 @@ def main(argv=None):
     os.makedirs(a.workdir, exist_ok=True)
 
     env = B.run_child({"kind": "env"}, 300)
-    session = B.Session(("numpy", "zarr", "h5py", "hdf5plugin", "google-crc32c"),
+    bench_run = B.BenchRun(("numpy", "zarr", "h5py", "hdf5plugin", "google-crc32c"),
                         details=f", HDF5 {env.get('hdf5', '?')}, google_crc32c "
                                 f"implementation {env.get('google_crc32c', '?')}",
                         more=[f"rows {a.rows:,} x {D} float32 ({a.rows * D * 4 / 2**30:.3f} GiB "
@@ -550,7 +550,7 @@ def main(argv=None):
     add_ratios(results)
     sizes, size_info = sizes_table(a, stores, results)
 
-    print("\n".join(session.header))
+    print("\n".join(bench_run.header))
     print(f"input: {src} ({inp['rows']:,} rows, {inp['bytes']:,} bytes of svmlight text, "
           f"{a.rows * D * 4:,} bytes of raw X)\n")
     print(report_table(results))
@@ -565,7 +565,7 @@ def main(argv=None):
           "peak RSS: the child's ru_maxrss (MB = 1e6 bytes), median; runs s: every run; "
           "bg cores: other load on the machine during the run (median).")
     if a.json:
-        session.write(a.json, args=vars(a), env=env, input=inp, prepare=prep,
+        bench_run.write(a.json, args=vars(a), env=env, input=inp, prepare=prep,
                       sizes=size_info, results=results)
     if not a.keep_stores:
         for p in list(stores.values()):

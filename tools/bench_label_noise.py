@@ -109,7 +109,7 @@ def main(argv=None):
         ap.error("--flips must be in [0, 0.5)")
     flips = sorted(set([0.0] + list(a.flips)))
     os.makedirs(a.workdir, exist_ok=True)
-    session = B.Session(packages=("numba",))
+    bench_run = B.BenchRun(packages=("numba",))
     test = os.path.join(a.workdir, f"{KIND}-test-{a.test_rows}.zarr")
     B.run_child({"kind": "store", "path": test, "n": a.test_rows, "first_block": 10 ** 6,
                  "flip": 0.0})
@@ -151,7 +151,7 @@ def main(argv=None):
                 runs.append(r)
                 B.log(f"  {r}")
                 if a.json:
-                    session.write(a.json, runs=runs)
+                    bench_run.write(a.json, runs=runs)
             ours = next((q for q in runs if q["rows"] == n and q["flip"] == f
                          and q["code"] == "this tree" and "gamma" in q), None)
             for K in ([] if a.no_nystroem or ours is None else a.nystroem):
@@ -164,7 +164,7 @@ def main(argv=None):
                 runs.append(r)
                 B.log(f"  {r}")
                 if a.json:
-                    session.write(a.json, runs=runs)
+                    bench_run.write(a.json, runs=runs)
     head = ["code", "rows", "flipped %", "train s", "peak RSS MB", "predict s",
             "clean test error %", "#SV", "last stage rows", "error - clean pp", "time / clean",
             "train / baseline", "predict / baseline", "streamcvm predict / this"]
@@ -176,7 +176,7 @@ def main(argv=None):
              B.fmt(r.get("train_vs_baseline"), ".2f"), B.fmt(r.get("predict_vs_baseline"), ".2f"),
              B.fmt(r.get("streamcvm_predict_vs_this"), ".2f")]
             for r in runs]
-    print("\n".join(session.header))
+    print("\n".join(bench_run.header))
     print(B.table(head, rows))
     return 0
 

@@ -653,7 +653,7 @@ def main(argv=None):
         os.environ[v] = str(a.threads)
     fit_rows = "all training rows" if a.kernel_rows <= 0 else \
         f"a class-balanced sample of {a.kernel_rows:,} training rows (seed 0)"
-    session = B.Session(
+    bench_run = B.BenchRun(
         details=(f", {a.threads} thread(s) per child (BLAS, OpenMP, numba)"
                  + (f", QUICK ({QUICK_TRAIN:,} train / {QUICK_TEST:,} test rows per set, "
                     f"seed 0)" if a.quick else "")),
@@ -690,7 +690,7 @@ def main(argv=None):
             log(f"{ds}: MMDA random_state={seed} ...")
             seeds.setdefault(ds, []).append(B.run_child(dict(base, extractor="mmda",
                                                              seed=seed), a.timeout))
-    print("\n".join(session.header) + "\n")
+    print("\n".join(bench_run.header) + "\n")
     for ds in a.sets:
         i = info.get(ds)
         if i:
@@ -712,7 +712,7 @@ def main(argv=None):
     if warned:
         print(f"\nLinearSVC warned (e.g. not converged) on: {', '.join(warned)}")
     if a.json:
-        session.write(a.json, args=vars(a), data=info,
+        bench_run.write(a.json, args=vars(a), data=info,
                       runs=[dict(r, dataset=ds, extractor=e) for (ds, e), r in runs.items()],
                       mmda_seeds={ds: rs for ds, rs in seeds.items()})
     return 0 if all("error" not in r for r in runs.values()) else 1

@@ -140,7 +140,7 @@ def main():
     a = ap.parse_args()
     if a.child:
         return B.child_main(a.child, CHILD_JOBS)
-    sess = B.Session(packages=("scikit-learn", "numpy"))
+    sess = B.BenchRun(packages=("scikit-learn", "numpy"))
     os.makedirs(a.workdir, exist_ok=True)
     sizes = sorted(B.parse_rows(s) for s in a.sizes)
     warm, _ = B.ensure_store(a.workdir, "gaussian", 5000, 0)

@@ -121,13 +121,13 @@ def main(argv=None):
     if a.classes < 3:
         ap.error("--classes must be at least 3 (the binary twin is trained anyway)")
     os.makedirs(a.workdir, exist_ok=True)
-    session = B.Session(packages=("numba", "scikit-learn", "scikit-learn-intelex"))
+    bench_run = B.BenchRun(packages=("numba", "scikit-learn", "scikit-learn-intelex"))
     extra = a.streamcvm_args.split()
     runs = []
 
     def save():
         if a.json:
-            session.write(a.json, runs=runs, classes=a.classes, d=a.d, noise=a.noise,
+            bench_run.write(a.json, runs=runs, classes=a.classes, d=a.d, noise=a.noise,
                           test_rows=a.test_rows, budget=a.budget)
 
     warm = store(a, a.classes, WARMUP_ROWS)
@@ -152,7 +152,7 @@ def main(argv=None):
                 for q in ladder(a, method, train, test, r["gamma"], n, cap):
                     runs.append(dict(q, rows=n, classes=k, code=method))
                 save()
-    report(runs, session.header)
+    report(runs, bench_run.header)
     save()
     return 0
 

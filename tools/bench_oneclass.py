@@ -214,7 +214,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.child:
         return B.child_main(a.child, CHILD_JOBS)
-    session = B.Session(details=f", QUICK ({QUICK_TRAIN:,} normal train / {QUICK_TEST:,} "
+    bench_run = B.BenchRun(details=f", QUICK ({QUICK_TRAIN:,} normal train / {QUICK_TEST:,} "
                                 f"test rows, seed 0)" if a.quick else "",
                         more=[NO_SKLEARNEX, "threads: OneClassSVM (LIBSVM) 1, CVMOneClass "
                               "numba's (every core), also timed at 1 thread for the ratio"])
@@ -258,7 +258,7 @@ def main(argv=None):
     for r in ok:
         if (r["model"], r.get("C")) == HEADLINE:
             r["note"] = "headline (defaults)"
-    print("\n".join(session.header) + "\n")
+    print("\n".join(bench_run.header) + "\n")
     print(f"- {data}\n")
     print(table(rows))
     head = next((r for r in ok if (r["model"], r.get("C")) == HEADLINE), None)
@@ -270,7 +270,7 @@ def main(argv=None):
               f"(ratio {fmt(head.get('train_ratio_1t'), '.3g')}; CVMOneClass on "
               f"{head.get('threads')} threads: {head['train_s']:.2f} s)")
     if a.json:
-        session.write(a.json, args=vars(a), data=info, runs=rows, sklearnex=NO_SKLEARNEX)
+        bench_run.write(a.json, args=vars(a), data=info, runs=rows, sklearnex=NO_SKLEARNEX)
     return 0
 
 

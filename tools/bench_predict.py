@@ -390,7 +390,7 @@ def main():
     if a.baseline:
         sha, lib = B.baseline_worktree(a.baseline)
         more.append(f"baseline: {a.baseline} = {sha} ({lib})")
-    session = B.Session(packages=("scikit-learn", "numpy", "numba"), more=more)
+    bench_run = B.BenchRun(packages=("scikit-learn", "numpy", "numba"), more=more)
     common = dict(threads=a.threads, repeat=a.repeat, nystroem_rows=a.nystroem_rows,
                   nystroem_gb=a.nystroem_gb)
     runs = []
@@ -456,9 +456,9 @@ def main():
         r["nys2000"] = B.run_child(dict(common, kind="nystroem_store", train=train, test=test,
                                         rows=100_000, K=2000, gamma=gamma, regression=True))
         runs.append(r)
-    report(runs, session.header, a.baseline)
+    report(runs, bench_run.header, a.baseline)
     if a.json:
-        session.write(a.json, threads=a.threads, baseline=a.baseline, runs=runs)
+        bench_run.write(a.json, threads=a.threads, baseline=a.baseline, runs=runs)
 
 
 def _nys(r):

@@ -807,7 +807,7 @@ def main(argv=None):
     threads = os.cpu_count() or 1
     skx_missing = None if a.no_sklearnex else B.sklearnex_missing()
     skx_threads = None if a.no_sklearnex or skx_missing else threads
-    session = B.Session(
+    bench_run = B.BenchRun(
         details=f", one BLAS thread; CVMRegressor {'/'.join(methods)}, eps=auto, (mu, c) "
                 f"tuned with {TUNE_METHOD}, C = c * rows"
                 + (f", QUICK ({QUICK_TRAIN:,} train / {QUICK_TEST:,} test rows, tuning on "
@@ -817,8 +817,8 @@ def main(argv=None):
               f"ratio against SVR; speed ratios only between equal thread counts"]
         + ([f"{B.SKLEARNEX} {B.sklearnex_version()}"] if skx_threads else [])
         + ([skx_missing] if skx_missing else []))
-    command, commit, now, header = session.command, session.commit, session.date, \
-        session.header
+    command, commit, now, header = bench_run.command, bench_run.commit, bench_run.date, \
+        bench_run.header
     cache = {} if a.no_svr else B.load_json(a.svr_cache, {})
     base = {"quick": a.quick, "raw_dir": a.raw_dir}
     infos, refs, skxs, tunes, rows = {}, {}, {}, {}, []
@@ -901,7 +901,7 @@ def main(argv=None):
     print("\nTuning (validation RMSE of the tuned point, and the grid's range):\n")
     print(tuning_table(infos, tunes))
     if a.json:
-        session.write(a.json, args=vars(a), grids={"svr": SVR_GRID, "cvr": CVR_GRID},
+        bench_run.write(a.json, args=vars(a), grids={"svr": SVR_GRID, "cvr": CVR_GRID},
                       datasets=infos, tuning=tunes, svr=refs, sklearnex=skxs, runs=rows)
     return 0
 

@@ -499,11 +499,11 @@ def main(argv=None):
     except OSError as e:
         ap.error(f"--workdir: {e}")
     refs = [m for m in methods if m != "streamcvm"]
-    session = B.Session(("streamcvm", "scikit-learn", "numpy"), more=[
+    bench_run = B.BenchRun(("streamcvm", "scikit-learn", "numpy"), more=[
         f"threads: streamcvm uses every core (numba, BLAS); references run under "
         f"threadpool_limits({THREADS}): SVR (libsvm) is single-threaded, Nystroem's "
         f"and Ridge's BLAS products use {THREADS}"])
-    result = session.record(args=vars(a), methods=methods, stores={}, runs=[])
+    result = bench_run.record(args=vars(a), methods=methods, stores={}, runs=[])
     test, test_info = B.ensure_store(a.workdir, KIND, a.test_rows, TEST_FIRST_BLOCK, SEED,
                                      y_stats=True)
     result["test"] = dict(test_info, path=test, first_block=TEST_FIRST_BLOCK)
@@ -570,7 +570,7 @@ def main(argv=None):
             save_json(a.json, result)
         save_json(a.json, result)
     ti, runs = result["test"], result["runs"]
-    print("\n".join(session.header))
+    print("\n".join(bench_run.header))
     B.print_sizes(f"Friedman #1, {ti['d']} features, noise sd 1 (RMSE floor 1.0): held-out "
                   f"{ti['n']:,} rows (first_block={TEST_FIRST_BLOCK}, y sd {ti['y_sd']:.3f})",
                   runs, table(runs), [r for r in runs if r.get("key") == "streamcvm"

@@ -507,7 +507,7 @@ def main(argv=None):
     extra = shlex.split(a.streamcvm_args)
     skx_missing = None if a.no_sklearnex else B.sklearnex_missing()
     a.with_sklearnex = not a.no_sklearnex and skx_missing is None
-    session = B.Session(("streamcvm", "scikit-learn", "numpy"), more=[
+    bench_run = B.BenchRun(("streamcvm", "scikit-learn", "numpy"), more=[
         f"threads: streamcvm uses every core ({our_threads()}: numba, BLAS); sklearnex SVC "
         f"(oneDAL) n_jobs={our_threads()}; the other references run under "
         f"threadpool_limits({THREADS}), SVC (libsvm) and LinearSVC (liblinear) are "
@@ -515,7 +515,7 @@ def main(argv=None):
         f"equal thread counts"]
         + ([f"{B.SKLEARNEX} {B.sklearnex_version()}"] if a.with_sklearnex else [])
         + ([skx_missing] if skx_missing else []))
-    result = session.record(args=vars(a), datasets={})
+    result = bench_run.record(args=vars(a), datasets={})
     bases = []
     if a.baseline:
         from compare_models import worktree
@@ -579,7 +579,7 @@ def main(argv=None):
                 res["runs"].append(ref)
                 save_json(a.json, result)
             save_json(a.json, result)
-    print("\n".join(session.header))
+    print("\n".join(bench_run.header))
     for ds, res in result["datasets"].items():
         runs = res["runs"]
         B.print_sizes(f"{ds}: {res['d']:,} features, held-out {res['test_rows']:,} rows "

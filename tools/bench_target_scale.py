@@ -172,7 +172,7 @@ def main():
         spec = json.loads(args.child)
         return B.child_main(spec, {"cvr": child_cvr, "svr": child_svr})
     scales = ["std"] + [s for s in dict.fromkeys(args.target_scales) if s != "std"]
-    session = B.Session(details=", one fit per child process")
+    bench_run = B.BenchRun(details=", one fit per child process")
     fits, svr = [], {}
     for ds in args.datasets:
         base = {"dataset": ds, "quick": args.quick, "raw_dir": args.raw_dir}
@@ -187,7 +187,7 @@ def main():
             fits.append(r)
     summary = report(args, scales, fits, svr)
     if args.json:
-        session.write(args.json, quick=args.quick, scales=scales, tol=TOL, fits=fits, svr=svr,
+        bench_run.write(args.json, quick=args.quick, scales=scales, tol=TOL, fits=fits, svr=svr,
                       summary=summary)
     return 0 if all(s["accept"] for s in summary) else 1
 

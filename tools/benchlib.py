@@ -18,7 +18,7 @@ when called, in the children.
   ``os.wait4``, a timeout), ``stderr_tail``; ``timed`` for a call.
 - Memory and disk: ``peak_rss_bytes``, ``vm_hwm_bytes``, ``mem_available``,
   ``path_bytes``.
-- Reports: ``Session`` (command line, git commit, date, header lines, the
+- Reports: ``BenchRun`` (command line, git commit, date, header lines, the
   JSON record), ``git_commit`` / ``git_state``, ``table`` (markdown), ``fmt``,
   ``save_json`` / ``load_json``, ``log``, ``add_raw_dir``, ``cache_dir``.
 - Protocol data (children): ``load_data`` (with the ``--quick`` rows),
@@ -273,7 +273,7 @@ def command_line():
     return shlex.join([os.path.basename(sys.executable)] + sys.argv)
 
 
-class Session:
+class BenchRun:
     """A report's identity: ``command``, ``commit``, ``date`` and its first
     lines, logged to stderr when made: "command: `...`", "commit: C, DATE",
     "python V, <package V, ...> N CPUs<details>", then ``more``."""

@@ -52,7 +52,7 @@ def main(argv=None):
     from streamcvm.estimators.model import load_model
     from streamcvm.options import Options
     from streamcvm.problems.driver import Solve
-    session = B.Session(packages=("numba", "numpy"))
+    bench_run = B.BenchRun(packages=("numba", "numpy"))
     est = load_model(a.model)
     if not isinstance(est, CVMClassifier):
         raise SystemExit(f"compact_again.py: {a.model} is a {type(est).__name__}, not a "
@@ -70,7 +70,7 @@ def main(argv=None):
     seconds = time.perf_counter() - t
     info = dict(est.machines_[0].compact_info)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print("\n".join(session.header))
+    print("\n".join(bench_run.header))
     print(f"options: {changes or 'the defaults'}")
     for tr in info.get("tried", []):
         print(f"  B = {tr['B']:,}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float)
@@ -81,7 +81,7 @@ def main(argv=None):
           f"{info.get('check_rows', 0):,} check rows, {info['support_vectors']:,} support rows")
     if a.json:
         shown = {k: list(v) if isinstance(v, tuple) else v for k, v in changes.items()}
-        session.write(a.json, model=a.model, store=a.store, options=shown, seconds=seconds,
+        bench_run.write(a.json, model=a.model, store=a.store, options=shown, seconds=seconds,
                       peak_rss=peak, record=info)
     return 0
 
