@@ -411,7 +411,7 @@ def compact_machine(machine, kernel, Xfit, Xv, yv, *, options, regression=False,
             t.update(rmse=rmse)
         else:
             rc = (fc > 0) == (yv > 0)
-            fixed, broken = int(np.sum(rc & ~right)), int(np.sum(~rc & right))
+            fixed, broken = paired_counts(rc, right)
             ok = broken - fixed <= rec["tolerance_rows"]
             t.update(error=float(1.0 - rc.mean()), fixed=fixed, broken=broken,
                      agree=float(np.mean((fc > 0) == full_pos)))
@@ -457,6 +457,14 @@ def basis_points(S, a, B, kmeans=True, seed=0):
     p = w / w.sum() if w.sum() > 0 and np.count_nonzero(w) >= B else None
     idx = np.random.default_rng(seed).choice(len(S), size=B, replace=False, p=p)
     return _dense(S[np.sort(idx)])
+
+
+def paired_counts(right_compact, right_full):
+    """(fixed, broken): rows the compact model gets right where the full
+    model's label is wrong, and wrong where it is right (boolean arrays of
+    each model's correct rows)."""
+    return (int(np.sum(right_compact & ~right_full)),
+            int(np.sum(~right_compact & right_full)))
 
 
 def compactor(kernel, solve, regression=False, tol=None):
@@ -564,8 +572,7 @@ def paired_labels(labels, full_labels, y, agree, tol):
     def accept(Fc):
         lab = labels(Fc)
         q = float(np.mean(lab == full_labels))
-        rc = lab == y
-        fixed, broken = int(np.sum(rc & ~right)), int(np.sum(~rc & right))
+        fixed, broken = paired_counts(lab == y, right)
         ok = q >= agree or broken - fixed <= tol / 100.0 * n
         return ok, {"agree": q, "fixed": fixed, "broken": broken}
     accept.rule = (f"labels equal to the full model's on {100 * agree:g}% of training rows "
