@@ -182,7 +182,7 @@ def parse_float_dec(buf, i, end, dec):
                 v = v / _POW10[-exp10]
             return (-v if neg else v), i, True
     # hard case: exact conversion by the C library (glibc rounds correctly);
-    # the token is followed by a non-numeric byte, so strtod stops where we did.
+    # the token is followed by a non-numeric byte, so strtod stops where this parser did.
     if dec != 46:
         return _strtod_dec(buf, start, i, dec), i, True
     return _strtod(buf, start), i, True

@@ -1,4 +1,4 @@
-"""The Python API with stores all the way (issue 14, items 9-10): predict,
+"""The Python API with stores all the way: predict,
 decision_function and score on a store, its path or a dask array, streamed;
 fit on a dask array block by block; the top-level helpers."""
 import numpy as np
@@ -160,7 +160,7 @@ def a_rows(Xd):
     return DaskStore(Xd).chunk_rows
 
 
-# -- issue 14 items 12-14: info, evaluate --json, AUC in bounded memory, scaling --
+# -- info, evaluate --json, AUC in bounded memory, scaling --
 
 def test_auc_sketch_matches_the_exact_auc():
     from sklearn.metrics import roc_auc_score

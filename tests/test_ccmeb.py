@@ -317,7 +317,7 @@ def _skewed(n, seed=0):
 
 
 def test_regressor_auto_mu_fixes_the_biased_small_mu_fit_and_small_mu_warns():
-    """The issue's case: mu=0.02 on a long-tailed target is biased and worse
+    """A skewed target: mu=0.02 on a long-tailed target is biased and worse
     than predicting the mean; mu="auto" (the default) picks mu and gamma on
     held-out rows and beats scikit-learn's SVR() defaults."""
     from sklearn.svm import SVR

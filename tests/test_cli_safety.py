@@ -1,5 +1,5 @@
 """Never lose data, never answer wrong in silence: the command line as a
-careful user meets it (issue 14, items 1-8). Each test failed on the code
+careful user meets it. Each test failed on the code
 before the fix it guards."""
 import json
 import os

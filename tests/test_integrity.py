@@ -1,5 +1,5 @@
 """Damaged data is never trained on, one run never deletes another's
-checkpoints, every refusal is one line (issue 26). Each test fails with its
+checkpoints, every refusal is one line. Each test fails with its
 guard removed: the test names the guard it covers."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""Point files in, meshes out (issue 17's I/O): PLY (ascii, binary), XYZ,
+"""Point files in, meshes out: PLY (ascii, binary), XYZ,
 CSV with a header, a store; one-line errors naming the file and line; PLY
 and OBJ meshes written atomically; the symmetric Chamfer distance."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""probability=True (issue 14, item 11): Platt's sigmoid on held-out rows,
+"""probability=True: Platt's sigmoid on held-out rows,
 pairwise coupling, saved with the model, the CLI's -b 1."""
 import numpy as np
 import pytest

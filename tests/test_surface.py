@@ -1,4 +1,4 @@
-"""Implicit surfaces with multi-scale CVR (issue 17): normals signed
+"""Implicit surfaces with multi-scale CVR: normals signed
 outwards, a sphere reconstructed closed and round, a resume after a level
 that gives the same model, the `streamcvm surface` command and its
 refusals. Small point sets and coarse grids; the bunny and the 2M-point

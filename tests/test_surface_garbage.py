@@ -3,7 +3,7 @@ default grid (which follows the points' spacing), a stray far point does
 not set the box, a scan far from the origin keeps its precision to the
 file written, and a grid that cannot fit in memory is refused at once.
 
-The three acceptance clouds (a 2,000-point unit sphere; with 1% far
+The three reference clouds (a 2,000-point unit sphere; with 1% far
 outliers; offset by 1e6) run at default options; the rest use two coarse
 widths to stay fast."""
 import time
@@ -34,7 +34,7 @@ def _radius_error(V, center=0.0):
     return float(np.abs(np.linalg.norm(np.asarray(V, np.float64) - center, axis=1) - 1).max())
 
 
-# -- the acceptance clouds, at default options -------------------------------
+# -- the reference clouds, at default options -------------------------------
 
 def test_clean_sphere_meshes_at_default_options():
     V, F, _ = surface.reconstruct(sphere(2000))

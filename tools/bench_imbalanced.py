@@ -1,18 +1,18 @@
 #!/usr/bin/env python
 """Imbalanced classes: CVMClassifier(class_weight="balanced") against
-scikit-learn's SVC(class_weight="balanced") (LIBSVM), and against our own
+scikit-learn's SVC(class_weight="balanced") (LIBSVM), and against streamcvm's own
 unweighted model, on the protocol's skewed binary sets.
 
-The acceptance check (issue 5): on ijcnn1 (about 10% positives) and
+The check: on ijcnn1 (about 10% positives) and
 kddcup99 10% (normal vs attack), the balanced loss of
 ``class_weight="balanced"`` is no worse than SVC's with the same weights,
-and better than our own unweighted model's.
+and better than streamcvm's own unweighted model's.
 
 Protocol. Data, splits and gamma as ``tools/bench_classify.py``
 (``tools/datasets.py``, gamma = ``protocol_gamma``, the same for every
 model). C = 1 for all. "balanced" is scikit-learn's
-n / (2 n_c) for both libraries: LIBSVM multiplies class c's C by it, we
-give class c's rows C_i = C n / (2 n_c) (generalized-cvm sec. IV-A, a
+n / (2 n_c) for both libraries: LIBSVM multiplies class c's C by it, streamcvm
+gives class c's rows C_i = C n / (2 n_c) (generalized-cvm sec. IV-A, a
 center-constrained MEB: method cvm, eps "auto"). Models, each in its own
 fresh child process, one after the other:
 
@@ -21,7 +21,7 @@ fresh child process, one after the other:
   ``full_pass=True`` (passes over every row until none violates: the rare
   violators sampling misses);
 - CVMClassifier(method="cvm") and CVMClassifier() (bvm, the default):
-  our unweighted models.
+  streamcvm's unweighted models.
 
 What each figure is: balanced loss = 1 - mean per-class recall on the test
 split (what ``streamcvm evaluate`` prints); accuracy; AUC of the decision

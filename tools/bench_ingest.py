@@ -67,7 +67,7 @@ B.use_source_tree(os.environ.get("BENCH_INGEST_SRC"))
 D = 22
 KIND = "gaussian"
 GiB = 1 << 30
-SVM_TARGET_RSS = 400e6             # the peak-RSS target on the svmlight file (400 MB)
+SVM_TARGET_RSS = 400e6             # the peak-RSS target on the svmlight file (400 MB)
 
 
 def cpu_seconds():

@@ -6,7 +6,7 @@ the same run.
 Input (generated once by ``streamcvm.data.synthetic.write_text(path, "gaussian",
 ROWS, seed=0)`` and cached in ``--workdir``): a plain (not gzipped)
 svmlight file of the dense Gaussian mixture, 22 float32 features, 88 bytes
-of X a row; the default 12,200,000 rows are ~1 GiB of raw X (the issue's
+of X a row; the default 12,200,000 rows are ~1 GiB of raw X (the
 "1 GB store"), ``--quick`` 300,000.
 
 Measured, each run in its own fresh Python process (this script with a
@@ -50,7 +50,7 @@ What each figure is:
   numba cache load, zarr / h5py set-up).
 - ratio vs off: median s of the row / median s of the same measurement
   without checksums (for "pass, no finite chk": against "pass off", which
-  does check finiteness). The issue's target: at most 1.10x for ingest and
+  does check finiteness). The target: at most 1.10x for ingest and
   for a full pass. "CPU ratio" is the same for CPU seconds (user + system,
   all threads), less sensitive to other load on a shared machine.
 - peak RSS: the child's ``ru_maxrss`` (MB = 1e6 bytes; imports included),
@@ -85,7 +85,7 @@ B.use_source_tree()
 KIND, D = "gaussian", 22
 DEFAULT_ROWS, QUICK_ROWS, WARMUP_ROWS = 12_200_000, 300_000, 2000
 EXT = {"zarr": "zarr", "hdf5": "h5"}
-TARGET = 1.10                       # the target: at most 10% on either
+TARGET = 1.10                       # the target: at most 10% on either
 SWITCH = {True: "on", False: "off"}
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What a model costs at predict time: streamcvm's compact expansion against
 its full one, the code before compact models, and Nystroem, in one run at
-equal threads (issue 27, build item 7; the roofline of item 6).
+equal threads, with a roofline.
 
 Cases, each predicted in fresh child processes one after the other:
 
@@ -27,7 +27,7 @@ Cases, each predicted in fresh child processes one after the other:
   K=2000 + Ridge on ``--nystroem-rows`` rows.
 
 Every predict runs at ``--threads`` threads (numba and BLAS, set before the
-child imports anything): 1 by default, as the acceptance asks.
+child imports anything): 1 by default, the cost of one row on one core.
 
 What each figure is:
 
@@ -38,7 +38,7 @@ What each figure is:
   expansion (the default) and with ``compact=False`` (``predict --exact``).
 - baseline (``--baseline REV``): the library of revision REV (a detached
   worktree, made once) fits the same rows with its defaults and predicts:
-  the code before this issue's compact models when REV is ffa76c5^.
+  the code before compact models when REV is ffa76c5^.
   "exact / base" and "compact / base" are the ratios of predict s.
 - accuracy %, or RMSE for the regression; "agree %": labels equal to the
   exact expansion's.

@@ -108,9 +108,9 @@ What each figure is:
   imports, the prepared data (the full arrays are read even with
   ``--quick``), the model, the prediction ("vm_hwm", "rss_before_fit" in the
   JSON).
-- RMSE ratio: our test RMSE / SVR's (LIBSVM stays the accuracy reference);
-  time ratio 1t: our train s 1t / SVR's train s, both at one thread.
-- train vs sklearnex, predict vs sklearnex: our train s (predict s) /
+- RMSE ratio: streamcvm's test RMSE / SVR's (LIBSVM stays the accuracy reference);
+  time ratio 1t: streamcvm's train s 1t / SVR's train s, both at one thread.
+- train vs sklearnex, predict vs sklearnex: streamcvm's train s (predict s) /
   sklearnex SVR's, at the same thread count (below 1: faster); a thread
   count that differs leaves them out, with a note.
 - accept: the acceptance check, on every set of 20,000 training rows or
@@ -511,7 +511,7 @@ def compare_sklearnex(r, skx):
 
 def compare(r, ref, n_rows):
     """Ratios and the acceptance cell of one CVR row against SVR's ``ref``.
-    The time ratio is at LIBSVM's one thread: our fit timed again at one
+    The time ratio is at LIBSVM's one thread: streamcvm's fit timed again at one
     thread ("train_1t_s") over SVR's ("time_ratio_1t")."""
     if ref is None:
         return
@@ -680,7 +680,7 @@ def tuning_table(infos, tunes):
     return B.table(head, lines, left=("dataset", "model", "tuned", "notes"))
 
 
-DEFAULTS_MAX_RATIO, DEFAULTS_MAX_TUNED_RATIO = 1.05, 1.15   # issue 13's acceptance
+DEFAULTS_MAX_RATIO, DEFAULTS_MAX_TUNED_RATIO = 1.05, 1.15   # the targets the report checks
 
 
 def defaults_row(ds, spec, info, ref, methods, a, cache, now, commit, threads=None):
@@ -890,7 +890,7 @@ def main(argv=None):
             log(f"wrote {a.json}")
         return 0
     print(f"\nRatios are CVMRegressor / reference: RMSE ratio and time ratio 1t against SVR "
-          f"(LIBSVM; our fit timed again at its one thread), train / predict vs sklearnex "
+          f"(LIBSVM; streamcvm's fit timed again at its one thread), train / predict vs sklearnex "
           f"against oneDAL's SVR at the same {threads} threads. accept: RMSE ratio <= "
           f"{MAX_RMSE_RATIO:g} and fewer SVs on every set; time ratio 1t <= {MAX_TIME_RATIO:g} "
           f"on sets of {JUDGED_ROWS:,}+ rows (training + test).\n")

@@ -1,4 +1,4 @@
-"""Surface reconstruction benchmark (issues 17, 30): streamcvm's surface against
+"""Surface reconstruction benchmark: streamcvm's surface against
 Open3D's screened Poisson, on the same points, in one run.
 
     python tools/bench_surface.py                                # default shapes, all methods

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Which compact expansion does best at equal B? (issue 27, build item 1)
+"""Which compact expansion does best at equal B?
 
 For a trained two-class model (a ``streamcvm train`` model folder with one
 machine and dense support rows), each candidate replaces ``f(x) = sum_i a_i

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Rerun the misuse and fault cases of issue 26 against the command line, as
+"""Rerun the misuse and fault cases against the command line, as
 a user meets them: each case in fresh ``streamcvm`` processes, on small
 generated stores (at most 5,000 rows), checked for
 

@@ -1,4 +1,4 @@
-"""Point sets in, meshes out, for surface reconstruction (issue 17): read 3D
+"""Point sets in, meshes out, for surface reconstruction: read 3D
 points from PLY (ascii or binary, through plyfile), XYZ, CSV or a store;
 write triangle meshes as PLY (binary) or OBJ, atomically; and the symmetric
 Chamfer distance that judges a mesh against points.

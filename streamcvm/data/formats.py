@@ -206,7 +206,7 @@ class ZarrFormat:
         return self.group.create_array(
             name, shape=shape, dtype=dtype, chunks=chunks,
             compressors=self.codec, fill_value=0,
-            # every chunk we write is data: skip zarr's per-chunk "is it empty?" scan
+            # every chunk written here is data: skip zarr's per-chunk "is it empty?" scan
             config={"write_empty_chunks": True})
 
     @staticmethod
@@ -219,7 +219,7 @@ class ZarrFormat:
     def finish(self):
         import warnings
         with warnings.catch_warnings():
-            # consolidated metadata is a zarr-python extension of v3; we want it
+            # consolidated metadata is a zarr-python extension of v3, wanted here
             # (one read opens the store) and zarr-python reads it back
             warnings.simplefilter("ignore")
             self._zarr.consolidate_metadata(self.path)
