@@ -15,7 +15,8 @@ not count): ``train-memory`` (``CVMClassifier().fit(X, y)``), ``train-store``
 (the same from a Zarr store), ``predict`` (a saved model on the test rows),
 ``features`` (``MMDATransformer(n_components=2)`` fit and transform),
 ``surface`` (``surface.reconstruct`` on a 5,000-point torus), ``ingest``
-(an svmlight file into a store). Data: ijcnn1 with ``--raw-dir`` , else a generated 50,000 x 22 Gaussian mixture.
+(an svmlight file into a store). Data: ijcnn1 with ``--raw-dir``, else a
+generated 50,000 x 22 Gaussian mixture.
 
 ``--baseline REV`` runs the same children on another commit's tree (a git
 worktree), one after the other with this tree's, so the two columns come
