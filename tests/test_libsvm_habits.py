@@ -418,10 +418,11 @@ def test_ingest_onto_a_store_says_it_is_a_store(files, tmp_path):
     assert "not a store" not in r.stderr
 
 
-# 12. the README's commands parse -------------------------------------------------
+# 12. the README's and the user guide's commands parse -------------------------------
 
 def _readme_commands():
-    text = (REPO / "README.md").read_text()
+    text = "\n".join(p.read_text() for p in [REPO / "README.md",
+                                              *sorted((REPO / "docs").rglob("*.md"))])
     out = []
     for kind, block in re.findall(r"```(bash|console)\n(.*?)```", text, re.S):
         for line in block.splitlines():
@@ -441,7 +442,8 @@ def test_the_readmes_commands_parse():
     from streamcvm.cli import build_parser
     from streamcvm.cli.libsvm import rewrite_argv
     cmds = _readme_commands()
-    assert any(c.startswith("streamcvm train -c 10 -g 0.5 -w1 5 a9a") for c in cmds)
+    assert any(c.startswith("streamcvm train -c 10 -g 0.5 -w1 5 ") for c in cmds)
+    assert len(cmds) >= 30, cmds
     ap = build_parser()
     for c in cmds:
         argv = rewrite_argv(shlex.split(c)[1:])

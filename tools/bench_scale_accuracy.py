@@ -296,6 +296,10 @@ def run_streamcvm(train, test, model, extra, timeout, exe=None):
                core_size=sum(m["core_size"] for m in ms),
                n_iter=sum(m["n_iter"] for m in ms),
                n_sv=sum(m["shape"][0] for m in ms))
+    # each machine's stages (rows, route, steps, core set, validation error): the
+    # learning curve the figures draw
+    if any(m.get("stages") for m in ms):
+        out["stages"] = [m.get("stages") or [] for m in ms]
     comp = [m["compact"] for m in ms if isinstance(m.get("compact"), dict)
             and m["compact"].get("intercept") is not None]
     if comp:        # the model predicts with a compact expansion: the full one too

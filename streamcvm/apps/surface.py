@@ -77,14 +77,42 @@ class FarMeshError(ValueError):
 
 
 class SurfaceModel:
-    """The fitted multi-scale function on points mapped by ``(x - center) /
-    scale``: ``levels``, the first a (Kernel, Machine), the others
-    :class:`~.local.LocalLevel`. ``f(X)`` is their sum; the surface is
-    f = 1. ``params`` holds the fit's arguments and what the points set (the
-    scales used, the noise and spacing found); ``options`` the
-    :class:`~streamcvm.options.SurfaceOptions` it was fitted with (a dict
-    of fields or None: the defaults), which :func:`mesh` and ``f`` use
-    unless told otherwise."""
+    """The fitted multi-scale function whose level set f = 1 is the surface.
+
+    The levels are fitted on points mapped by ``(x - center) / scale``
+    (:meth:`normalise`); ``f(X)`` is the sum of the levels. :func:`fit`
+    makes one; :func:`mesh` meshes it.
+
+    Parameters
+    ----------
+    center : array_like of shape (3,)
+        The point mapped to the origin (the centre of the points' box).
+    scale : float
+        The length mapped to 1 (the diagonal of the points' box).
+    levels : list
+        The levels, coarse to fine: the first a ``(Kernel, Machine)`` pair,
+        the others :class:`~streamcvm.apps.local.LocalLevel`.
+    params : dict, optional
+        The fit's arguments and what the points set (the scales used, the
+        noise and spacing found). None: empty.
+    options : SurfaceOptions or dict or None, optional
+        The :class:`~streamcvm.options.SurfaceOptions` it was fitted with (a
+        dict of the fields that differ, or None: the defaults), which
+        :func:`mesh` and :meth:`f` use unless told otherwise.
+
+    Attributes
+    ----------
+    center : ndarray of shape (3,)
+        ``center`` as float64.
+    scale : float
+        ``scale``.
+    levels : list
+        ``levels``.
+    params : dict
+        ``params`` (a copy).
+    options : SurfaceOptions
+        ``options`` resolved.
+    """
 
     def __init__(self, center: ArrayLike, scale: float, levels: list[Any],
                  params: dict[str, Any] | None = None, options: _Options = None) -> None:
@@ -95,16 +123,58 @@ class SurfaceModel:
         self.options = resolve(options, SurfaceOptions)
 
     def normalise(self, X: ArrayLike) -> np.ndarray:
+        """Map points to the coordinates the levels were fitted in.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, 3)
+            Points in the original coordinates.
+
+        Returns
+        -------
+        ndarray of shape (n, 3)
+            ``(X - center) / scale``, float64.
+        """
         return (np.asarray(X, np.float64) - self.center) / self.scale
 
     def f(self, X: ArrayLike, n_jobs: int = 1) -> np.ndarray:
-        """f at points ``X`` (original coordinates)."""
+        """Evaluate f at points in the original coordinates.
+
+        Parameters
+        ----------
+        X : array_like of shape (n, 3)
+            The points.
+        n_jobs : int, default 1
+            Threads of the first level's kernel sums.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            f at each point (the surface is f = 1).
+        """
         return self.f_normalised(self.normalise(X), n_jobs=n_jobs)
 
     def f_normalised(self, Z: ArrayLike, n_jobs: int = 1, levels: Sequence[Any] | None = None,
                      opts: SurfaceOptions | None = None) -> np.ndarray:
-        """f at normalised points ``Z`` (``levels``: only these of them;
-        ``opts``: a SurfaceOptions, None the model's)."""
+        """Evaluate f at points in normalised coordinates (see :meth:`normalise`).
+
+        Parameters
+        ----------
+        Z : array_like of shape (n, 3)
+            The normalised points.
+        n_jobs : int, default 1
+            Threads of the first level's kernel sums.
+        levels : sequence, optional
+            Sum only these of the model's levels. None: all of them.
+        opts : SurfaceOptions, optional
+            The options (``block``: the rows evaluated at a time). None: the
+            model's.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The sum of the levels at each point.
+        """
         opts = self.options if opts is None else opts
         block = opts.block
         Z = np.ascontiguousarray(Z, np.float64)
@@ -121,18 +191,37 @@ class SurfaceModel:
 
     @property
     def n_support(self) -> int:
+        """The support vectors of all levels (each local block's counted)."""
         return sum(lev.n_support if isinstance(lev, LocalLevel) else len(lev[1].coef)
                    for lev in self.levels)
 
 
 def check_points(points, options=None):
-    """``points`` as float64 ``[n, 3]``, or a one-line ValueError when no
-    surface can come of them: another shape, fewer than twice
-    ``neighbours`` (``options``' field), NaN or infinite coordinates, all
-    equal, or spread in fewer than three dimensions (on a plane or a line,
-    or a few far outliers dwarf the rest: the smallest singular value of the
-    centred points, on a subsample of at most ~100,000, under ``flat``
-    times the largest)."""
+    """Check that a surface can come of a point set.
+
+    Parameters
+    ----------
+    points : array_like of shape (n, 3)
+        The points.
+    options : SurfaceOptions or dict or None, optional
+        The options whose fields ``neighbours`` and ``flat`` set the rules
+        (None: the defaults).
+
+    Returns
+    -------
+    ndarray of shape (n, 3)
+        ``points`` as float64.
+
+    Raises
+    ------
+    ValueError
+        In one line, when no surface can come of them: another shape, fewer
+        than twice ``neighbours`` points, NaN or infinite coordinates, all
+        points equal, or points spread in fewer than three dimensions (on a
+        plane or a line, or a few far outliers dwarf the rest: the smallest
+        singular value of the centred points, on a subsample of at most
+        ~100,000, under ``flat`` times the largest).
+    """
     opts = resolve(options, SurfaceOptions)
     min_points = 2 * opts.neighbours    # fewer: no mesh (each normal needs its neighbours)
     P = np.asarray(points, np.float64)
@@ -189,11 +278,29 @@ def _sample(n, most, seed):
 
 
 def voxel_means(model, P, most, opts):
-    """About ``most`` points standing for ``P`` (normalised): the means of
-    the points in each cell of a grid sized for that many cells
-    (``opts.block`` x 16 points at a time). A mean of k points has 1/sqrt(k)
-    of their noise, and the cells are far smaller than the finest width, so
-    every point's information is kept."""
+    """Stand about ``most`` cell means in for a large point set.
+
+    The means of the points in each cell of a grid sized for that many
+    cells. A mean of k points has 1/sqrt(k) of their noise, and the cells
+    are far smaller than the finest width, so every point's information is
+    kept.
+
+    Parameters
+    ----------
+    model : SurfaceModel
+        The model whose :meth:`~SurfaceModel.normalise` maps the points.
+    P : ndarray of shape (n, 3)
+        The points, in the original coordinates.
+    most : int
+        About how many means to return.
+    opts : SurfaceOptions
+        The options (``opts.block`` x 16 points are read at a time).
+
+    Returns
+    -------
+    ndarray of shape (m, 3)
+        The means of the points of each non-empty cell, normalised.
+    """
     chunk = opts.block * 16
     h = 0.002
     for _ in range(2):
@@ -234,22 +341,74 @@ def fit(points: ArrayLike, *, scales: Sequence[float] | None = None, mu: float |
         log: Callable[[str], object] | None = None,
         progress: Callable[[int, int], object] | None = None,
         options: _Options = None) -> SurfaceModel:
-    """The multi-scale model of ``points`` [n, 3] (see the module).
+    """Fit the multi-scale model of a 3D point set (see the module).
 
-    ``options``: the settings (a :class:`~streamcvm.options.SurfaceOptions`,
-    a dict of the fields to change, or None: the defaults); the keywords
-    ``scales`` ... ``max_points``, when given, change those fields of it
-    (None: the options'). The model keeps the options (``model.options``).
-    ``scales``: the levels' widths, coarse to fine, in box diagonals (those
-    finer than the scan are skipped). ``checkpoint_dir``: a snapshot after
-    each level; ``resume=True`` continues after the last level in it (the
-    same levels come back: each level's sample has its own seed); another
-    run's snapshots there are refused, or deleted with
-    ``checkpoint_replace=True``. ``log(str)`` gets a line per stage,
-    ``progress(done, total)`` the levels done. Fewer than twice
-    ``options.neighbours`` points, points on a plane or a line, or
-    non-finite coordinates or scales are a ValueError, as options out of
-    range or unknown."""
+    The keywords ``scales`` to ``max_points``, when given, change those
+    fields of ``options``; None keeps the options' value. The model keeps
+    the options it was fitted with (``model.options``).
+
+    Parameters
+    ----------
+    points : array_like of shape (n, 3)
+        The points (checked by :func:`check_points`; far outliers,
+        :func:`~streamcvm.apps.grid.inliers`, are dropped).
+    scales : sequence of float, optional
+        The levels' kernel widths sigma, coarse to fine, in box diagonals;
+        those finer than the scan resolves are replaced by the finest it
+        does. None: ``options.scales``.
+    mu : float, optional
+        The first level's mean slack (CVR's mu). None: ``options.mu``.
+    local_mu : float, optional
+        The local levels' mu. None: ``options.local_mu``.
+    c_per_row : float, optional
+        C is this times the rows fitted. None: ``options.c_per_row``.
+    eps : float, optional
+        The first level's CVM eps. None: ``options.eps``.
+    step : float, optional
+        The off-surface rows' targets are 1 + step (outside) and 1 - step
+        (inside). None: ``options.step``.
+    max_rows : int, optional
+        Rows the first level is fitted on. None: ``options.max_rows``.
+    cap : int, optional
+        Rows a local block is fitted on, at most. None: ``options.cap``.
+    max_points : int, optional
+        A scan of more points is fitted as the means of its points in small
+        cells (:func:`voxel_means`). None: ``options.max_points``.
+    seed : int, default 0
+        Seed of the samples (each level's sample has its own seed derived
+        from it).
+    n_jobs : int, default 1
+        Threads of the evaluation of the fitted levels on the rows (the
+        residuals each level fits).
+    checkpoint_dir : str or os.PathLike, optional
+        A folder for a snapshot after each level. None: no snapshots.
+    resume : bool, default False
+        Continue after the last level in ``checkpoint_dir`` (the same levels
+        come back); it needs ``checkpoint_dir``.
+    checkpoint_replace : bool, default False
+        Delete another run's snapshots in ``checkpoint_dir`` instead of
+        refusing them.
+    log : callable, optional
+        ``log(line)`` gets one line of text per stage. None: silent.
+    progress : callable, optional
+        ``progress(done, total)`` gets the levels done.
+    options : SurfaceOptions or dict or None, optional
+        The settings: a :class:`~streamcvm.options.SurfaceOptions`, a dict
+        of the fields to change, or None (the defaults).
+
+    Returns
+    -------
+    SurfaceModel
+        The fitted model; ``model.params`` records the arguments and what
+        the points set (the widths used, the spacing and noise found).
+
+    Raises
+    ------
+    ValueError
+        Fewer than twice ``options.neighbours`` points, points on a plane or
+        a line, non-finite coordinates or scales, options out of range or
+        unknown, or ``resume=True`` without a snapshot to resume from.
+    """
     from ..problems.checkpoint import Checkpointer, finished_machines
     from ..problems import one_blas_thread
     from ..problems.driver import Solve
@@ -408,8 +567,29 @@ def fit(points: ArrayLike, *, scales: Sequence[float] | None = None, mu: float |
 
 
 def mesh_box(model, P, pad=0.1, options=None):
-    """:func:`points_box` in normalised coordinates (``options``: None, the
-    model's)."""
+    """Give the box meshed around the points, in normalised coordinates.
+
+    The points' box (far outliers left out,
+    :func:`~streamcvm.apps.grid.inliers`) grown by ``pad`` of its longest
+    side on each side (:func:`~streamcvm.apps.grid.points_box`).
+
+    Parameters
+    ----------
+    model : SurfaceModel
+        The model whose :meth:`~SurfaceModel.normalise` maps the box.
+    P : array_like of shape (n, 3)
+        The points, in the original coordinates.
+    pad : float, default 0.1
+        The growth on each side, in longest sides of the box.
+    options : SurfaceOptions or dict or None, optional
+        The options of the outlier rule. None: the model's; a dict: the
+        model's with those fields changed.
+
+    Returns
+    -------
+    lo, hi : ndarray of shape (3,)
+        The box's corners, normalised.
+    """
     lo, hi = points_box(P, pad, model_options(model, options))
     return model.normalise(lo), model.normalise(hi)
 
@@ -422,16 +602,45 @@ def _coarse_factor(sigma, step):
 
 
 def grid_values(model, Z, lo, hi, n, *, band=None, runner=None, progress=None, opts=None):
-    """f on a grid over [lo, hi] (normalised coordinates, ``n`` points along
-    the longest side): (values [nx, ny, nz] float32, axes). f is exact at
-    the nodes within ``band`` steps (None: ``opts.band``; ``opts`` a
-    SurfaceOptions, None the model's) of the points ``Z`` and around the
-    cells of a coarse grid (every few nodes) where f crosses 1; elsewhere
-    the coarse grid's f, interpolated, stands in (marching cubes needs only
-    its sign there). The first level, smooth, comes from the coarse grid
-    everywhere. ``runner``: a dask cluster (a Runner with a client)
-    evaluates the exact nodes as chunk tasks; else this process, on all
-    cores."""
+    """Evaluate f on a grid over a box, exactly where the surface can be.
+
+    f is exact at the nodes within ``band`` steps of the points and around
+    the cells of a coarse grid (every few nodes) where f crosses 1;
+    elsewhere the coarse grid's f, interpolated, stands in (marching cubes
+    needs only its sign there). The first level, smooth, comes from the
+    coarse grid everywhere.
+
+    Parameters
+    ----------
+    model : SurfaceModel
+        The fitted model.
+    Z : ndarray of shape (m, 3)
+        The points, normalised.
+    lo, hi : array_like of shape (3,)
+        The box's corners, normalised.
+    n : int
+        Grid points along the box's longest side (the same step on all
+        three).
+    band : int, optional
+        f is exact within this many grid steps of the points. None:
+        ``opts.band``.
+    runner : Runner, optional
+        A runner with a dask client evaluates the exact nodes as chunk
+        tasks on the cluster; None (or no client): this process, on all
+        cores.
+    progress : callable, optional
+        ``progress(done, total)`` gets the chunk tasks done.
+    opts : SurfaceOptions or dict or None, optional
+        The options. None: the model's; a dict: the model's with those
+        fields changed.
+
+    Returns
+    -------
+    values : ndarray of shape (nx, ny, nz), float32
+        f at the grid's nodes.
+    axes : list of 3 ndarrays
+        The nodes' coordinates along each axis.
+    """
     from scipy.ndimage import binary_dilation, map_coordinates
     opts = model_options(model, opts)
     band = opts.band if band is None else band
@@ -520,19 +729,61 @@ def mesh(model: SurfaceModel, points: ArrayLike, *, grid: int | None = None, pad
          band: int | None = None, keep_far: bool = False, runner: Runner | None = None,
          progress: Callable[[int, int], object] | None = None,
          options: _Options = None) -> tuple[np.ndarray, np.ndarray]:
-    """(vertices, faces) of the level set f = 1 by marching cubes on a grid
-    over the points' box grown by ``pad`` of its longest side on each side
-    (:func:`grid_values`, f exact within ``band`` grid steps of the points;
-    None: ``options.band``), far outliers (:func:`inliers`) left out;
-    ``grid`` points along its longest side (None: :func:`default_grid`; one
-    that cannot fit in memory is refused, :func:`check_grid`). ``options``:
-    a :class:`~streamcvm.options.SurfaceOptions`; None, those the model was
-    fitted with; a dict, those with its fields changed. The grid's outer
-    faces are set below the level, so every surface closes; pieces of the
-    level set whose median vertex lies more than two grid steps (or half
-    the points' spacing, when that is more) from the points are dropped
-    (:func:`near_components`). A mesh far from the points
-    (:func:`check_near`) is a :class:`FarMeshError` unless ``keep_far``."""
+    """Mesh the level set f = 1 of a fitted model by marching cubes.
+
+    The grid covers the points' box (far outliers,
+    :func:`~streamcvm.apps.grid.inliers`, left out) grown by ``pad`` of its
+    longest side on each side, with f from :func:`grid_values`. The grid's
+    outer faces are set below the level, so every surface closes; pieces
+    of the level set whose median vertex lies more than two grid steps (or
+    half the points' spacing, when that is more) from the points are
+    dropped (:func:`near_components`), and the vertices are moved onto
+    f = 1 (:func:`project`).
+
+    Parameters
+    ----------
+    model : SurfaceModel
+        The fitted model (:func:`fit`).
+    points : array_like of shape (n, 3)
+        The points it was fitted on, in the original coordinates.
+    grid : int, optional
+        Grid points along the box's longest side. None:
+        :func:`~streamcvm.apps.grid.default_grid` (``grid_per_spacing``
+        steps per point spacing, ``min_grid`` to ``grid``). A grid that
+        cannot fit in memory is refused
+        (:func:`~streamcvm.apps.grid.check_grid`).
+    pad : float, default 0.1
+        The box's growth on each side, in its longest sides.
+    band : int, optional
+        f is exact within this many grid steps of the points. None:
+        ``options.band``.
+    keep_far : bool, default False
+        Return a mesh that lies far from the points (:func:`check_near`)
+        instead of raising :class:`FarMeshError`.
+    runner : Runner, optional
+        A runner with a dask client evaluates the grid's exact nodes on the
+        cluster (:func:`grid_values`). None: this process.
+    progress : callable, optional
+        ``progress(done, total)`` gets the grid's chunk tasks done.
+    options : SurfaceOptions or dict or None, optional
+        A :class:`~streamcvm.options.SurfaceOptions`; None: those the model
+        was fitted with; a dict: those with its fields changed.
+
+    Returns
+    -------
+    vertices : ndarray of shape (v, 3), float64
+        The mesh's vertices, in the original coordinates.
+    faces : ndarray of shape (f, 3)
+        The triangles, as indices into ``vertices``.
+
+    Raises
+    ------
+    FarMeshError
+        The mesh lies far from the points and ``keep_far`` is False.
+    ValueError
+        f does not cross 1 on the grid, or no piece of the level set lies
+        near the points: no surface.
+    """
     from skimage.measure import marching_cubes
     opts = model_options(model, options)
     P = _kept(check_points(points, opts), opts)
@@ -568,12 +819,37 @@ def mesh(model: SurfaceModel, points: ArrayLike, *, grid: int | None = None, pad
 
 
 def project(model, V, F, lo, step, rounds=None, opts=None):
-    """Vertices ``V`` moved onto f = 1: ``rounds`` Newton steps (None:
-    ``opts.project``; ``opts`` a SurfaceOptions, None the model's) along the
-    gradient of the grid's values ``F`` (trilinear, over half a step), with
-    f exact at the vertices, each move at most half a step (marching cubes
-    places a vertex by linear interpolation along a cell edge, off the
-    level set by the curvature of f across the cell)."""
+    """Move a mesh's vertices onto f = 1 by Newton steps.
+
+    Each step goes along the gradient of the grid's values (trilinear, over
+    half a step), with f exact at the vertices, and moves a vertex at most
+    half a grid step. Marching cubes places a vertex by linear
+    interpolation along a cell edge, off the level set by the curvature of
+    f across the cell.
+
+    Parameters
+    ----------
+    model : SurfaceModel
+        The fitted model.
+    V : array_like of shape (v, 3)
+        The vertices, normalised.
+    F : ndarray of shape (nx, ny, nz)
+        f on the grid (:func:`grid_values`).
+    lo : array_like of shape (3,)
+        The grid's first corner, normalised.
+    step : float
+        The grid's step, normalised.
+    rounds : int, optional
+        Newton steps. None: ``opts.project``.
+    opts : SurfaceOptions or dict or None, optional
+        The options. None: the model's; a dict: the model's with those
+        fields changed.
+
+    Returns
+    -------
+    ndarray of shape (v, 3)
+        The moved vertices, normalised (float64, a copy).
+    """
     from scipy.ndimage import map_coordinates
     opts = model_options(model, opts)
     rounds = opts.project if rounds is None else rounds
@@ -594,11 +870,31 @@ def project(model, V, F, lo, step, rounds=None, opts=None):
 
 
 def check_near(model, V, Z, step, options=None):
-    """None when the mesh (vertices ``V``, normalised) lies near the points
-    ``Z``; else why not, in one line: more than ``max_far`` of the points
-    further from every vertex than ``far_steps`` grid steps and
-    ``far_noise`` times the noise found (``options``' fields; None: the
-    model's)."""
+    """Tell whether a mesh lies near the points it was made from.
+
+    A mesh is far when more than ``max_far`` of the points are further from
+    every vertex than both ``far_steps`` grid steps and ``far_noise`` times
+    the noise the fit found (the options' fields).
+
+    Parameters
+    ----------
+    model : SurfaceModel
+        The fitted model (its ``params`` give the noise and widths).
+    V : array_like of shape (v, 3)
+        The mesh's vertices, normalised.
+    Z : array_like of shape (m, 3)
+        The points, normalised.
+    step : float
+        The grid's step, normalised.
+    options : SurfaceOptions or dict or None, optional
+        The options. None: the model's; a dict: the model's with those
+        fields changed.
+
+    Returns
+    -------
+    str or None
+        None when the mesh lies near the points; else why not, in one line.
+    """
     from scipy.spatial import cKDTree
     opts = model_options(model, options)
     tol = max(opts.far_steps * step, opts.far_noise * model.params.get("noise", 0.0))
@@ -614,9 +910,30 @@ def check_near(model, V, Z, step, options=None):
 
 
 def near_components(V, faces, points, tol):
-    """The connected components of a mesh whose median vertex lies within
-    ``tol`` of the points (the level set can also cross where no point is);
-    vertices renumbered."""
+    """Keep the pieces of a mesh that lie near the points.
+
+    The level set can also cross where no point is: a connected component
+    is kept when its median vertex lies within ``tol`` of the points.
+
+    Parameters
+    ----------
+    V : ndarray of shape (v, 3)
+        The vertices.
+    faces : ndarray of shape (f, 3)
+        The triangles, as indices into ``V``.
+    points : array_like of shape (m, 3)
+        The points, in the coordinates of ``V``.
+    tol : float
+        The largest median distance of a kept component's vertices to the
+        points.
+
+    Returns
+    -------
+    vertices : ndarray
+        The kept vertices.
+    faces : ndarray
+        The kept triangles, the vertices renumbered.
+    """
     import scipy.sparse as sp
     from scipy.sparse.csgraph import connected_components
     from scipy.spatial import cKDTree
@@ -633,7 +950,19 @@ def near_components(V, faces, points, tol):
 
 
 def is_closed(faces):
-    """True when every edge of the mesh is shared by exactly two faces."""
+    """Tell whether a mesh is closed (watertight).
+
+    Parameters
+    ----------
+    faces : ndarray of shape (f, 3)
+        The triangles, as vertex indices.
+
+    Returns
+    -------
+    bool
+        True when there is a face and every edge of the mesh is shared by
+        exactly two faces.
+    """
     e = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), 1)
     _, counts = np.unique(e, axis=0, return_counts=True)
     return bool(len(faces)) and bool((counts == 2).all())
@@ -643,10 +972,43 @@ def reconstruct(points: ArrayLike, *, grid: int | None = None, keep_far: bool = 
                 runner: Runner | None = None, log: Callable[[str], object] | None = None,
                 progress: Callable[[int, int], object] | None = None, options: _Options = None,
                 **fit_kw: Any) -> tuple[np.ndarray, np.ndarray, SurfaceModel]:
-    """(vertices, faces, model): the multi-scale CVR surface of ``points``
-    (``options``: a :class:`~streamcvm.options.SurfaceOptions` or a dict of
-    its fields, for the fit and the mesh; ``fit_kw``: :func:`fit`'s other
-    arguments; see :func:`mesh`)."""
+    """Fit and mesh the multi-scale CVR surface of a 3D point set.
+
+    :func:`fit`, then :func:`mesh` with the options the fit used.
+
+    Parameters
+    ----------
+    points : array_like of shape (n, 3)
+        The points.
+    grid : int, optional
+        Grid points along the box's longest side (see :func:`mesh`). None:
+        chosen from the points' spacing.
+    keep_far : bool, default False
+        Return a mesh that lies far from the points instead of raising
+        :class:`FarMeshError`.
+    runner : Runner, optional
+        A runner with a dask client evaluates the grid on the cluster. None:
+        this process.
+    log : callable, optional
+        ``log(line)`` gets one line of text per stage of the fit.
+    progress : callable, optional
+        ``progress(done, total)`` gets the grid's chunk tasks done.
+    options : SurfaceOptions or dict or None, optional
+        A :class:`~streamcvm.options.SurfaceOptions` or a dict of its fields,
+        for the fit and the mesh. None: the defaults.
+    **fit_kw
+        :func:`fit`'s other arguments (``scales``, ``seed``,
+        ``checkpoint_dir`` ...).
+
+    Returns
+    -------
+    vertices : ndarray of shape (v, 3)
+        The mesh's vertices, in the points' coordinates.
+    faces : ndarray of shape (f, 3)
+        The triangles, as indices into ``vertices``.
+    model : SurfaceModel
+        The fitted model.
+    """
     model = fit(points, log=log, options=options, **fit_kw)
     V, faces = mesh(model, points, grid=grid, keep_far=keep_far, runner=runner,
                     progress=progress)

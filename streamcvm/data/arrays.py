@@ -33,8 +33,41 @@ def _query_ids(qid):
 
 
 class ArrayStore(BaseStore):
-    """The store interface over in-memory arrays; chunks are views, not copies
-    (of ``X`` as float32: other dtypes are converted once, a copy)."""
+    """The store interface over in-memory arrays.
+
+    Chunks are views, not copies (of ``X`` as float32: other dtypes are
+    converted once, a copy), so every solver runs on arrays as on a store on
+    disk. Iterating over it yields its chunks (:class:`Chunk`), in order.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d) or sparse matrix
+        The rows (a sparse matrix is converted to CSR).
+    y : array_like of shape (n,), optional
+        Labels or targets (float64). None: unlabelled rows.
+    qid : array_like of shape (n,), optional
+        Integer query ids (ranking); NaN, infinities and fractions are a
+        ValueError.
+    weight : array_like of shape (n,), optional
+        Sample weights (float32).
+    chunk_rows : int, optional
+        Rows per chunk. None: about 4 MB of X per chunk.
+
+    Attributes
+    ----------
+    X : ndarray or scipy.sparse.csr_matrix
+        The rows, float32.
+    y, qid, weight : ndarray or None
+        As given, converted.
+    n, d : int
+        Rows and features.
+    sparse : bool
+        Whether X is a CSR matrix.
+    chunk_rows : int
+        Rows per chunk.
+    has_qid, has_weight : bool
+        Whether ``qid`` and ``weight`` were given.
+    """
 
     def __init__(self, X: ArrayLike | spmatrix, y: ArrayLike | None = None,
                  qid: ArrayLike | None = None, weight: ArrayLike | None = None,
@@ -76,6 +109,7 @@ class ArrayStore(BaseStore):
 
     @property
     def fingerprint(self) -> str:
+        """The XXH3-128 digest of the contents, as a store on disk of the same rows has it."""
         if self._fingerprint is None:
             h = ContentHash()
             if self.sparse:
@@ -93,6 +127,7 @@ class ArrayStore(BaseStore):
 
     @property
     def class_counts(self) -> np.ndarray | None:
+        """Per-chunk class counts ``[n_chunks, len(classes)]`` (read-only; None without classes)."""
         if self._classes is None:
             return None
         if getattr(self, "_counts", None) is None:      # one count, not one per machine

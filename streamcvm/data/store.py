@@ -119,6 +119,21 @@ def count_classes(classes, ys):
 
 
 class Chunk(NamedTuple):
+    """One chunk of a store's rows, as :meth:`DiskStore.chunk` and iteration return it.
+
+    Parameters
+    ----------
+    X : ndarray of shape (m, d), float32, or scipy.sparse.csr_matrix
+        The rows' features.
+    y : ndarray of shape (m,), float64, or None
+        Their labels or targets (text labels as the codes the store holds:
+        :meth:`DiskStore.decode_labels`); None where the rows have none.
+    qid : ndarray of shape (m,), int64, or None, default None
+        Their query ids (ranking), or None.
+    weight : ndarray of shape (m,), float32, or None, default None
+        Their sample weights, or None.
+    """
+
     X: np.ndarray | csr_matrix     # ndarray [m, d] float32 or scipy.sparse.csr_matrix
     y: Optional[np.ndarray]        # float64 [m]
     qid: Optional[np.ndarray] = None     # int64 [m]
@@ -155,23 +170,65 @@ class BaseStore:
 
     @property
     def n_chunks(self) -> int:
+        """The number of chunks (the last one may be shorter)."""
         return -(-self.n // self.chunk_rows) if self.n else 0
 
     def __len__(self) -> int:
         return self.n
 
     def chunk_bounds(self, i: int) -> tuple[int, int]:
+        """Give the rows of one chunk.
+
+        Parameters
+        ----------
+        i : int
+            The chunk's index, 0 to ``n_chunks - 1``.
+
+        Returns
+        -------
+        a, b : int
+            Its first row and one past its last row.
+
+        Raises
+        ------
+        IndexError
+            ``i`` is out of range.
+        """
         if not 0 <= i < self.n_chunks:
             raise IndexError(f"chunk {i} out of range (store has {self.n_chunks})")
         a = i * self.chunk_rows
         return a, min(a + self.chunk_rows, self.n)
 
     def chunk(self, i: int) -> Chunk:
-        """Rows of chunk ``i`` as a :class:`Chunk`."""
+        """Read one chunk.
+
+        Parameters
+        ----------
+        i : int
+            The chunk's index, 0 to ``n_chunks - 1``.
+
+        Returns
+        -------
+        Chunk
+            Its rows (``X``, ``y``, ``qid``, ``weight``).
+        """
         return self._read(*self.chunk_bounds(i))
 
     def rows(self, a: int, b: int) -> Chunk:
-        """Rows ``a:b`` (may span chunks; memory is O(b - a))."""
+        """Read a range of rows, which may span chunks (memory is O(b - a)).
+
+        Parameters
+        ----------
+        a : int
+            The first row (clipped to 0).
+        b : int
+            One past the last row (clipped to ``n``).
+
+        Returns
+        -------
+        Chunk
+            Rows ``a:b``.
+        """
         a, b = max(0, a), min(b, self.n)
         return self._read(a, b)
 
@@ -186,14 +243,34 @@ class BaseStore:
         return self._classes
 
     def decode_labels(self, y: np.ndarray) -> np.ndarray:
-        """Original labels for stored ``y`` values (text labels decoded)."""
+        """Give the original labels of stored ``y`` values.
+
+        Parameters
+        ----------
+        y : ndarray
+            Values of the store's ``y``.
+
+        Returns
+        -------
+        ndarray
+            The text labels they stand for, where the store was ingested
+            from text labels (``label_names``); else ``y`` itself.
+        """
         if self.label_names is None:
             return y
         names = np.asarray(self.label_names, dtype=object)
         return names[np.asarray(y, dtype=np.int64)]
 
     def to_dask(self) -> tuple[dask.array.Array, dask.array.Array]:
-        """``(X, y)`` as dask arrays, one dask chunk per store chunk."""
+        """Give the store's rows as dask arrays, one dask chunk per store chunk.
+
+        Returns
+        -------
+        X : dask.array.Array of shape (n, d), float32
+            The features (sparse stores: blocks of CSR matrices).
+        y : dask.array.Array of shape (n,), float64
+            The labels or targets.
+        """
         import dask
         import dask.array as da
         import scipy.sparse as sp
@@ -222,10 +299,14 @@ NOT_A_STORE = ("{}: {}, not a streamcvm store: make one with `streamcvm ingest` 
 
 
 class DiskStore(BaseStore):
-    """A store on disk: a Zarr v3 group (a directory, or any fsspec URL zarr
-    reads: ``file://``, ``s3://``, ``gs://`` ... with their fsspec package
-    installed) or an HDF5 file (a local path). It pickles as its path, so a
-    dask worker reopens it where it runs.
+    """A store on disk, read a chunk at a time.
+
+    A Zarr v3 group (a directory, or any fsspec URL zarr reads: ``file://``,
+    ``s3://``, ``gs://`` ... with their fsspec package installed) or an HDF5
+    file (a local path), as ``streamcvm ingest`` writes them
+    (docs/store-format.md). It pickles as its path, so a dask worker reopens
+    it where it runs. Iterating over it yields its chunks (:class:`Chunk`),
+    in order.
 
     Every read is checked: a chunk that fails its checksum, is missing or
     cannot be decompressed, and a NaN or inf in X, is a one-line
@@ -241,7 +322,48 @@ class DiskStore(BaseStore):
     chunk's stored bytes against the digest written for its place, so a
     chunk copied over another is damage too (Zarr: every chunk fetched;
     HDF5: each chunk once per open store). Stores written without them are
-    read with the checks they have."""
+    read with the checks they have.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The store: a Zarr directory, an fsspec URL of one, or an HDF5 file
+        (``.h5``, ``.hdf5``; local paths only).
+    check_finite : bool, default True
+        Refuse NaN and inf in X (a :class:`StoreError`); False returns X as
+        stored.
+
+    Attributes
+    ----------
+    path : str
+        ``path`` as given.
+    backend : {"zarr", "hdf5"}
+        The format.
+    n, d : int
+        Rows and features.
+    sparse : bool
+        Whether X is stored as CSR (indptr, indices, data).
+    nnz : int
+        The stored values of a sparse X.
+    chunk_rows : int
+        Rows per chunk (the last chunk may hold fewer).
+    has_qid, has_weight : bool
+        Whether the rows have query ids and sample weights.
+    fingerprint : str or None
+        The XXH3-128 digest of the contents, whatever the chunking.
+    label_names : list of str or None
+        The text labels ``y``'s integer codes stand for, or None.
+    feature_names : list of str or None
+        The column names of a CSV with a header, or None.
+    attrs : dict
+        The store's attributes (docs/store-format.md, "Attributes").
+
+    Raises
+    ------
+    StoreError
+        On opening: not a readable streamcvm store, a newer format, or
+        damage to the attributes or the arrays' layout.
+    """
 
     def __init__(self, path: str | os.PathLike[str], check_finite: bool = True) -> None:
         self.path = os.fspath(path)
@@ -377,12 +499,13 @@ class DiskStore(BaseStore):
         self._open()
 
     def close(self) -> None:
+        """Close the underlying files (an HDF5 file handle; Zarr holds none open)."""
         if getattr(self, "_src", None) is not None:
             self._src.close()
 
     @property
     def class_counts(self) -> np.ndarray | None:
-        """Per-chunk class counts ``[n_chunks, len(classes)]`` (None if no classes)."""
+        """Per-chunk class counts ``[n_chunks, len(classes)]`` (read-only; None without classes)."""
         if self._classes is None or not self._has("class_counts"):
             return None
         if getattr(self, "_counts", None) is None:      # read once, not once per machine
@@ -475,7 +598,16 @@ class DiskStore(BaseStore):
                          f"damaged; re-ingest it or restore it from a copy")
 
     def sizes(self) -> tuple[int, int]:
-        """(stored bytes on disk, raw bytes uncompressed) of the arrays."""
+        """Give the size of the store's arrays, stored and uncompressed.
+
+        Returns
+        -------
+        stored : int
+            Bytes on disk (a Zarr folder's files, or the HDF5 file).
+        raw : int
+            Bytes of the arrays uncompressed (X or its CSR arrays, y, qid,
+            weight).
+        """
         names = ["indptr", "indices", "data"] if self.sparse else ["X"]
         names += ["y"] + (["qid"] if self.has_qid else []) + (["weight"] if self.has_weight else [])
         raw = 0
@@ -518,9 +650,27 @@ def is_store_like(X: object) -> TypeIs[BaseStore | str | os.PathLike[Any]]:
 
 
 def open_store(path: StoreLike, check_finite: bool = True) -> BaseStore:
-    """Open a store written by ``streamcvm ingest`` (Zarr directory or URL, or
-    HDF5 file). ``check_finite=False``: NaN and inf in X are returned as
-    stored, not refused (:class:`DiskStore`)."""
+    """Open a store written by ``streamcvm ingest``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike or store
+        A Zarr directory or fsspec URL, or an HDF5 file. A store already
+        opened is returned as it is.
+    check_finite : bool, default True
+        Refuse NaN and inf in X when a chunk is read; False returns them as
+        stored (:class:`DiskStore`).
+
+    Returns
+    -------
+    DiskStore
+        The opened store (or ``path`` itself, when it is a store).
+
+    Raises
+    ------
+    StoreError
+        ``path`` is not a readable streamcvm store (one line).
+    """
     if isinstance(path, BaseStore):
         return path
     return DiskStore(path, check_finite=check_finite)
@@ -528,10 +678,29 @@ def open_store(path: StoreLike, check_finite: bool = True) -> BaseStore:
 
 def as_store(X: DataLike, y: ArrayLike | dask.array.Array | None = None, **kw: Any
              ) -> BaseStore:
-    """A store for ``X``: a path or store is opened, arrays are wrapped:
-    float32 ones (dense, or CSR) as they are, without a copy; any other
-    dtype is converted to float32 once, which copies it (the kernels compute
-    in float32)."""
+    """Give a store for data: a path is opened, arrays are wrapped.
+
+    Float32 arrays (dense, or CSR) are wrapped as they are, without a copy;
+    any other dtype is converted to float32 once, which copies it (the
+    kernels compute in float32).
+
+    Parameters
+    ----------
+    X : array_like, sparse matrix, dask array, store, str or os.PathLike
+        The rows: arrays (:class:`ArrayStore`), a dask array
+        (:class:`~streamcvm.data.arrays.DaskStore`), a store (returned as it
+        is) or the path or URL of one (:class:`DiskStore`).
+    y : array_like or dask array, optional
+        The labels or targets of arrays (ignored for a store or a path).
+    **kw
+        The other arguments of :class:`ArrayStore` (``qid``, ``weight``,
+        ``chunk_rows``) or of ``DaskStore`` (``chunk_rows``).
+
+    Returns
+    -------
+    store
+        A :class:`DiskStore`, :class:`ArrayStore` or ``DaskStore``.
+    """
     if isinstance(X, BaseStore):
         return X
     if isinstance(X, (str, os.PathLike)):
