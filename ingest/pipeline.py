@@ -202,15 +202,86 @@ def ingest(sources: _Path | Sequence[_Path], out: _Path, *,
            ) -> dict[str, Any]:
     """Ingest svmlight/LIBSVM or delimited text files into one store.
 
-    Parameters mirror ``streamcvm ingest``; see its ``--help``.
-    ``store_format``: "zarr" or "hdf5"; None (default): "hdf5" for an
-    ``out`` ending in .h5 or .hdf5, else "zarr". Raises
-    :class:`IngestError` (one line, ``file:line: what``) on bad input, in
-    which case no store is left behind. Returns a summary dict.
-    ``decimal``: the decimal mark of CSV numbers, "." or "," (decimal commas,
-    with a delimiter other than ",").
-    ``checksums=False`` writes chunks without their checksums, as stores
-    of earlier versions were (for benchmarks of their cost).
+    The parameters mirror ``streamcvm ingest`` (see its ``--help``). The
+    files (plain, .gz or .bz2) are read in blocks of whole lines, parsed on
+    ``n_jobs`` threads and written in whole chunks, so memory stays at a few
+    blocks plus one chunk whatever the size of the input. On bad input no
+    store is left behind.
+
+    Parameters
+    ----------
+    sources : str or os.PathLike, or a sequence of them
+        The input files, appended in order.
+    out : str or os.PathLike
+        The store to create: a Zarr directory, or an HDF5 file.
+    store_format : {"zarr", "hdf5"}, optional
+        None (default): "hdf5" for an ``out`` ending in .h5 or .hdf5, else
+        "zarr".
+    sparse : "auto" or bool, default "auto"
+        Store X as CSR (True) or dense (False). "auto": dense for CSV; for
+        svmlight, dense if the first block is at least 25% nonzero.
+    zero_based : bool, default False
+        svmlight feature indices start at 0 (default: at 1, as LIBSVM).
+    n_features : int, optional
+        The number of features; a larger svmlight index is an error. None:
+        the largest index found.
+    chunk_rows : int, optional
+        Rows per chunk. None: about 4 MB of X per chunk.
+    input_format : {"auto", "svmlight", "csv"}, default "auto"
+        "auto": detected from the first lines of each file.
+    delimiter : str, optional
+        CSV delimiter: one character, "tab", or "space" (runs of blanks).
+        None: detected.
+    header : "auto" or bool, default "auto"
+        Whether the first CSV line is a header. "auto": detected.
+    label_col : "auto", int, str or None, default "auto"
+        The CSV label column: an index (negative counts from the end), a
+        header name, or None (unlabelled rows). "auto": the column a header
+        names label, class, target or y, else column 0.
+    qid_col : int or str, optional
+        The CSV query-id column (index or header name). None: no query ids.
+    weight_col : int or str, optional
+        The CSV sample-weight column (index or header name). None: no
+        weights.
+    skip_cols : sequence of int or str, optional
+        CSV columns to ignore (indices or header names).
+    allow_nan : bool, default False
+        Accept NaN and inf values, and empty CSV fields as NaN, into the
+        store; training and prediction refuse a store while it holds any.
+    decimal : {".", ","}, default "."
+        The decimal mark of CSV numbers ("," needs a delimiter other than
+        ",").
+    overwrite : bool, default False
+        Replace an existing store or other output at ``out`` (an input
+        file, or a folder of other files, is never replaced).
+    progress : bool, default False
+        Show a progress bar.
+    n_jobs : int, optional
+        Parser threads. None: every core.
+    block_size : int, default 4 MiB
+        Bytes of text per parse task (whole lines).
+    clevel : int, default 1
+        Zstd compression level of the chunks.
+    executor : concurrent.futures.Executor or distributed.Client, optional
+        Where the parse tasks run (anything with ``submit``). None: a pool of
+        ``n_jobs`` local threads.
+    checksums : bool, default True
+        False writes chunks without their checksums, as stores of earlier
+        versions were (for benchmarks of their cost).
+
+    Returns
+    -------
+    dict
+        A summary: ``path`` (the store), ``n``, ``d``, ``sparse``, ``nnz``,
+        ``chunk_rows``, ``seconds``, ``label`` (the label column found and
+        its header) and ``warnings`` (the messages also issued as
+        :class:`IngestWarning`).
+
+    Raises
+    ------
+    IngestError
+        Bad input or an output that may not be written, in one line
+        (``file:line: what``).
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]

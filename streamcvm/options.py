@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 import math
 import numbers
+import textwrap
 from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
@@ -193,6 +195,32 @@ def _checked(f, v):
     if isinstance(default, tuple):
         return tuple(float(x) if isinstance(default[0], float) else int(x) for x in values)
     return float(v) if isinstance(default, float) else int(v)
+
+
+def _documented(cls: type[_F]) -> type[_F]:
+    """``cls`` with a numpydoc Parameters section appended to its docstring,
+    one entry per field, written from the field's default, unit, valid range
+    and text (:func:`_opt`: the one place each is written)."""
+    lines = ["Parameters", "----------"]
+    for f in dataclasses.fields(cls):
+        m, d = f.metadata, f.default
+        kind = "bool" if isinstance(d, bool) else \
+            f"tuple of {'float' if isinstance(d[0], float) else 'int'}" \
+            if isinstance(d, tuple) else "int" if isinstance(d, int) else "float"
+        lines.append(f"{f.name} : {kind}, default {d!r}")
+        bounds = []
+        if m["low"] is not None and m["low"] > -1e300:
+            bounds.append(f"{'>' if m['strict'] else '>='} {m['low']:g}")
+        if m["high"] is not None:
+            bounds.append(f"<= {m['high']:g}")
+        text = m["doc"].replace("|", "\\|")
+        unit = "" if isinstance(d, bool) else f" Unit: {m['unit']}"
+        limits = f"{'; ' if unit else ' Valid: '}{' and '.join(bounds)}" if bounds else ""
+        text = f"{text}.{unit}{limits}." if unit or limits else f"{text}."
+        lines += textwrap.wrap(text, 88, initial_indent="    ", subsequent_indent="    ",
+                               break_on_hyphens=False)
+    cls.__doc__ = inspect.cleandoc(cls.__doc__ or "") + "\n\n" + "\n".join(lines) + "\n"
+    return cls
 
 
 # -- the sections of Options (mixins, as Falkon's FalkonOptions) ---------------
@@ -595,6 +623,7 @@ class CheckOptions:
         "most", low=1)
 
 
+@_documented
 @dataclasses.dataclass(frozen=True, repr=False)
 class Options(CheckOptions, MMDAOptions, RegressionOptions, SearchOptions, CompactOptions,
               ProgressiveOptions, ExactOptions, PassOptions, SamplerOptions, _Fields):
@@ -613,6 +642,7 @@ class Options(CheckOptions, MMDAOptions, RegressionOptions, SearchOptions, Compa
                 "fvm": self.patience_fvm}[method]
 
 
+@_documented
 @dataclasses.dataclass(frozen=True, repr=False)
 class SurfaceOptions(_Fields):
     """Every setting of ``streamcvm.surface`` (implicit surfaces from 3D

@@ -98,14 +98,43 @@ def machine_route(history, stages):
 
 def save_model(est: Model, path: str | os.PathLike[str], overwrite: bool = False,
                target: Target | None = None) -> str:
-    """Write a fitted CVMClassifier / CVMRegressor / CVMOneClass / CVMRanker /
-    MMDATransformer to the folder ``path``. An existing model folder there is
-    replaced; any other existing file or streamcvm output only with
-    ``overwrite=True``, and a folder of other files never (:func:`streamcvm.data.outputs.check_output`).
-    ``target``: that check's answer when it was made before training (the
-    command line): a model another run wrote there since is then not replaced.
-    A model whose decision values on its own support rows are not finite is
-    refused (ValueError, :func:`~streamcvm.estimators.feature_range.check_finite`)."""
+    """Write a fitted estimator to a model folder (JSON manifest and .npy arrays, no pickle).
+
+    The folder is written under a temporary name next to ``path`` and
+    renamed, so a model that exists is complete; to an fsspec URL the arrays
+    are uploaded first, model.json last.
+
+    Parameters
+    ----------
+    est : CVMClassifier, CVMRegressor, CVMOneClass, CVMRanker or MMDATransformer
+        The fitted estimator.
+    path : str or os.PathLike
+        The model folder: a local path or an fsspec URL (``s3://``,
+        ``memory://`` ...).
+    overwrite : bool, default False
+        Replace any other existing file or streamcvm output at ``path``. An
+        existing model folder is replaced without it; a folder of other
+        files never is (:func:`streamcvm.data.outputs.check_output`).
+    target : Target, optional
+        That check's answer when it was made before training (the command
+        line): a model another run wrote there since is then not replaced.
+        None: the check is made now.
+
+    Returns
+    -------
+    str
+        The model folder written (a local path made absolute, or the URL).
+
+    Raises
+    ------
+    TypeError
+        ``est`` is not a streamcvm estimator.
+    ValueError
+        The model's decision values on its own support rows are not finite
+        (:func:`~streamcvm.estimators.feature_range.check_finite`).
+    streamcvm.data.outputs.OutputError
+        ``path`` may not be written (see ``overwrite``).
+    """
     from ..data.atomic import atomic_dir, is_url
     from ..data.outputs import check_output
     kind = type(est).__name__
@@ -380,9 +409,27 @@ def _array(path, man, read, name):
 
 
 def load_model(path: str | os.PathLike[str]) -> Model:
-    """Read a model folder written by :func:`save_model` (a path or an fsspec
-    URL), checked whole first (:func:`read_manifest`), every array against
-    its checksum."""
+    """Read a model folder written by :func:`save_model`.
+
+    The folder is checked whole first (:func:`read_manifest`: the format
+    version, model.json's own checksum and fields), every array against its
+    checksum: a damaged or edited model is refused, never half-read.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The model folder: a local path or an fsspec URL.
+
+    Returns
+    -------
+    CVMClassifier, CVMRegressor, CVMOneClass, CVMRanker or MMDATransformer
+        The fitted estimator, ready to predict (or transform).
+
+    Raises
+    ------
+    ModelError
+        ``path`` is not a readable model, or it is damaged (one line).
+    """
     path = os.fspath(path)
     man, read = read_manifest(path)
 
