@@ -85,12 +85,30 @@ class _Fields:
         return f"{type(self).__name__}({args})"
 
     def but(self: _F, **changes: Any) -> _F:
-        """A copy with ``changes`` (names checked)."""
+        """Give a copy with some fields changed.
+
+        Parameters
+        ----------
+        **changes
+            New values of fields, by name (an unknown name is a ValueError,
+            as a value out of range).
+
+        Returns
+        -------
+        Options or SurfaceOptions
+            The copy (of the same class).
+        """
         return type(self).from_dict(dict(self.changed(), **changes))
 
     def changed(self) -> dict[str, Any]:
-        """``{name: value}`` of the fields that differ from the defaults, in
-        JSON types (tuples as lists)."""
+        """Give the fields that differ from the defaults.
+
+        Returns
+        -------
+        dict
+            ``{name: value}`` of those fields, in JSON types (tuples as
+            lists).
+        """
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
@@ -100,8 +118,27 @@ class _Fields:
 
     @classmethod
     def from_dict(cls: type[_F], values: _F | dict[str, Any]) -> _F:
-        """The options with ``values`` (a mapping of field names) changed; a
-        ValueError naming an unknown field (and the nearest known ones)."""
+        """Make options from the fields to change.
+
+        Parameters
+        ----------
+        values : dict or Options or SurfaceOptions
+            ``{name: value}`` of the fields that differ from the defaults
+            (lists for tuples are accepted); an instance of the class is
+            returned as it is.
+
+        Returns
+        -------
+        Options or SurfaceOptions
+            The options (of the class it is called on).
+
+        Raises
+        ------
+        ValueError
+            ``values`` is of another type, names an unknown field (the
+            message names the nearest known ones) or holds a value out of
+            range.
+        """
         if isinstance(values, cls):
             return values
         if not isinstance(values, dict):
@@ -121,8 +158,26 @@ class _Fields:
 
     @classmethod
     def parse(cls: type[_F], items: Iterable[str]) -> _F:
-        """The options of ``NAME=VALUE`` strings (the command line's
-        ``--option``): numbers as numbers, ``a,b,c`` as a tuple."""
+        """Make options from ``NAME=VALUE`` strings (the command line's ``--option``).
+
+        Parameters
+        ----------
+        items : iterable of str
+            ``NAME=VALUE`` strings: numbers as numbers, ``a,b,c`` as a tuple,
+            true / false (or 1 / 0) for a switch; ``-`` in a name reads as
+            ``_``.
+
+        Returns
+        -------
+        Options or SurfaceOptions
+            The options (of the class it is called on).
+
+        Raises
+        ------
+        ValueError
+            An item that is not ``NAME=VALUE``, an unknown name, or a value
+            of the wrong kind or out of range.
+        """
         names = {f.name: f for f in dataclasses.fields(cls)}
         kw: dict[str, Any] = {}
         for item in items:
@@ -153,8 +208,18 @@ class _Fields:
     @classmethod
     def describe(cls, options: _Fields | None = None
                  ) -> list[tuple[str, Any, Any, str, str]]:
-        """Rows ``(name, value, default, unit, doc)`` of every field, in
-        declaration order (``options``: whose values; default the defaults)."""
+        """Describe every field, in declaration order.
+
+        Parameters
+        ----------
+        options : Options or SurfaceOptions, optional
+            Whose values to list. None: the defaults.
+
+        Returns
+        -------
+        list of tuple
+            One ``(name, value, default, unit, doc)`` row per field.
+        """
         options = cls() if options is None else options
         return [(f.name, getattr(options, f.name), f.default, f.metadata["unit"],
                  f.metadata["doc"]) for f in dataclasses.fields(cls)]
@@ -213,10 +278,10 @@ def _documented(cls: type[_F]) -> type[_F]:
             bounds.append(f"{'>' if m['strict'] else '>='} {m['low']:g}")
         if m["high"] is not None:
             bounds.append(f"<= {m['high']:g}")
-        text = m["doc"].replace("|", "\\|")
+        text = m["doc"] if m["doc"].endswith(".") else m["doc"] + "."
         unit = "" if isinstance(d, bool) else f" Unit: {m['unit']}"
         limits = f"{'; ' if unit else ' Valid: '}{' and '.join(bounds)}" if bounds else ""
-        text = f"{text}.{unit}{limits}." if unit or limits else f"{text}."
+        text = (f"{text}{unit}{limits}." if unit or limits else text).replace("|", "\\|")
         lines += textwrap.wrap(text, 88, initial_indent="    ", subsequent_indent="    ",
                                break_on_hyphens=False)
     cls.__doc__ = inspect.cleandoc(cls.__doc__ or "") + "\n\n" + "\n".join(lines) + "\n"
@@ -637,7 +702,18 @@ class Options(CheckOptions, MMDAOptions, RegressionOptions, SearchOptions, Compa
     fields that differ from the defaults."""
 
     def patience(self, method: str) -> int:
-        """The violator-free samples that end an eps level of ``method``."""
+        """Give the violator-free samples that end an eps level of a method.
+
+        Parameters
+        ----------
+        method : {"cvm", "bvm", "fvm"}
+            The sampled solver.
+
+        Returns
+        -------
+        int
+            ``patience_cvm``, ``patience_bvm`` or ``patience_fvm``.
+        """
         return {"cvm": self.patience_cvm, "bvm": self.patience_bvm,
                 "fvm": self.patience_fvm}[method]
 
