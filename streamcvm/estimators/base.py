@@ -533,6 +533,7 @@ class _OneMachine(_CVMBase):
 
     @property
     def support_vectors_(self) -> np.ndarray | csr_matrix:
+        """The machine's support rows, as the kernel saw them (after ``scaler_``)."""
         check_is_fitted(self)
         return self.machine_.sv
 

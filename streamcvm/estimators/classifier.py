@@ -35,162 +35,255 @@ if TYPE_CHECKING:
 
 
 class CVMClassifier(ClassifierMixin, _CVMBase):
-    """Kernel L2-SVM classifier trained by BVM (default), CVM or Frank-Wolfe.
+    """Kernel L2-SVM classifier, binary or multi-class, trained by SMO, BVM, CVM or Frank-Wolfe.
+
+    The default, ``method="auto"``, solves two-class machines of at most
+    16,384 rows held in memory exactly (SMO) and larger ones by BVM; ``C``
+    and ``gamma`` are chosen on held-out rows. ``fit`` takes arrays, a
+    sparse matrix, a dask array or a store (an opened store, its path or its
+    URL), whose rows stay on disk; the other methods stream a store chunk
+    by chunk.
 
     Parameters
     ----------
-    method : "auto" (default), "bvm", "cvm" or "fvm". "auto": a two-class
-        machine of at most 16,384 rows held in memory (every one-vs-one pair
-        of most data sets, and every fit of the C and gamma search) is
-        solved exactly, by SMO over all its rows
-        (streamcvm.solvers.exact.svc.svc_exact: the same dual, to its optimum; class
-        and sample weights as a per-row C); larger machines by BVM (CVM when
-        weighted). BVM's fixed-radius ball
-        stops at a feasible center rather than the optimum: 0.2-0.6 points
-        of accuracy on multi-class sets, measured in docs/solvers.md.
-    C : "auto" (default) or a number: the L2-SVM's regularisation (compare
-        LIBSVM's C with care). "auto": chosen on held-out rows with gamma
-        (below; ``selection_`` lists every candidate and its validation
-        error).
-    kernel : "rbf" (default), "laplacian" (L1 distance), "exponential" (L2
-        distance: exp(-gamma ||x - z||)), "npoly" (constant k(x, x) needed)
-    gamma : "auto" (default) or a number. With ``C`` "auto" or for a
-        distance kernel (rbf, laplacian, exponential), "auto" is chosen on
-        held-out rows among multiples of 1 / beta (beta: the mean squared
-        distance between rows); otherwise it is 1 / beta. The search
-        (streamcvm.estimators.search, streamcvm.problems.selection):
-        C in {1, 10, 100} x gamma in {0.5, 1, 2, 4, 8} / beta, grown past
-        an edge where the best point lies on it, by successive halving:
-        every candidate trains on a few thousand random rows, the best
-        third on three times as many, and so on up to 8,192 rows, each
-        scored by the whole model's error on validation rows (20% of the
-        rows, at most 20,000, never trained on); a fit on fewer rows than
-        the final one trains at C (rows / its rows)^0.5, since the best C
-        of an L2-SVM falls as the rows grow. Among the candidates the
-        validation rows cannot tell apart (within one standard error), one
-        that trains at least twice as fast is preferred. Before a
-        progressive fit (below), the search tries no kernel narrower than
-        1 / beta (a narrow kernel's lead on few rows fades as the stages
-        grow) and no C above 100 (the stages' BVM steps grow with C), and
-        the default point (C 1, gamma 1 / beta) is kept unless the
-        validation rows tell a better one apart. The final model trains on every row (or the stages)
-        at the chosen point (``C_``, ``gamma_``).
-    eps : approximation tolerance of the enclosing ball, or "auto"
-    sample_size : rows per violator search (59: top 5% with 95% odds)
-    max_core : cap on core vectors per binary machine
-    full_pass : finish with passes over all rows until none violates
-    multi_class : "ovo" (one-vs-one, as LIBSVM; default) or "ovr" (one-vs-rest:
-        one machine per class, trained on every row)
-    train_size : "auto" (default), "all" or a number of rows. "auto": a
-        binary machine of more than 65,536 rows first trains on every row,
-        sampled, and keeps that model if its core set stays under 2,048
-        vectors (clean data); else it trains by progressive
+    method : {"auto", "bvm", "cvm", "fvm"}, default "auto"
+        The solver. "auto": a two-class machine of at most 16,384 rows held
+        in memory (every one-vs-one pair of most data sets, and every fit of
+        the C and gamma search) is solved exactly, by SMO over all its rows
+        (streamcvm.solvers.exact.svc.svc_exact: the same dual, to its
+        optimum; class and sample weights as a per-row C); larger machines
+        by BVM (CVM when weighted). BVM's fixed-radius ball stops at a
+        feasible center rather than the optimum: 0.2-0.6 points of accuracy
+        on multi-class sets, measured in docs/solvers.md. "fvm": Frank-Wolfe.
+    C : float or "auto", default "auto"
+        The L2-SVM's regularisation (compare LIBSVM's C with care). "auto":
+        chosen on held-out rows with ``gamma`` (see ``gamma``;
+        ``selection_`` lists every candidate and its validation error).
+    kernel : str, default "rbf"
+        "rbf" (exp(-gamma ||x - z||^2); alias "gaussian"), "laplacian" (L1
+        distance), "exponential" (L2 distance: exp(-gamma ||x - z||)),
+        "linear", "poly" ((gamma x'z + coef0)^degree) or "npoly" (poly
+        normalised to k(x, x) = 1). Kernels without a constant k(x, x)
+        ("linear", "poly") make a center-constrained MEB (see
+        ``class_weight``).
+    gamma : float or "auto", default "auto"
+        The kernel's width. With ``C`` "auto" or for a distance kernel (rbf,
+        laplacian, exponential), "auto" is chosen on held-out rows among
+        multiples of 1 / beta (beta: the mean squared distance between rows);
+        otherwise it is 1 / beta. The search
+        (streamcvm.estimators.search, streamcvm.problems.selection): C in
+        {1, 10, 100} x gamma in {0.5, 1, 2, 4, 8} / beta, grown past an edge
+        where the best point lies on it, by successive halving: every
+        candidate trains on a few thousand random rows, the best third on
+        three times as many, and so on up to 8,192 rows, each scored by the
+        whole model's error on validation rows (20% of the rows, at most
+        20,000, never trained on); a fit on fewer rows than the final one
+        trains at C (rows / its rows)^0.5, since the best C of an L2-SVM
+        falls as the rows grow. Among the candidates the validation rows
+        cannot tell apart (within one standard error), one that trains at
+        least twice as fast is preferred. Before a progressive fit (see
+        ``train_size``), the search tries no kernel narrower than 1 / beta
+        (a narrow kernel's lead on few rows fades as the stages grow) and no
+        C above 100 (the stages' BVM steps grow with C), and the default
+        point (C 1, gamma 1 / beta) is kept unless the validation rows tell
+        a better one apart. The final model trains on every row (or the
+        stages) at the chosen point (``C_``, ``gamma_``).
+    coef0 : float, default 0.0
+        The constant term of the "poly" and "npoly" kernels.
+    degree : int, default 3
+        The degree of the "poly" and "npoly" kernels.
+    eps : float or "auto", default "auto"
+        The approximation tolerance of the enclosing ball, in (0, 1): the
+        solver stops at a (1 + eps)-approximate ball. "auto": eps is
+        annealed until it is small against the margin (docs/solvers.md,
+        "eps=auto").
+    sample_size : int, default 59
+        Rows per violator search (59: a point among the top 5% with 95%
+        odds).
+    max_core : int, optional
+        A cap on the core vectors of each binary machine; a machine that
+        reaches it stops growing and certifies the eps it reached. None: no
+        cap.
+    full_pass : bool, default False
+        Finish with passes over all rows until none violates (implies
+        ``train_size="all"``).
+    multi_class : {"ovo", "ovr"}, default "ovo"
+        "ovo": one-vs-one, as LIBSVM (a machine per pair of classes). "ovr":
+        one-vs-rest, one machine per class, trained on every row.
+    decision_function_shape : {"ovr", "ovo"}, default "ovr"
+        The columns of ``decision_function`` of a one-vs-one model of more
+        than two classes, as SVC's: "ovr", one per class; "ovo", one per
+        machine. It does not change the model.
+    class_weight : dict, "balanced" or None, default None
+        None, "balanced" (n / (k n_c), as scikit-learn) or a dict {label:
+        weight}: class c's rows get C * weight_c (generalized-cvm sec.
+        IV-A). Weighted rows, like ``sample_weight`` and kernels without a
+        constant k(x, x) ("linear", "poly"), make a center-constrained MEB,
+        which "auto" (small machines exactly, larger ones by CVM), "cvm" and
+        "fvm" solve ("bvm" refuses it). Not with ``multi_class="ovr"`` on more
+        than two classes.
+    train_size : "auto", "all" or int, default "auto"
+        "auto": a binary machine of more than 65,536 rows first trains on
+        every row, sampled, and keeps that model if its core set stays under
+        2,048 vectors (clean data); else it trains by progressive
         subsampling: stages on 16,384, 32,768, ... random rows, each
         converged, while the learning curve of the stages' errors on
         held-out validation rows (never trained on) promises more than
         ``stage_tol`` points of accuracy from training on the rest of the
         sample (see streamcvm.problems.progressive). Time and the model's
         size then follow what the data's noise allows, not n. "all": every
-        row (the L2-SVM of the whole store; full_pass implies it). A number:
-        "auto" with the sample capped at that many rows.
-    stage_tol : 0.02 (default): the points of accuracy a progressive fit may
-        leave on the table by stopping its stages early, as its learning
-        curve estimates them (each stage's ``gain_left`` in ``history_``,
-        ``streamcvm info``). 0: train every stage up to the sample.
-    n_jobs : threads of the exact BVM pass (-1, the default: every core; 1:
-        one). The model does not depend on it.
-    stop : "slack" (default) or "validation": what ends the eps annealing,
-        the margin slack (eps="auto") or, with held-out rows (progressive
-        fits), a validation error that has not improved on its best by more
-        than its standard error for two levels.
-    class_weight : None, "balanced" (n / (k n_c), as scikit-learn) or a dict
-        {label: weight}: class c's rows get C * weight_c (generalized-cvm
-        sec. IV-A). Weighted rows, like ``sample_weight`` and kernels without
-        a constant k(x, x) ("linear", "poly"), make a center-constrained MEB,
-        which "auto" (small machines exactly, larger ones by CVM), "cvm" and
-        "fvm" solve ("bvm" refuses it).
-    scale : False (default), True or "standard": standardise each feature
-        (dense data: (x - mean) / sd; sparse: x / max |x|, no centring);
-        "range": map each dense feature to [-1, 1] from its min and max, as
-        LIBSVM's svm-scale (sparse: x / max |x| too). From one streamed pass
-        over the training rows; ``scaler_`` keeps the transform, which
-        predict applies and a saved model keeps.
-        Use it when raw columns have very different ranges (byte counts next
-        to flags): the RBF distance would see only the largest.
-    probability : False (default) or True: also fit Platt's sigmoid per
-        machine, for ``predict_proba`` and ``predict_log_proba`` (more than
-        two classes: pairwise coupling, as LIBSVM). Up to 100,000 rows, as
-        LIBSVM: on 5-fold cross-validated decision values of every row, the
-        model itself trained on every row (five more fits). Beyond: on rows
-        held out from training (10% of the rows, 1,000 to 50,000, a quarter
-        at most), which the model is not trained on
-        (streamcvm.predict.probability).
-    compact : "auto" (default) or False. "auto": a machine trained by
-        progressive subsampling also gets a compact expansion over B <= 4,096
-        basis points, B chosen on its held-out validation rows
-        (streamcvm.problems.compress.compact_machine); predict uses it. False: no
-        compact expansion at fit, and predict uses the full one (set it on a
-        fitted or loaded model to predict exactly).
-    options : None (default: the defaults), a :class:`streamcvm.options.Options`
-        or a dict of its fields: every other setting of the solvers, samplers
-        and checks (the exact route's limit ``svc_exact_rows``, the
-        progressive stages' sizes, the compaction's sizes and rules, the C and
-        gamma grids ...), each documented there with its unit and what it
-        trades; ``streamcvm info --options`` lists them. A saved model keeps
-        the fields it changes.
-    random_state : seed of the row sampling
-    verbose : show a progress bar (eps level, core-set size, radius)
+        row (the L2-SVM of the whole store; ``full_pass`` implies it). A
+        number (at least 1,000): "auto" with the sample capped at that many
+        rows.
+    stage_tol : float, default 0.02
+        The points of accuracy a progressive fit may leave on the table by
+        stopping its stages early, as its learning curve estimates them
+        (each stage's ``gain_left`` in ``history_``, ``streamcvm info``). 0:
+        train every stage up to the sample.
+    stop : {"slack", "validation"}, default "slack"
+        What ends the eps annealing: the margin slack (``eps="auto"``) or,
+        with held-out rows (progressive fits), a validation error that has
+        not improved on its best by more than its standard error for two
+        levels.
+    n_jobs : int, default -1
+        Threads of the exact BVM pass (-1: every core; 1: one). The model
+        does not depend on it.
+    scale : bool or {"standard", "range"}, default False
+        True or "standard": standardise each feature (dense data: (x - mean)
+        / sd; sparse: x / max abs(x), no centring); "range": map each dense
+        feature to [-1, 1] from its min and max, as LIBSVM's svm-scale
+        (sparse: x / max abs(x) too). From one streamed pass over the
+        training rows; ``scaler_`` keeps the transform, which predict
+        applies and a saved model keeps. Use it when raw columns have very
+        different ranges (byte counts next to flags): the RBF distance would
+        see only the largest.
+    probability : bool, default False
+        Also fit Platt's sigmoid per machine, for ``predict_proba`` and
+        ``predict_log_proba`` (more than two classes: pairwise coupling, as
+        LIBSVM). Up to 100,000 rows, as LIBSVM: on 5-fold cross-validated
+        decision values of every row, the model itself trained on every row
+        (five more fits). Beyond: on rows held out from training (10% of the
+        rows, 1,000 to 50,000, a quarter at most), which the model is not
+        trained on (streamcvm.predict.probability).
+    compact : "auto" or False, default "auto"
+        "auto": a machine trained by progressive subsampling also gets a
+        compact expansion over B <= 4,096 basis points, B chosen on its
+        held-out validation rows (streamcvm.problems.compress.compact_machine);
+        predict uses it. False: no compact expansion at fit, and predict
+        uses the full one (set it on a fitted or loaded model to predict
+        exactly).
+    options : Options, dict or None, default None
+        A :class:`streamcvm.options.Options` or a dict of its fields: every
+        other setting of the solvers, samplers and checks (the exact route's
+        limit ``svc_exact_rows``, the progressive stages' sizes, the
+        compaction's sizes and rules, the C and gamma grids ...), each
+        documented there with its unit and what it trades; ``streamcvm info
+        --options`` lists them. None: the defaults. A saved model keeps the
+        fields it changes.
+    random_state : int or None, default 0
+        Seed of the row sampling (None: 0; a fit is deterministic).
+    verbose : bool, default False
+        Show a progress bar (eps level, core-set size, radius).
 
     Attributes
     ----------
-    Where a name is :class:`sklearn.svm.SVC`'s, it means what SVC's means, for
-    the full expansion (not the compact one); with ``multi_class="ovo"``
-    (and for two classes) ``decision_function`` equals, row by row, what SVC
-    computes from them: ``dual_coef_``, ``support_vectors_``, ``intercept_``
-    and the kernel ``kernel_`` (k(x, z); for rbf, exp(-gamma_ ||x - z||^2)).
-
-    classes_ : the class labels, sorted.
-    support_ : indices of the distinct support rows in the training data
-        (the arrays given, rows of weight 0 included; a store's rows),
-        sorted by class, then by index. A row several one-vs-one machines
-        share is one support vector.
-    n_support_ : distinct support rows per class, in ``classes_`` order;
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted.
+    support_ : ndarray of shape (n_SV,)
+        Indices of the distinct support rows in the training data (the
+        arrays given, rows of weight 0 included; a store's rows), sorted by
+        class, then by index. A row several one-vs-one machines share is one
+        support vector.
+    n_support_ : ndarray of shape (n_classes,)
+        Distinct support rows per class, in ``classes_`` order;
         ``n_support_.sum()`` is ``len(support_)``.
-    support_vectors_ : those rows, in ``support_`` order, as the kernel saw
-        them (after ``scaler_``, when it is set).
-    dual_coef_ : the support rows' coefficients (alpha_i y_i) in SVC's
-        layout. Two classes: shape (1, n_SV), positive for classes_[1].
-        One-vs-one: shape (n_classes - 1, n_SV); the machine of classes
-        i < j counts positive for i, as SVC's; a support row of class c has
-        its coefficient in machine (c, o) in row o if o < c, else in row
-        o - 1 (LIBSVM's layout), 0 where it is not a support row of that
-        machine. ``multi_class="ovr"`` (no SVC counterpart): shape
-        (n_classes, n_SV), row k machine k's coefficients (positive for
-        class k against the rest); column k of ``decision_function`` is
-        ``dual_coef_[k] @ K(support_vectors_, x) + intercept_[k]``.
-    intercept_ : one per machine, in the sign above: one-vs-one, shape
-        (n_classes (n_classes - 1) / 2,) in the order (0, 1), (0, 2), ...,
-        (1, 2), ...; two classes, shape (1,); one-vs-rest, shape (n_classes,).
-    machines_ : the trained machines themselves (one-vs-one, classes i < j
-        in the order above, or one per class for "ovr"), each a
+    support_vectors_ : ndarray or scipy.sparse.csr_matrix of shape (n_SV, n_features)
+        Those rows, in ``support_`` order, as the kernel saw them (after
+        ``scaler_``, when it is set).
+    dual_coef_ : ndarray
+        The support rows' coefficients (alpha_i y_i) in SVC's layout. Two
+        classes: shape (1, n_SV), positive for ``classes_[1]``. One-vs-one:
+        shape (n_classes - 1, n_SV); the machine of classes i < j counts
+        positive for i, as SVC's; a support row of class c has its
+        coefficient in machine (c, o) in row o if o < c, else in row o - 1
+        (LIBSVM's layout), 0 where it is not a support row of that machine.
+        ``multi_class="ovr"`` (no SVC counterpart): shape (n_classes, n_SV),
+        row k machine k's coefficients (positive for class k against the
+        rest); column k of ``decision_function`` is ``dual_coef_[k] @
+        K(support_vectors_, x) + intercept_[k]``.
+    intercept_ : ndarray
+        One per machine, in the sign above: one-vs-one, shape (n_classes
+        (n_classes - 1) / 2,) in the order (0, 1), (0, 2), ..., (1, 2), ...;
+        two classes, shape (1,); one-vs-rest, shape (n_classes,).
+    kernel_ : Kernel
+        The kernel trained with, k(x, z) (for rbf, exp(-``gamma_`` ||x -
+        z||^2)).
+    machines_ : list of Machine
+        The trained machines themselves (one-vs-one, classes i < j in the
+        order above, or one per class for "ovr"), each a
         :class:`streamcvm.problems.machine.Machine`: its own support rows
-        (``sv``), their indices (``sv_ids``), coefficients (``coef``, positive
-        for its second class ``classes[1]``: j, or class k), ``intercept`` and
-        compact expansion (``compact``, or None). The per-machine view: a
-        row shared by machines appears in each.
-    machine_n_support_ : support rows per machine (``machines_`` order).
-    C_, gamma_ : the C and gamma trained with (chosen on held-out rows when
-        "auto"); ``selection_``: every candidate tried, or None.
-    n_iter_, core_set_size_, history_ : solver iterations and core vectors,
-        summed over the machines, and each eps level's record.
-    options_ : the :class:`streamcvm.options.Options` the fit used.
-    route_ : how the rows reached the solvers: "memory", "sampled" (from a
-        store on disk) or "distributed" (passes on a dask.distributed client).
-    probA_, probB_ : Platt's sigmoid per machine (``probability=True``), as
-        SVC's: P(class i | x) = 1 / (1 + exp(probA_ f + probB_)) for f the
-        machine's value in SVC's sign (``decision_function_shape="ovo"``'s
-        column; two classes: f = -decision_function, P(classes_[0])).
-        One-vs-rest: P(class k | x) before normalising, for f machine k's value.
+        (``sv``), their indices (``sv_ids``), coefficients (``coef``,
+        positive for its second class ``classes[1]``: j, or class k),
+        ``intercept`` and compact expansion (``compact``, or None). The
+        per-machine view: a row shared by machines appears in each.
+    machine_n_support_ : ndarray of shape (n_machines,)
+        Support rows per machine (``machines_`` order).
+    C_ : float
+        The C trained with (chosen on held-out rows when "auto").
+    gamma_ : float
+        The gamma trained with (chosen on held-out rows when "auto").
+    selection_ : dict or None
+        The search's record: every candidate (C, gamma) it tried and its
+        validation error (``trials``), its rungs and the point ``chosen``;
+        None when neither C nor gamma was searched.
+    n_iter_ : int
+        Solver iterations, summed over the machines.
+    core_set_size_ : int
+        Core vectors, summed over the machines.
+    history_ : list of dict
+        Each eps level's record (and each progressive stage's), machine by
+        machine.
+    probA_, probB_ : ndarray of shape (n_machines,) or None
+        Platt's sigmoid per machine (``probability=True``; else None), as
+        SVC's: P(class i | x) = 1 / (1 + exp(``probA_`` f + ``probB_``)) for
+        f the machine's value in SVC's sign (``decision_function_shape="ovo"``'s
+        column; two classes: f = -decision_function, P(``classes_[0]``)).
+        One-vs-rest: P(class k | x) before normalising, for f machine k's
+        value.
+    n_probability_rows_ : int
+        The rows the sigmoids were fitted on (``probability=True`` only).
+    scaler_ : Scaler or None
+        The per-feature transform predict applies (``scale``, and rows read
+        times a power of two where the features exceed float32's safe
+        range); None when there is none.
+    options_ : Options
+        The :class:`streamcvm.options.Options` the fit used.
+    route_ : {"memory", "sampled", "distributed"}
+        How the rows reached the solvers: "memory", "sampled" (from a store
+        on disk) or "distributed" (passes on a dask.distributed client).
+    training_ : dict
+        The fit's record: wall ``seconds``, ``rows``, ``features``, the
+        ``store`` path and its ``store_fingerprint``, when it ``finished``
+        and the snapshot it ``resumed_from``.
+    checkpoint_stats_ : dict or None
+        Snapshots written by the fit (``written``) and the ``seconds`` spent
+        writing them; None without ``checkpoint_dir``.
+    resumed_from_ : dict or None
+        What the fit resumed from a snapshot (``machines_done``,
+        ``n_iter``); None when it started afresh.
+    n_features_in_ : int
+        The number of features seen by fit.
+    feature_names_in_ : ndarray of str
+        The column names of a DataFrame with string column names given to
+        fit (only then).
+
+    Notes
+    -----
+    Where a name is :class:`sklearn.svm.SVC`'s, it means what SVC's means,
+    for the full expansion (not the compact one); with
+    ``multi_class="ovo"`` (and for two classes) ``decision_function``
+    equals, row by row, what SVC computes from ``dual_coef_``,
+    ``support_vectors_``, ``intercept_`` and the kernel ``kernel_``.
     """
 
     task = "classification"  # what `streamcvm train --task` calls it
@@ -218,23 +311,50 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
             checkpoint_iters: int | None = None, checkpoint_keep: int = CHECKPOINT_KEEP,
             resume: bool = False, checkpoint_replace: bool = False,
             client: Client | str | None = None) -> CVMClassifier:
-        """Fit on arrays (X, y), a sparse matrix, or a store (y from the store).
+        """Fit on arrays (X, y), a sparse matrix, a dask array or a store (y from the store).
 
-        ``sample_weight``: per-row multipliers of C (arrays only), >= 0; a
-        row of weight 0 is dropped, as SVC drops it (``support_`` still
-        indexes the rows given), and weights that are all 1 are no weights.
-        A store's weight column, when it has one, is used instead.
-        ``checkpoint_dir``: snapshot the run there every ``checkpoint_every``
-        seconds (None: never by time) and/or ``checkpoint_iters`` iterations,
-        at each eps level and after each machine, keeping the last
-        ``checkpoint_keep``; ``resume=True`` continues from the newest snapshot
-        in it (the same model as a run that was never interrupted). The
-        folder is this run's while it writes (locked); another run's
-        snapshots there are refused, or deleted with ``checkpoint_replace=True``.
-        ``client``: a ``dask.distributed.Client`` (or a scheduler address) on
-        which the passes over every row run (row statistics, full violator
-        passes); default: the active client if there is one, else dask's
-        threaded scheduler. The model does not depend on it."""
+        Parameters
+        ----------
+        X : array_like, sparse matrix, dask array, store, str or os.PathLike
+            The training rows: arrays of shape (n_samples, n_features), a
+            sparse matrix, a dask array, or a store (an opened store, its path
+            or its URL), read a chunk at a time.
+        y : array_like of shape (n_samples,), optional
+            The class labels of arrays. None for a store, which brings its own
+            (a ``y`` given with a store is refused).
+        sample_weight : array_like of shape (n_samples,), optional
+            Per-row multipliers of C (arrays only), >= 0; a row of weight 0 is
+            dropped, as SVC drops it (``support_`` still indexes the rows
+            given), and weights that are all 1 are no weights. A store's
+            weight column, when it has one, is used instead.
+        checkpoint_dir : str or os.PathLike, optional
+            Snapshot the run in this folder every ``checkpoint_every`` seconds
+            and / or ``checkpoint_iters`` iterations, at each eps level and
+            after each machine. The folder is this run's while it writes
+            (locked). None: no snapshots.
+        checkpoint_every : float or None, default 60.0
+            Seconds between snapshots (None: never by time).
+        checkpoint_iters : int, optional
+            Iterations between snapshots (None: never by iterations).
+        checkpoint_keep : int, default 2
+            The snapshots kept (the newest ones).
+        resume : bool, default False
+            Continue from the newest snapshot in ``checkpoint_dir``: the same
+            model as a run that was never interrupted.
+        checkpoint_replace : bool, default False
+            Delete another run's snapshots in ``checkpoint_dir`` instead of
+            refusing them.
+        client : distributed.Client or str, optional
+            A ``dask.distributed.Client`` (or a scheduler address) on which the
+            passes over every row run (row statistics, full violator passes).
+            None: the active client if there is one, else dask's threaded
+            scheduler. The model does not depend on it.
+
+        Returns
+        -------
+        self : CVMClassifier
+            The fitted estimator.
+        """
         return self._fit(X, y, sample_weight=sample_weight, client=client, checkpoints=Checkpoints(
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
             checkpoint_replace))
@@ -525,7 +645,21 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
 
     def predict_with_decision(self, X: DataLike) -> tuple[np.ndarray, np.ndarray]:
-        """(predict(X), decision_function(X)) from one pass of kernel blocks."""
+        """Predict the labels and the decision values from one pass of kernel blocks.
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, dask array, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, a dask array, or a store, its
+            path or URL (streamed chunk by chunk).
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            ``predict(X)``.
+        decision : ndarray of shape (n_samples,) or (n_samples, n_columns)
+            ``decision_function(X)``.
+        """
         got = self._streamed(X)
         if got is not None:
             return got[0], got[1]
@@ -539,18 +673,41 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
         return self.classes_[np.argmax(V, axis=1)], dec
 
     def decision_function(self, X: DataLike) -> np.ndarray:
-        """Binary: f(x), positive for classes_[1]. Multi-class one-vs-one:
-        with ``decision_function_shape="ovr"`` (default, as SVC) one column
-        per class, the one-vs-one votes plus a confidence below 1/3 that
-        breaks ties; with "ovo", one column per machine (classes i < j, in
-        the order (0, 1), (0, 2), ..., (1, 2), ...), positive for i, as
-        SVC's. Multi-class one-vs-rest (``multi_class="ovr"``): column k is
-        machine k's f(x), positive for class k."""
+        """Compute the decision values of the rows of X.
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, dask array, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, a dask array, or a store, its
+            path or URL (streamed chunk by chunk).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_columns)
+            Binary: f(x), positive for ``classes_[1]``. Multi-class one-vs-one:
+            with ``decision_function_shape="ovr"`` (default, as SVC) one column
+            per class, the one-vs-one votes plus a confidence below 1/3 that
+            breaks ties; with "ovo", one column per machine (classes i < j, in
+            the order (0, 1), (0, 2), ..., (1, 2), ...), positive for i, as
+            SVC's. Multi-class one-vs-rest (``multi_class="ovr"``): column k is
+            machine k's f(x), positive for class k.
+        """
         return self.predict_with_decision(X)[1]
 
     def predict(self, X: DataLike) -> np.ndarray:
-        """Class labels of the rows of X: arrays, a sparse matrix, a store,
-        its path or URL, or a dask array (streamed chunk by chunk)."""
+        """Predict the class labels of the rows of X.
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, dask array, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, a dask array, or a store, its
+            path or URL (streamed chunk by chunk).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            One of ``classes_`` per row.
+        """
         return self.predict_with_decision(X)[0]
 
 
@@ -574,9 +731,20 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     @available_if(lambda self: self.probability)
     def predict_proba(self, X: DataLike) -> np.ndarray:
-        """P(class | x), one column per ``classes_`` entry, for arrays, a
-        store, its path or URL, or a dask array (streamed); needs
-        ``probability=True``."""
+        """Estimate P(class | x) for the rows of X (needs ``probability=True``).
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, dask array, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, a dask array, or a store, its
+            path or URL (streamed chunk by chunk).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            One column per ``classes_`` entry, from Platt's sigmoids (more
+            than two classes: pairwise coupling, as LIBSVM).
+        """
         check_is_fitted(self)
         if getattr(self, "probA_", None) is None:
             raise AttributeError("predict_proba needs a model fitted with probability=True "
@@ -592,12 +760,41 @@ class CVMClassifier(ClassifierMixin, _CVMBase):
 
     @available_if(lambda self: self.probability)
     def predict_log_proba(self, X: DataLike) -> np.ndarray:
+        """Estimate log P(class | x) for the rows of X (needs ``probability=True``).
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, dask array, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, a dask array, or a store, its
+            path or URL (streamed chunk by chunk).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The log of :meth:`predict_proba`.
+        """
         return np.log(self.predict_proba(X))
 
     def score(self, X: DataLike, y: ArrayLike | None = None,
               sample_weight: ArrayLike | None = None) -> float:
-        """Mean accuracy; on a store (path, URL) against its own labels,
-        streamed (a store none of whose labels is a class is refused)."""
+        """Give the mean accuracy on rows and their labels.
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, or a store, its path or URL
+            (streamed, scored against its own labels; a store none of whose
+            labels is a class is refused).
+        y : array_like of shape (n_samples,), optional
+            The true labels of arrays; None for a store.
+        sample_weight : array_like of shape (n_samples,), optional
+            Weights of the rows of arrays; None for a store.
+
+        Returns
+        -------
+        float
+            The share of rows predicted right (NaN for an empty store).
+        """
         if not is_store_like(X):
             return super().score(X, y, sample_weight)
         if y is not None or sample_weight is not None:

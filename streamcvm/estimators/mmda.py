@@ -41,9 +41,11 @@ if TYPE_CHECKING:
 
 class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemplate,
                       BaseEstimator):
-    """Large-margin features: a sequence of orthogonal directions in the
-    kernel's feature space, each the weight vector of an L2-SVM (C) in the
-    subspace orthogonal to the ones before (mmda paper, eqs. 1-3).
+    """Large-margin features: maximum margin discriminant analysis (MMDA) by the core vector method.
+
+    A sequence of orthogonal directions in the kernel's feature space, each
+    the weight vector of an L2-SVM (C) in the subspace orthogonal to the
+    ones before (mmda paper, eqs. 1-3).
 
     Two classes: ``n_components`` directions. More: one-vs-rest as in the
     paper, ``n_components`` directions **per class** (``N_c x n_components``
@@ -58,24 +60,86 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemp
     distinct rows per input row for all the features, at most the sum of
     ``kernel_evaluations_`` and at most the training rows.
 
-    Parameters: ``C`` (the L2-SVM's), ``kernel`` ("rbf", "laplacian" or
-    "exponential"),
-    ``gamma`` ("auto": 1 / the mean squared distance between rows, on 5,000
-    rows, as the paper's beta), ``eps`` (the MEB tolerance), ``sample_size``
-    (rows per random sample), ``max_core`` (a cap on the core set),
-    ``options`` (as :class:`CVMClassifier`'s: the ``mmda_*`` fields set
-    the solver and its in-memory route), ``random_state`` (the sampler's
-    seed), ``verbose`` (a progress bar),
-    ``compact`` ("auto", the default: after the fit, one basis of B <= 4,096
-    k-means centres replaces the ``expansion_rows_`` where every feature
-    keeps R^2 >= 0.999 on training rows the fit of the basis did not use,
-    and ``transform`` uses it; False: the full expansions, at fit and in
-    ``transform``, which can be set on a fitted or loaded model;
-    :func:`streamcvm.problems.compress.compact_shared`).
-
     ``fit`` takes arrays or a store (a path or an opened store: y from the
     store); ``transform`` takes arrays or a store (streamed chunk by chunk);
     :meth:`transform_store` writes the features of a store to a new store.
+
+    Parameters
+    ----------
+    n_components : int, default 1
+        Directions per class (two classes: in all).
+    C : float, default 1.0
+        The L2-SVM's regularisation.
+    kernel : {"rbf", "laplacian", "exponential"}, default "rbf"
+        The kernel (MMDA takes the distance kernels: a constant k(x, x),
+        gamma a length scale).
+    gamma : float or "auto", default "auto"
+        The kernel's width. "auto": 1 / the mean squared distance between
+        rows, on 5,000 rows, as the paper's beta.
+    eps : float, default 1e-3
+        The MEB tolerance, in (0, 1).
+    sample_size : int, default 59
+        Rows per random sample of the violator search.
+    max_core : int, optional
+        A cap on the core set. None: no cap.
+    compact : "auto" or False, default "auto"
+        "auto": after the fit, one basis of B <= 4,096 k-means centres
+        replaces the ``expansion_rows_`` where every feature keeps R^2 >=
+        0.999 on training rows the fit of the basis did not use, and
+        ``transform`` uses it; False: the full expansions, at fit and in
+        ``transform``, which can be set on a fitted or loaded model
+        (:func:`streamcvm.problems.compress.compact_shared`).
+    options : Options, dict or None, default None
+        As :class:`CVMClassifier`'s: the ``mmda_*`` fields set the solver and
+        its in-memory route.
+    random_state : int or None, default 0
+        The sampler's seed (None: 0).
+    verbose : bool, default False
+        Show a progress bar.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted.
+    machines_ : list of Machine
+        The features, each a unit direction kept as a
+        :class:`streamcvm.problems.machine.Machine` (its kernel expansion,
+        intercept 0), class by class.
+    feature_class_ : ndarray of shape (n_features_out,)
+        The sequence of directions each feature belongs to: with more than
+        two classes, the index (into ``classes_``) of the class it separates
+        from the rest; with two, 0 for all.
+    feature_rank_ : ndarray of shape (n_features_out,)
+        Each feature's place among its class's, from 0.
+    feature_seconds_ : ndarray of shape (n_features_out,)
+        The seconds each feature took to find.
+    kernel_evaluations_ : ndarray of shape (n_features_out,)
+        The support rows each feature adds (the paper's Table IV).
+    expansion_rows_ : int
+        The distinct rows ``transform`` evaluates the kernel at, for all
+        features (without a compact basis).
+    kernel_ : Kernel
+        The kernel trained with.
+    gamma_ : float
+        The gamma trained with ("auto" resolved).
+    n_iter_ : int
+        Solver iterations, summed over the features.
+    options_ : Options
+        The :class:`streamcvm.options.Options` the fit used.
+    route_ : {"memory", "sampled", "distributed"}
+        How the rows reached the solver.
+    training_ : dict
+        The fit's record (seconds, rows, features, store, fingerprint).
+    checkpoint_stats_ : dict or None
+        Snapshots written by the fit and the seconds spent; None without
+        ``checkpoint_dir``.
+    resumed_from_ : dict or None
+        What the fit resumed from a snapshot, or None.
+    n_features_in_ : int
+        The number of features seen by fit.
+    feature_names_in_ : ndarray of str
+        The column names of a DataFrame with string column names given to
+        fit (only then).
     """
 
     task = "features"
@@ -120,12 +184,36 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemp
             checkpoint_every: float | None = CHECKPOINT_EVERY,
             checkpoint_keep: int = CHECKPOINT_KEEP, resume: bool = False,
             checkpoint_replace: bool = False) -> MMDATransformer:
-        """Fit on arrays (X, y) or a store (its y). ``checkpoint_dir``: a
-        snapshot after each feature (at most every ``checkpoint_every``
-        seconds, and after the last); ``resume=True`` continues from the
-        newest one there, with the same features as a run never interrupted.
-        Another run's snapshots there are refused, or deleted with
-        ``checkpoint_replace=True``."""
+        """Find the features on arrays (X, y) or a store (its y).
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, store, str or os.PathLike
+            The training rows: arrays of shape (n_samples, n_features), a
+            sparse matrix, or a store (an opened store, its path or its URL).
+        y : array_like of shape (n_samples,), optional
+            The class labels of arrays (at least two classes). None for a
+            store.
+        checkpoint_dir : str or os.PathLike, optional
+            A folder for a snapshot after each feature (at most every
+            ``checkpoint_every`` seconds, and after the last). None: no
+            snapshots.
+        checkpoint_every : float or None, default 60.0
+            The least seconds between two snapshots (None: 1).
+        checkpoint_keep : int, default 2
+            The snapshots kept.
+        resume : bool, default False
+            Continue from the newest snapshot in ``checkpoint_dir``, with the
+            same features as a run never interrupted.
+        checkpoint_replace : bool, default False
+            Delete another run's snapshots in ``checkpoint_dir`` instead of
+            refusing them.
+
+        Returns
+        -------
+        self : MMDATransformer
+            The fitted transformer.
+        """
         return self._fit(X, y, checkpoints=Checkpoints(
             checkpoint_dir, checkpoint_every, None, checkpoint_keep, resume, checkpoint_replace))
 
@@ -226,7 +314,20 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemp
                           np.float64).reshape(X.shape[0], Beta.shape[1]) + b
 
     def transform(self, X: DataLike) -> np.ndarray:
-        """The features of X (arrays, or every row of a store, in order)."""
+        """Give the features of the rows of X.
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, or a store, its path or URL
+            (every row, in order, streamed chunk by chunk).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features_out)
+            The features, class by class (``feature_class_``,
+            ``feature_rank_``).
+        """
         check_is_fitted(self)
         if is_store_like(X):
             from ..predict.features import features_chunks
@@ -237,10 +338,29 @@ class MMDATransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, FitTemp
 
     def transform_store(self, X: StoreLike, path: str | os.PathLike[str], *,
                         overwrite: bool = False, client: Client | str | None = None) -> int:
-        """Write the features of the store ``X`` to a new store ``path`` (X =
-        the features, y / qid as in ``X``), chunk by chunk on ``client`` (a
-        dask client, default threads); returns the rows written. The output
-        rules of every command (:func:`streamcvm.data.outputs.check_output`)."""
+        """Write the features of a store to a new store, chunk by chunk.
+
+        The new store's X is the features; its y and qid are those of ``X``.
+        The output rules are those of every command
+        (:func:`streamcvm.data.outputs.check_output`).
+
+        Parameters
+        ----------
+        X : store, str or os.PathLike
+            The store whose rows to transform (opened, or its path or URL).
+        path : str or os.PathLike
+            The new store.
+        overwrite : bool, default False
+            Replace an existing file or streamcvm output at ``path``.
+        client : distributed.Client or str, optional
+            A dask client (or a scheduler address) on which the chunks are
+            transformed. None: threads of this process.
+
+        Returns
+        -------
+        int
+            The rows written.
+        """
         check_is_fitted(self)
         from ..predict.features import write_features
         from ..data.parallel import Runner

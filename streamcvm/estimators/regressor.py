@@ -32,14 +32,15 @@ if TYPE_CHECKING:
 
 
 class CVMRegressor(RegressorMixin, _OneMachine):
-    """Kernel L2-SVR trained as a center-constrained MEB: Core Vector
-    Regression (cvr paper, eqs. 6-10), by CVM (default) or Frank-Wolfe.
+    """Kernel L2-SVR trained as a center-constrained MEB: Core Vector Regression.
+
+    The cvr paper's eqs. 6-10, solved by CVM (default) or Frank-Wolfe.
 
     Targets of any scale: the fit standardises them, ``(y - mean) / sd``,
     and reports everything in the targets' own units. So y, 1000 y and
     y + 1e6 give the same model up to that scale and shift: ``predict``,
-    ``score``, ``dual_coef_`` and ``intercept_`` (f(x) = sum dual_coef_
-    k(sv, x) + intercept_), ``epsilon_bar_``, ``mu_``, the ``selection_``
+    ``score``, ``dual_coef_`` and ``intercept_`` (f(x) = sum ``dual_coef_``
+    k(sv, x) + ``intercept_``), ``epsilon_bar_``, ``mu_``, the ``selection_``
     trials (``val_rmse``), the progressive stages' validation RMSE and the
     warnings are in y's units, as is a saved model (which records the mean
     and sd: ``streamcvm info``). Prices in dollars, counts or salaries need
@@ -62,56 +63,140 @@ class CVMRegressor(RegressorMixin, _OneMachine):
 
     Parameters
     ----------
-    method : "cvm" or "fvm" (BVM solves only the plain MEB)
-    C : regularisation, or "auto": the option ``regression_c_per_row`` (5)
+    method : {"cvm", "fvm"}, default "cvm"
+        The solver: CVM or Frank-Wolfe (BVM solves only the plain MEB).
+    C : float or "auto", default "auto"
+        The regularisation. "auto": the option ``regression_c_per_row`` (5)
         times the number of training rows, or ``svr_exact_c_per_row`` (2)
-        times on the exact path (below). In the primal ``||w||^2 + b^2 + C/(mu m) sum xi^2 +
-        2 C epsbar`` one row's squared slack weighs C/(mu m), so C should
-        grow with m to keep a fit as tight (``C_`` holds the value used).
-        C weighs the standardised problem, so a C means the same at any
-        scale of y.
-    mu : positive, in the targets' units (the fit uses mu / sd on the
-        standardised targets), or "auto" (default): chosen by the RMSE on 2,000 held-out
-        rows of fits on 2,000 others, among 0.03, 0.1, 0.3 and 1 times the
-        targets' standard deviation, after gamma="auto" is chosen at 0.3;
-        a progressive fit (``train_size`` below) tries every (mu, gamma)
+        times on the exact path (see Notes). In the primal ``||w||^2 + b^2 +
+        C/(mu m) sum xi^2 + 2 C epsbar`` one row's squared slack weighs C/(mu
+        m), so C should grow with m to keep a fit as tight (``C_`` holds the
+        value used). C weighs the standardised problem, so a C means the same
+        at any scale of y.
+    mu : float or "auto", default "auto"
+        Positive, in the targets' units (the fit uses mu / sd on the
+        standardised targets), or "auto": chosen by the RMSE on 2,000
+        held-out rows of fits on 2,000 others, among 0.03, 0.1, 0.3 and 1
+        times the targets' standard deviation, after gamma="auto" is chosen
+        at 0.3; a progressive fit (``train_size``) tries every (mu, gamma)
         pair instead (``selection_`` lists the trials; docs/solvers.md,
         "Regression defaults"). ``mu_`` holds the value used.
-    gamma : "auto" (default: 1 / or 2 / the mean squared distance between
-        rows, whichever validates better; with a given mu too) or a number
-    max_core : cap on core points. Default (None): the exact path (below)
-        when it applies, else the option ``regression_max_core`` (20,000: a
-        1.6 GB kernel cache) on a fit on every row, and progressive stages
-        (below) that stop before a stage whose core set would pass
-        ``regression_stage_core`` (11,000: 0.5 GB). A number caps both. ``eps="auto"`` asks for a tolerance that shrinks
-        as the rows grow (one row's weight in the loss is C/(mu m)), and an
+    kernel : str, default "rbf"
+        The kernel, as :class:`CVMClassifier`'s.
+    gamma : float or "auto", default "auto"
+        The kernel's width. "auto": 1 / or 2 / the mean squared distance
+        between rows, whichever validates better (with a given mu too).
+    coef0 : float, default 0.0
+        The constant term of the "poly" and "npoly" kernels.
+    degree : int, default 3
+        The degree of the "poly" and "npoly" kernels.
+    eps : float or "auto", default "auto"
+        The ball's approximation tolerance, in (0, 1). "auto" asks for a
+        tolerance that shrinks as the rows grow (one row's weight in the
+        loss is C/(mu m)); on the exact path it stops when every point's KKT
+        violation is within 0.3 standard deviations of the target.
+    sample_size : int, default 59
+        Rows per violator search (59: a point among the top 5% with 95%
+        odds).
+    max_core : int, optional
+        A cap on the core points. None: the exact path (see Notes) when it
+        applies, else the option ``regression_max_core`` (20,000: a 1.6 GB
+        kernel cache) on a fit on every row, and progressive stages (see
+        ``train_size``) that stop before a stage whose core set would pass
+        ``regression_stage_core`` (11,000: 0.5 GB). A number caps both. An
         L2-SVR keeps most rows outside its tube as support vectors, so the
         core set grows like the rows trained on; a fit that reaches the cap
         warns.
-    train_size : "auto" (default), "all" or a number of rows. "auto": a
-        store of more than 65,536 rows (the option ``progressive_min_rows``)
-        trains by progressive subsampling (streamcvm.problems.progressive):
-        fits on random samples of 16,384, 32,768, ... rows (C="auto" scaled
-        to each), the next only while the stages' learning curve on held-out
-        rows (10% of the rows, at most 50,000) promises more than
-        ``regression_stage_tol`` (0.02) percent of the validation squared
-        error from the rest of the sample, and its core set would stay
-        within the budget above. The stages are in
-        ``history_`` (``stage_rows``, ``stage_validation_rmse``). A number:
-        at most that many rows, the same way.
-    compact : "auto" (default) or False, as :class:`CVMClassifier`; a
-        compact expansion is kept when its validation RMSE is within 0.5% of
-        the full model's (the option ``compact_rmse_tol``).
-    kernel, coef0, degree, eps, sample_size, full_pass, scale, options,
-    random_state, verbose : as :class:`CVMClassifier`
+    full_pass : bool, default False
+        Finish with passes over all rows until none violates (no
+        progressive stages).
+    train_size : "auto", "all" or int, default "auto"
+        "auto": a store of more than 65,536 rows (the option
+        ``progressive_min_rows``) trains by progressive subsampling
+        (streamcvm.problems.progressive): fits on random samples of 16,384,
+        32,768, ... rows (C="auto" scaled to each), the next only while the
+        stages' learning curve on held-out rows (10% of the rows, at most
+        50,000) promises more than ``regression_stage_tol`` (0.02) percent of
+        the validation squared error from the rest of the sample, and its
+        core set would stay within the budget of ``max_core``. The stages are
+        in ``history_`` (``stage_rows``, ``stage_validation_rmse``). "all":
+        every row. A number (at least 1,000): at most that many rows, the
+        same way.
+    scale : bool or {"standard", "range"}, default False
+        Per-feature scaling, as :class:`CVMClassifier`'s ``scale``.
+    compact : "auto" or False, default "auto"
+        As :class:`CVMClassifier`'s; a compact expansion is kept when its
+        validation RMSE is within 0.5% of the full model's (the option
+        ``compact_rmse_tol``).
+    options : Options, dict or None, default None
+        The solvers' other settings, as :class:`CVMClassifier`'s.
+    random_state : int or None, default 0
+        Seed of the row sampling (None: 0).
+    verbose : bool, default False
+        Show a progress bar (and the mu / gamma trials' lines).
 
+    Attributes
+    ----------
+    C_ : float
+        The C used (the last progressive stage's with C="auto").
+    mu_ : float
+        The mu used, in the targets' units.
+    gamma_ : float
+        The gamma used.
+    selection_ : list of dict
+        The mu / gamma trials (``mu``, ``gamma``, ``val_rmse`` ...).
+    epsilon_bar_ : float
+        The tube's half width found, in the targets' units (negative: a
+        kernel ridge regression, see above).
+    intercept_ : float
+        The bias b of f(x) = sum ``dual_coef_`` k(sv, x) + b, in the targets'
+        units (the targets' mean added back).
+    dual_coef_ : ndarray of shape (n_SV,)
+        The support rows' coefficients in the targets' units.
+    support_vectors_ : ndarray or scipy.sparse.csr_matrix of shape (n_SV, n_features)
+        The support rows, as the kernel saw them (after ``scaler_``).
+    n_support_ : int
+        The number of support rows.
+    machine_ : Machine
+        The trained machine (:class:`streamcvm.problems.machine.Machine`).
+    kernel_ : Kernel
+        The kernel trained with.
+    target_type_ : {"continuous", "integer"}
+        Whether the training targets held non-integer values.
+    n_iter_ : int
+        Solver iterations.
+    core_set_size_ : int
+        Core points.
+    history_ : list of dict
+        Each eps level's record (and each progressive stage's).
+    scaler_ : Scaler or None
+        The per-feature transform predict applies, or None.
+    options_ : Options
+        The :class:`streamcvm.options.Options` the fit used.
+    route_ : {"memory", "sampled", "distributed"}
+        How the rows reached the solver.
+    training_ : dict
+        The fit's record (seconds, rows, features, store, fingerprint).
+    checkpoint_stats_ : dict or None
+        Snapshots written by the fit and the seconds spent; None without
+        ``checkpoint_dir``.
+    resumed_from_ : dict or None
+        What the fit resumed from a snapshot, or None.
+    n_features_in_ : int
+        The number of features seen by fit.
+    feature_names_in_ : ndarray of str
+        The column names of a DataFrame with string column names given to
+        fit (only then).
+
+    Notes
+    -----
     The exact path: a fit on at most 32,768 rows (``svr_exact_rows``) with
-    method "cvm", no
-    ``max_core``, no ``full_pass``, no checkpoints and not progressive is
-    solved by SMO over every signed point over a cache of kernel rows (at
-    most 2,000 MB; ``streamcvm.solvers.exact.svr``; the same dual), as are the mu / gamma
-    trials; ``eps="auto"`` then stops when every point's KKT violation is
-    within 0.3 standard deviations of the target (docs/solvers.md).
+    method "cvm", no ``max_core``, no ``full_pass``, no checkpoints and not
+    progressive is solved by SMO over every signed point over a cache of
+    kernel rows (at most 2,000 MB; ``streamcvm.solvers.exact.svr``; the same
+    dual), as are the mu / gamma trials; ``eps="auto"`` then stops when
+    every point's KKT violation is within 0.3 standard deviations of the
+    target (docs/solvers.md).
 
     After ``fit``, a warning says when the tube holds more than 95% of the
     rows (a few extreme rows set the fit), the residuals' mean is far from 0,
@@ -159,9 +244,38 @@ class CVMRegressor(RegressorMixin, _OneMachine):
             checkpoint_iters: int | None = None, checkpoint_keep: int = CHECKPOINT_KEEP,
             resume: bool = False, checkpoint_replace: bool = False,
             client: Client | str | None = None) -> CVMRegressor:
-        """Fit on arrays (X, y), a sparse matrix, or a store (targets from its
-        y). The checkpoint arguments and ``client`` are those of
-        :meth:`CVMClassifier.fit`."""
+        """Fit on arrays (X, y), a sparse matrix, a dask array or a store (targets from its y).
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, dask array, store, str or os.PathLike
+            The training rows: arrays of shape (n_samples, n_features), a
+            sparse matrix, a dask array, or a store (an opened store, its path
+            or its URL), read a chunk at a time.
+        y : array_like of shape (n_samples,), optional
+            The targets of arrays. None for a store, which brings its own.
+        checkpoint_dir : str or os.PathLike, optional
+            A folder for snapshots of the run, as :meth:`CVMClassifier.fit`'s.
+        checkpoint_every : float or None, default 60.0
+            Seconds between snapshots (None: never by time).
+        checkpoint_iters : int, optional
+            Iterations between snapshots (None: never by iterations).
+        checkpoint_keep : int, default 2
+            The snapshots kept.
+        resume : bool, default False
+            Continue from the newest snapshot in ``checkpoint_dir``.
+        checkpoint_replace : bool, default False
+            Delete another run's snapshots in ``checkpoint_dir`` instead of
+            refusing them.
+        client : distributed.Client or str, optional
+            A dask client (or a scheduler address) for the passes over every
+            row, as :meth:`CVMClassifier.fit`'s.
+
+        Returns
+        -------
+        self : CVMRegressor
+            The fitted estimator.
+        """
         return self._fit(X, y, client=client, checkpoints=Checkpoints(
             checkpoint_dir, checkpoint_every, checkpoint_iters, checkpoint_keep, resume,
             checkpoint_replace))
@@ -232,6 +346,7 @@ class CVMRegressor(RegressorMixin, _OneMachine):
 
     @property
     def intercept_(self) -> float:
+        """The bias of f(x) = sum ``dual_coef_`` k(sv, x) + ``intercept_``, in the targets' units."""
         check_is_fitted(self)
         return self.machine_.intercept
 
@@ -239,12 +354,13 @@ class CVMRegressor(RegressorMixin, _OneMachine):
     def dual_coef_(self) -> np.ndarray:
         """The support rows' coefficients in the targets' units: sd x C
         (lambda_i - lambda*_i) (cvr eq. 9 on the standardised targets), so
-        that f(x) = sum dual_coef_ k(sv, x) + intercept_."""
+        that f(x) = sum ``dual_coef_`` k(sv, x) + ``intercept_``."""
         check_is_fitted(self)
         return self.machine_.coef
 
     @property
     def n_support_(self) -> int:
+        """The number of support rows."""
         check_is_fitted(self)
         return len(self.machine_.coef)
 
@@ -262,17 +378,57 @@ class CVMRegressor(RegressorMixin, _OneMachine):
         self.target_type_ = man.get("target_type")
 
     def predict(self, X: DataLike) -> np.ndarray:
-        """f(x) for arrays, a store, its path or URL, or a dask array (streamed)."""
+        """Predict f(x) for the rows of X, in the targets' units.
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, dask array, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, a dask array, or a store, its
+            path or URL (streamed chunk by chunk).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted targets.
+        """
         return self._values(X)
 
     def predict_with_decision(self, X: DataLike) -> tuple[np.ndarray, np.ndarray]:
+        """Predict f(x) for the rows of X, twice (the interface the classifiers share).
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, dask array, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, a dask array, or a store, its
+            path or URL (streamed chunk by chunk).
+
+        Returns
+        -------
+        predictions, decision : ndarray of shape (n_samples,)
+            ``predict(X)``, and the same array as the decision values.
+        """
         f = self.predict(X)
         return f, f
 
     def score(self, X: DataLike, y: ArrayLike | None = None,
               sample_weight: ArrayLike | None = None) -> float:
-        """R^2; on a store (path, URL) against its own targets, from sums
-        kept chunk by chunk."""
+        """Give the coefficient of determination R^2 of the predictions.
+
+        Parameters
+        ----------
+        X : array_like, sparse matrix, store, str or os.PathLike
+            The rows: arrays, a sparse matrix, or a store, its path or URL
+            (scored against its own targets, from sums kept chunk by chunk).
+        y : array_like of shape (n_samples,), optional
+            The true targets of arrays; None for a store.
+        sample_weight : array_like of shape (n_samples,), optional
+            Weights of the rows of arrays; None for a store.
+
+        Returns
+        -------
+        float
+            R^2 (NaN for a store whose targets are all equal).
+        """
         if not is_store_like(X):
             return super().score(X, y, sample_weight)
         if y is not None or sample_weight is not None:
