@@ -43,14 +43,16 @@ For each training store, one run after the other (never concurrently):
      ``--sklearnex-max-rows``; and, like SVC, on the ``--svc-subsample``
      subsample when that is fewer rows. Each sklearnex child is killed after
      ``--sklearnex-timeout`` s: "> T s (timeout)" in the table (or its fit
-     time and "killed ... while predicting"), never dropped. The child
+     time and "killed ... while predicting"), never dropped; once it timed
+     out on all the rows of one size, the larger sizes record "not run"
+     instead of spending the timeout again. The child
      records from sklearnex's logger whether oneDAL or scikit-learn's
      fallback ran fit and predict (notes column; "backend" in the JSON).
      Without scikit-learn-intelex installed (``[bench]`` extra, x86_64
      only) or with ``--no-sklearnex`` these rows are skipped with a
      one-line message.
    - ``make_pipeline(Nystroem(gamma, n_components=K, random_state=0),
-     LinearSVC(C=1, random_state=0))`` for K = 1000 and 4000, on at most
+     LinearSVC(C=1, random_state=0))`` for K in ``--nystroem-k`` (1000 and 4000), on at most
      ``--memory-gb`` * 1e9 / (K * 8) rows (the float64 feature matrix fills
      the budget; a random subsample, seed 0, when the store has more rows).
      The features are computed block by block into that one array, which
@@ -352,7 +354,13 @@ def references(a, n, train, test, gamma, info):
         if a.svc_subsample < n:
             specs.append(("svc", f"SVC, {human_rows(a.svc_subsample)} subsample",
                           a.svc_subsample, {}))
-    if a.with_sklearnex:
+    timed_out = getattr(a, "sklearnex_timed_out", None)
+    if a.with_sklearnex and timed_out is not None and n > timed_out:
+        why = f"not run: sklearnex SVC timed out on {human_rows(timed_out)} rows"
+        log(f"  sklearnex SVC {why}")
+        yield {"method": f"sklearnex SVC, all {human_rows(n)} rows", "fit_rows": n,
+               "error": why}
+    elif a.with_sklearnex:
         m, why = sklearnex_rows(n, info, a.sklearnex_max_rows)
         kw = {"threads": our_threads()}
         if m > 0:
@@ -364,7 +372,7 @@ def references(a, n, train, test, gamma, info):
             specs.append(("sklearnex", f"sklearnex SVC, {human_rows(a.svc_subsample)} "
                           f"subsample", a.svc_subsample, kw))
     if not a.no_nystroem:
-        for K in NYSTROEM_K:
+        for K in a.nystroem_k:
             m = min(n, int(a.memory_gb * 1e9 // (K * 8)))
             specs.append(("nystroem", f"Nystroem K={K} + LinearSVC", m, {"K": K}))
     partial = os.path.join(a.workdir, f"partial-{os.getpid()}.json")
@@ -388,6 +396,8 @@ def references(a, n, train, test, gamma, info):
             t = kw.get("threads", 1)
             r.setdefault("train_threads", t)
             r.setdefault("predict_threads", t)
+        if method == "sklearnex" and r.get("timeout") and rows == n:
+            a.sklearnex_timed_out = n      # larger sets are not run: they would time out too
         if method == "sklearnex" and r.get("backend"):
             r["backend_note"] = B.backend_note(r)
         if "error" not in r:
@@ -498,6 +508,8 @@ def main(argv=None):
                     help="seconds per sklearnex SVC run (default 3600)")
     ap.add_argument("--no-nystroem", action="store_true",
                     help="skip the Nystroem + LinearSVC references")
+    ap.add_argument("--nystroem-k", type=int, nargs="+", default=list(NYSTROEM_K),
+                    metavar="K", help="Nystroem sizes (default 1000 4000)")
     ap.add_argument("--memory-gb", type=float, default=5.0,
                     help="GB of Nystroem features (K * 8 bytes a row; default 5); the peak "
                          "RSS is about 3x: liblinear copies them")
