@@ -30,7 +30,7 @@ samples -> points or analytic surface) and (scan points, or 1,000,000
 noise-free points of the analytic surface -> mesh samples), in % of the
 box diagonal; watertight is trimesh's ``is_watertight``. Prints a markdown
 table and the ratios streamcvm / poisson-9 per shape; writes every row to
-``--json``.
+``--json`` (with the command, commit and date of the run).
 """
 import argparse
 import importlib
@@ -45,6 +45,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import benchlib as B  # noqa: E402  (tools/, the script's folder)
 
 DATA = os.environ.get("STREAMCVM_DATA", os.path.join(os.path.dirname(__file__), "..", "..",
                                                      "shared", "data", "raw"))
@@ -293,12 +294,13 @@ def main():
         shapes.remove("bunny")
     rows = []
     os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+    bench_run = B.BenchRun(("streamcvm", "open3d", "numpy"))
     for shape in shapes:
         for method in a.methods:
             rows.append(run_child(shape, method, a))
             print(row(rows[-1]), flush=True)
-            with open(a.json, "w") as f:          # after every row: a crash keeps the rest
-                json.dump(rows, f, indent=1)
+            # after every row: a crash keeps the rest
+            B.save_json(a.json, bench_run.record(threads=a.threads, runs=rows))
     print(f"\n{a.threads} threads each; Chamfer in % of the box diagonal\n")
     print("| shape | method | points | seconds | peak MiB | Chamfer % (mesh->pts / pts->mesh) "
           "| watertight | vertices | notes |\n|" + " --- |" * 9)
