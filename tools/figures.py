@@ -24,6 +24,7 @@ exit status is 1 if any figure asked for could not be drawn.
 import argparse
 import json
 import os
+import re
 import sys
 
 FIGURES = ("scale-time-memory", "scale-accuracy", "stages", "predict-compact")
@@ -99,9 +100,26 @@ def scale_runs(res):
     return {k: sorted(v, key=lambda t: t[0]) for k, v in out.items()}
 
 
+def scale_timeouts(res):
+    """``[(family, rows, seconds)]``: the runs of the first dataset killed at their
+    time budget before their fit was done ("> T s (timeout)")."""
+    ds = next(iter(res["datasets"].values()))
+    out = []
+    for r in ds["runs"]:
+        fam = family(r.get("method", ""))
+        m = re.match(r"> ([\d.]+) s \(timeout\)", r.get("error") or "")
+        if fam is not None and m:
+            out.append((fam, r["rows"], float(m.group(1))))
+    return out
+
+
 def draw_scale_time_memory(plt, res, source):
     runs = scale_runs(res)
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for fam, n, limit in scale_timeouts(res):   # killed at the budget: an x at the budget
+        a.plot([n], [limit], linestyle="none", marker="x", color=STYLE[fam]["color"])
+        a.annotate(f"not done in {limit:g} s", (n, limit), textcoords="offset points",
+                   xytext=(4, 4), fontsize=6, color=STYLE[fam]["color"])
     for fam, rs in runs.items():
         x = [n for n, _ in rs]
         a.plot(x, [r["train_s"] for _, r in rs], label=LABEL.get(fam, fam), **STYLE[fam])
@@ -113,7 +131,7 @@ def draw_scale_time_memory(plt, res, source):
         pts = [(n, r["peak_rss"] / 2 ** 20) for n, r in rs if r.get("peak_rss")]
         if pts:
             b.plot(*zip(*pts), label=LABEL.get(fam, fam), **STYLE[fam])
-    ticks = [n for rs in runs.values() for n, _ in rs]
+    ticks = [n for rs in runs.values() for n, _ in rs] + [n for _, n, _ in scale_timeouts(res)]
     for ax, what in ((a, "train time (s)"), (b, "peak RSS (MiB)")):
         rows_axis(ax, ticks)
         plain_log_y(ax)
