@@ -26,6 +26,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 
 FIGURES = ("scale-time-memory", "scale-accuracy", "stages", "predict-compact")
 SOURCES = {"scale-time-memory": "scale.json", "scale-accuracy": "scale.json",
@@ -83,8 +84,12 @@ def plain_log_y(ax):
 
 
 def footer(fig, res, source):
-    fig.text(0.01, 0.005, f"{source}: {res.get('command', '?')} at {res.get('commit', '?')}",
-             fontsize=6, color="0.4", ha="left", va="bottom")
+    """The run's command and commit under the figure, wrapped to its width; returns
+    the fraction of the height it takes (the bottom of tight_layout's rect)."""
+    text = textwrap.fill(f"{source}: {res.get('command', '?')} at {res.get('commit', '?')}",
+                         width=int(fig.get_figwidth() * 19))
+    fig.text(0.01, 0.005, text, fontsize=6, color="0.4", ha="left", va="bottom")
+    return (0.01 + 0.1 * (text.count("\n") + 1)) / fig.get_figheight()
 
 
 def scale_runs(res):
@@ -140,8 +145,7 @@ def draw_scale_time_memory(plt, res, source):
         ax.grid(True, which="both", alpha=0.3)
     a.legend(fontsize=7)
     fig.suptitle("Train time and memory against the rows (2 threads each)", fontsize=10)
-    footer(fig, res, source)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, footer(fig, res, source), 1, 1))
     return fig
 
 
@@ -159,8 +163,7 @@ def draw_scale_accuracy(plt, res, source):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title("Accuracy against the rows, 500,000 held-out rows", fontsize=10)
-    footer(fig, res, source)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, footer(fig, res, source), 1, 1))
     return fig
 
 
@@ -183,8 +186,7 @@ def draw_stages(plt, res, source):
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title(f"The stages of one fit on {n:,} rows: where the learning curve flattens",
                  fontsize=9)
-    footer(fig, res, source)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, footer(fig, res, source), 1, 1))
     return fig
 
 
@@ -205,8 +207,7 @@ def draw_predict_compact(plt, res, source):
     ax.set_xlabel(f"predict time (s), {runs[0].get('n_test', 0):,} rows")
     ax.legend(fontsize=7)
     ax.grid(True, axis="x", which="both", alpha=0.3)
-    footer(fig, res, source)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout(rect=(0, footer(fig, res, source), 1, 1))
     return fig
 
 

@@ -308,34 +308,38 @@ def cmd_check(_a):
 
 
 def cmd_tables(a):
+    if not a.write:
+        for n in (a.names or TABLES):
+            if n not in TABLES:
+                raise SystemExit(f"unknown table {n!r} (known: {', '.join(TABLES)})")
+            if not os.path.exists(os.path.join(RESULTS, TABLES[n][0])):
+                print(f"{n}: no results/{TABLES[n][0]}", file=sys.stderr)
+                continue
+            print(f"### {n}\n\n{make(n)}")
+        return 0
     made = {}
     for page in PAGES:
         path = os.path.join(ROOT, page)
         with open(path) as f:
             text = f.read()
         names = [m.group(2) for m in BLOCK.finditer(text)]
-        unknown = [n for n in names if n not in TABLES]
-        if unknown:
-            raise SystemExit(f"{page}: unknown generated table(s) {', '.join(unknown)} "
-                             f"(known: {', '.join(TABLES)})")
+        for n in names:
+            if n not in TABLES:
+                raise SystemExit(f"{page}: unknown generated table {n!r} "
+                                 f"(known: {', '.join(TABLES)})")
+            if not os.path.exists(os.path.join(RESULTS, TABLES[n][0])):
+                raise SystemExit(f"{page}: table {n!r} needs results/{TABLES[n][0]}, "
+                                 f"which is missing; nothing written")
         for n in names:
             made.setdefault(n, make(n))
         new = BLOCK.sub(lambda m: m.group(1) + "\n" + made[m.group(2)] + "\n" + m.group(4), text)
-        if a.write and new != text:
+        if new != text:
             tmp = path + ".tmp"
             with open(tmp, "w") as f:
                 f.write(new)
             os.replace(tmp, path)
-            print(f"wrote {page}: {', '.join(names)}", file=sys.stderr)
-    for n in (a.names or TABLES):
-        if n not in made:
-            try:
-                made[n] = make(n)
-            except FileNotFoundError as e:
-                print(f"{n}: no results file ({e.filename})", file=sys.stderr)
-                continue
-        if not a.write:
-            print(f"### {n}\n\n{made[n]}")
+        print(f"{page}: {len(names)} generated table(s)"
+              + (" rewritten" if new != text else " unchanged"), file=sys.stderr)
     return 0
 
 
