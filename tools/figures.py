@@ -194,17 +194,17 @@ def draw_predict_compact(plt, res, source):
     runs = [r for r in res["runs"] if r.get("exact_s") and r.get("compact_s") and r.get("B")]
     if not runs:
         raise LookupError("no model in it kept a compact expansion")
-    fig, ax = plt.subplots(figsize=(6.5, 0.5 + 0.45 * len(runs)))
+    fig, ax = plt.subplots(figsize=(8, 1.6 + 0.45 * len(runs)))
     y = range(len(runs))
     ax.barh([i + 0.2 for i in y], [r["exact_s"] for r in runs], height=0.4,
             label="full expansion (--exact)", color="0.7")
     ax.barh([i - 0.2 for i in y], [r["compact_s"] for r in runs], height=0.4,
             label="compact expansion", color=STYLE["streamcvm"]["color"])
     ax.set_yticks(list(y))
-    ax.set_yticklabels([f"{r['case']} ({r['n_sv']:,} SV, B = {r['B']:,})" for r in runs],
-                       fontsize=7)
+    ax.set_yticklabels([f"{r['case']}: {r.get('n_test', 0):,} rows\n{r['n_sv']:,} SV, "
+                        f"B = {r['B']:,}" for r in runs], fontsize=7)
     ax.set_xscale("log")
-    ax.set_xlabel(f"predict time (s), {runs[0].get('n_test', 0):,} rows")
+    ax.set_xlabel("predict time (s)")
     ax.legend(fontsize=7)
     ax.grid(True, axis="x", which="both", alpha=0.3)
     fig.tight_layout(rect=(0, footer(fig, res, source), 1, 1))
