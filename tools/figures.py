@@ -12,11 +12,16 @@ footer), so a figure is as current as its run:
 - ``stages.png``: the stages' validation error against the rows of the
   largest progressive fit in the same file;
 - ``predict-compact.png``: predict time of each model's compact expansion
-  against its full one (``bench_predict.py --json results/predict.json``).
+  against its full one (``bench_predict.py --json results/predict.json``);
+- ``surfaces.png``: streamcvm's meshes beside screened Poisson's, one row per
+  shape, titled with each mesh's Chamfer distance, time and peak RSS
+  (``bench_surface.py --json results/surface.json --out DIR``; the meshes are
+  read from that run's ``--out`` folder, or from ``--meshes``).
 
 Usage::
 
     python tools/figures.py [--results results] [--out docs/figures] [--only NAME ...]
+                            [--meshes DIR]
 
 A results file that is missing is reported and its figures are skipped; the
 exit status is 1 if any figure asked for could not be drawn.
@@ -28,9 +33,12 @@ import re
 import sys
 import textwrap
 
-FIGURES = ("scale-time-memory", "scale-accuracy", "stages", "predict-compact")
+FIGURES = ("scale-time-memory", "scale-accuracy", "stages", "predict-compact", "surfaces")
 SOURCES = {"scale-time-memory": "scale.json", "scale-accuracy": "scale.json",
-           "stages": "scale.json", "predict-compact": "predict.json"}
+           "stages": "scale.json", "predict-compact": "predict.json",
+           "surfaces": "surface.json"}
+SURFACE_UP = {"bunny": "y"}             # the scan is y-up; the generated shapes are z-up
+SURFACE_MAX_FACES = 2_000_000           # larger meshes take too long to shade
 STYLE = {"streamcvm": dict(color="#1f77b4", marker="o"),
          "sklearnex": dict(color="#d62728", marker="s"),
          "nystroem": dict(color="#2ca02c", marker="^"),
@@ -211,8 +219,63 @@ def draw_predict_compact(plt, res, source):
     return fig
 
 
+def surface_meshes_dir(res, meshes=None):
+    """The folder of a bench_surface run's meshes: ``meshes``, else its ``--out``."""
+    if meshes:
+        return meshes
+    m = re.search(r"--out[ =](\S+)", res.get("command", ""))
+    if not m:
+        raise LookupError("the run wrote no meshes (no --out in its command); pass --meshes")
+    return m.group(1)
+
+
+def crop_white(img, pad=4):
+    """An RGB(A) image cut to the box of its pixels that are not white."""
+    import numpy as np
+    ink = np.argwhere((img[..., :3] < 0.98).any(axis=-1))
+    if not len(ink):
+        return img
+    (y0, x0), (y1, x1) = ink.min(0), ink.max(0)
+    return img[max(y0 - pad, 0):y1 + pad + 1, max(x0 - pad, 0):x1 + pad + 1]
+
+
+def draw_surfaces(plt, res, source, meshes=None):
+    import tempfile
+    import trimesh
+    from streamcvm.apps.meshio import render_png
+    folder = surface_meshes_dir(res, meshes)
+    runs = [r for r in res["runs"] if "error" not in r]
+    methods = sorted({r["method"] for r in runs}, key=lambda m: (m != "streamcvm", m))
+    shapes = [s for s in dict.fromkeys(r["shape"] for r in runs)
+              if all(os.path.exists(os.path.join(folder, f"{s}-{m}.ply")) for m in methods)
+              and max(r["faces"] for r in runs if r["shape"] == s) <= SURFACE_MAX_FACES]
+    if not shapes:
+        raise LookupError(f"no shape has every method's mesh in {folder}")
+    fig, axes = plt.subplots(len(shapes), len(methods), squeeze=False,
+                             figsize=(3.2 * len(methods), 3.4 * len(shapes)))
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, shape in enumerate(shapes):
+            for j, method in enumerate(methods):
+                r = next(r for r in runs if r["shape"] == shape and r["method"] == method)
+                mesh = trimesh.load(os.path.join(folder, f"{shape}-{method}.ply"), process=False)
+                png = render_png(os.path.join(tmp, "m.png"), mesh.vertices, mesh.faces,
+                                 size=500, up=SURFACE_UP.get(shape, "z"))
+                ax = axes[i][j]
+                ax.imshow(crop_white(plt.imread(png)))
+                ax.set_axis_off()
+                closed = "closed" if r.get("watertight") else "not closed"
+                ax.set_title(f"{shape}, {method}: {r['points']:,} points\n"
+                             f"Chamfer {r['chamfer']:.3f}%, {closed}\n"
+                             f"{r['seconds']:.0f} s, {r['peak_mib']:,.0f} MiB", fontsize=7)
+    fig.suptitle("Surfaces: streamcvm beside screened Poisson "
+                 f"({res.get('threads', '?')} threads each)", fontsize=10)
+    fig.tight_layout(rect=(0, footer(fig, res, source), 1, 1))
+    return fig
+
+
 DRAW = {"scale-time-memory": draw_scale_time_memory, "scale-accuracy": draw_scale_accuracy,
-        "stages": draw_stages, "predict-compact": draw_predict_compact}
+        "stages": draw_stages, "predict-compact": draw_predict_compact,
+        "surfaces": draw_surfaces}
 
 
 def main(argv=None):
@@ -220,6 +283,7 @@ def main(argv=None):
     ap.add_argument("--results", default="results", help="folder of the JSON results")
     ap.add_argument("--out", default=os.path.join("docs", "figures"))
     ap.add_argument("--only", nargs="+", choices=FIGURES)
+    ap.add_argument("--meshes", help="folder of bench_surface's meshes (default: its --out)")
     a = ap.parse_args(argv)
     import matplotlib
     matplotlib.use("Agg")
@@ -231,8 +295,9 @@ def main(argv=None):
         try:
             with open(source) as f:
                 res = json.load(f)
-            fig = DRAW[name](plt, res, os.path.basename(source))
-        except (OSError, LookupError, KeyError, ValueError) as e:
+            extra = {"meshes": a.meshes} if name == "surfaces" else {}
+            fig = DRAW[name](plt, res, os.path.basename(source), **extra)
+        except (OSError, ImportError, LookupError, KeyError, ValueError) as e:
             print(f"figures: {name}: not drawn ({source}: {e})", file=sys.stderr)
             failed += 1
             continue
