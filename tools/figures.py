@@ -246,9 +246,16 @@ def draw_surfaces(plt, res, source, meshes=None):
     folder = surface_meshes_dir(res, meshes)
     runs = [r for r in res["runs"] if "error" not in r]
     methods = sorted({r["method"] for r in runs}, key=lambda m: (m != "streamcvm", m))
-    shapes = [s for s in dict.fromkeys(r["shape"] for r in runs)
-              if all(os.path.exists(os.path.join(folder, f"{s}-{m}.ply")) for m in methods)
-              and max(r["faces"] for r in runs if r["shape"] == s) <= SURFACE_MAX_FACES]
+    shapes = []
+    for s in dict.fromkeys(r["shape"] for r in runs):
+        missing = [m for m in methods if not os.path.exists(os.path.join(folder, f"{s}-{m}.ply"))]
+        faces = max(r["faces"] for r in runs if r["shape"] == s)
+        if missing or faces > SURFACE_MAX_FACES:
+            why = (f"no mesh of {', '.join(missing)} in {folder}" if missing
+                   else f"{faces:,} faces, above {SURFACE_MAX_FACES:,}")
+            print(f"figures: surfaces: {s} left out ({why})", file=sys.stderr)
+            continue
+        shapes.append(s)
     if not shapes:
         raise LookupError(f"no shape has every method's mesh in {folder}")
     fig, axes = plt.subplots(len(shapes), len(methods), squeeze=False,
