@@ -14,7 +14,11 @@ user runs, in the same run, at equal threads.
   of ``np.random.default_rng(0).permutation``), by validation accuracy (the
   first in grid order, C then gamma, on a tie), then refitted on all
   training rows and scored on the test split. "grid s" is the whole
-  search: 15 fits, their validation predictions and the refit.
+  search: 15 fits, their validation predictions and the refit. Each of those
+  16 fits runs in a fresh process, timed inside it (data loading and
+  oneDAL's start-up not counted), killed after ``--fit-timeout`` s and tried
+  twice; a grid point that never finishes is left out of the choice and
+  named in the notes.
 - acceptance columns: "d acc" = streamcvm's test accuracy minus the tuned
   SVC's, in points (the rule: at least -0.2); "fit / grid" = streamcvm's fit
   time over the grid's (the rule: at most 1/3).
@@ -29,7 +33,7 @@ reuses tuned-SVC results kept in FILE, marked "cached" in the table.
 Usage::
 
     python tools/bench_defaults.py --json /tmp/defaults.json          # the seven sets
-    python tools/bench_defaults.py --held-out                         # sets no default was chosen on
+    python tools/bench_defaults.py --held-out       # the sets no default was chosen on
     python tools/bench_defaults.py --datasets usps letter --params C=1 gamma=auto
 """
 import os
@@ -56,44 +60,94 @@ def child_prepare(spec):
     return D.summary(Xtr, ytr, Xte, yte)
 
 
-def child_tuned(spec):
-    """The tuned sklearnex SVC (see the module's docstring)."""
+def _tuned_setup(spec):
+    """The data, the fit / validation split and a warmed-up SVC maker."""
     import numpy as np
     import datasets as D
     Xtr, ytr, Xte, yte = B.load_data(spec)
-    make = lambda C, g: B.sklearnex_estimator("svc", spec["threads"], C=C, kernel="rbf",
-                                              gamma=g, cache_size=2000)
+
+    def make(C, g):
+        return B.sklearnex_estimator("svc", spec["threads"], C=C, kernel="rbf", gamma=g,
+                                     cache_size=2000)
     Xw, yw = D.warmup_rows(Xte, yte)
     make(1.0, spec["gamma"]).fit(Xw, yw).predict(Xw)      # imports, oneDAL's thread pool
     n = len(ytr)
     perm = np.random.default_rng(0).permutation(n)
     k = int(VAL_SHARE * n)
     val, fit = np.sort(perm[:k]), np.sort(perm[k:])
+    return Xtr, ytr, Xte, yte, make, fit, val
+
+
+def child_tuned_point(spec):
+    """One grid point of the tuned SVC: fit on the fit split, validation accuracy."""
+    import numpy as np
+    Xtr, ytr, _, _, make, fit, val = _tuned_setup(spec)
     onedal = B.OnedalLog().__enter__()
-    grid = []
-    t0 = time.perf_counter()
-    for C in C_GRID:
-        for g in GAMMA_GRID:
-            t = time.perf_counter()
-            m = make(C, g * spec["gamma"]).fit(Xtr[fit], ytr[fit])
-            acc = float(np.mean(m.predict(Xtr[val]) == ytr[val]))
-            grid.append({"C": C, "gamma_x": g, "val_accuracy": acc,
-                         "seconds": time.perf_counter() - t})
-            log(f"    C={C:g} gamma={g:g}/beta: validation {100 * acc:.2f}% "
-                f"({grid[-1]['seconds']:.1f} s)")
-    best = max(grid, key=lambda r: r["val_accuracy"])     # max keeps the first on ties
     t = time.perf_counter()
-    m = make(best["C"], best["gamma_x"] * spec["gamma"]).fit(Xtr, ytr)
+    m = make(spec["C"], spec["gamma_x"] * spec["gamma"]).fit(Xtr[fit], ytr[fit])
+    acc = float(np.mean(m.predict(Xtr[val]) == ytr[val]))
+    seconds = time.perf_counter() - t
+    onedal.__exit__(None, None, None)
+    return dict(onedal.record(), val_accuracy=acc, seconds=seconds,
+                peak_rss=peak_rss_bytes())
+
+
+def child_tuned_refit(spec):
+    """The chosen point refitted on all training rows, scored on the test split."""
+    import numpy as np
+    Xtr, ytr, Xte, yte, make, _, _ = _tuned_setup(spec)
+    onedal = B.OnedalLog().__enter__()
+    t = time.perf_counter()
+    m = make(spec["C"], spec["gamma_x"] * spec["gamma"]).fit(Xtr, ytr)
     refit = time.perf_counter() - t
-    grid_s = time.perf_counter() - t0
     t = time.perf_counter()
     pred = m.predict(Xte)
     predict_s = time.perf_counter() - t
     onedal.__exit__(None, None, None)
-    return dict(onedal.record(), grid=grid, C=best["C"], gamma_x=best["gamma_x"],
-                grid_s=grid_s, refit_s=refit, predict_s=predict_s,
+    return dict(onedal.record(), refit_s=refit, predict_s=predict_s,
                 accuracy=float(np.mean(pred == yte)), n_sv=int(np.sum(m.n_support_)),
-                threads=int(spec["threads"]), peak_rss=peak_rss_bytes())
+                peak_rss=peak_rss_bytes())
+
+
+def tuned_svc(spec, fit_timeout, tries=2):
+    """The tuned sklearnex SVC (see the module's docstring): each grid point and
+    the refit in a fresh process, killed after ``fit_timeout`` s and tried
+    ``tries`` times. A point that never finishes is left out of the choice and
+    named in the record ("failed"); a refit that never finishes is an error.
+    "grid_s" sums the points' fit-and-validate seconds and the refit's fit
+    seconds, each timed inside its process (data loading and oneDAL's start-up
+    are not counted)."""
+    def attempt(job):
+        for k in range(tries):
+            r = B.run_child(job, fit_timeout)
+            if "error" not in r:
+                return r
+            log(f"    {job['kind']} C={job['C']:g} gamma={job['gamma_x']:g}/beta: "
+                f"{r['error']}" + (" (trying again)" if k + 1 < tries else ""))
+        return r
+    grid, failed, backends = [], [], []
+    for C in C_GRID:
+        for g in GAMMA_GRID:
+            r = attempt(dict(spec, kind="tuned_point", C=C, gamma_x=g))
+            if "error" in r:
+                failed.append({"C": C, "gamma_x": g, "error": r["error"]})
+                continue
+            grid.append({"C": C, "gamma_x": g, "val_accuracy": r["val_accuracy"],
+                         "seconds": r["seconds"], "peak_rss": r["peak_rss"]})
+            backends.append(r)
+            log(f"    C={C:g} gamma={g:g}/beta: validation {100 * r['val_accuracy']:.2f}% "
+                f"({r['seconds']:.1f} s)")
+    if not grid:
+        return {"error": "no grid point finished", "failed": failed}
+    best = max(grid, key=lambda r: r["val_accuracy"])     # max keeps the first on ties
+    fin = attempt(dict(spec, kind="tuned_refit", C=best["C"], gamma_x=best["gamma_x"]))
+    if "error" in fin:
+        return dict(fin, grid=grid, failed=failed)
+    return dict(fin, grid=grid, failed=failed, C=best["C"], gamma_x=best["gamma_x"],
+                grid_s=sum(p["seconds"] for p in grid) + fin["refit_s"],
+                onedal=fin.get("onedal") and all(p.get("onedal") for p in backends),
+                threads=int(spec["threads"]),
+                peak_rss=max([fin["peak_rss"]] + [p["peak_rss"] for p in grid]))
 
 
 def child_defaults(spec):
@@ -128,7 +182,8 @@ def child_defaults(spec):
                 sys.modules["streamcvm"].__file__)))}
 
 
-CHILD_JOBS = {"prepare": child_prepare, "tuned": child_tuned, "defaults": child_defaults}
+CHILD_JOBS = {"prepare": child_prepare, "tuned_point": child_tuned_point,
+              "tuned_refit": child_tuned_refit, "defaults": child_defaults}
 
 
 def table(rows):
@@ -138,7 +193,9 @@ def table(rows):
     out = []
     for r in rows:
         t, s = r.get("tuned") or {}, r.get("ours") or {}
-        cell = lambda d, k, f: fmt(d.get(k), f) if d and "error" not in d else "-"
+
+        def cell(d, k, f):
+            return fmt(d.get(k), f) if d and "error" not in d else "-"
         out.append([
             r["dataset"] + r.get("tag", ""), f"{r['n_train']:,}", str(r["classes"]),
             fmt(t.get("accuracy") and 100 * t["accuracy"], ".2f") if "error" not in t else "-",
@@ -150,6 +207,9 @@ def table(rows):
             fmt(r.get("d_acc"), "+.2f"), fmt(r.get("fit_ratio"), ".3f"),
             cell(t, "predict_s", ".3f"),
             "; ".join(x for x in (t.get("error") and f"SVC: {t['error']}",
+                                  t.get("failed") and "SVC grid points that did not "
+                                  "finish: " + ", ".join(f"C={f['C']:g} gamma={f['gamma_x']:g}"
+                                                         for f in t["failed"]),
                                   s.get("error") and f"streamcvm: {s['error']}",
                                   t.get("cached")) if x)])
     return B.table(head, out, left=("dataset", "notes"))
@@ -172,8 +232,9 @@ def main(argv=None):
                     help="also run streamcvm with the library of git revision REV")
     ap.add_argument("--json", metavar="OUT")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per streamcvm run")
-    ap.add_argument("--tuned-timeout", type=float, default=14400,
-                    help="seconds per tuned-SVC grid search (default 4 h)")
+    ap.add_argument("--fit-timeout", type=float, default=1200,
+                    help="seconds per tuned-SVC fit (one grid point, or the refit), tried "
+                         "twice; a point that never finishes is left out and named")
     ap.add_argument("--quick", action="store_true", help="3,000 train / 1,000 test rows")
     B.add_raw_dir(ap)
     a = ap.parse_args(argv)
@@ -212,7 +273,7 @@ def main(argv=None):
                 log("  tuned SVC: cached")
             else:
                 log("  tuned SVC ...")
-                tuned = B.run_child(dict(spec, kind="tuned"), a.tuned_timeout)
+                tuned = tuned_svc(spec, a.fit_timeout)
                 if "error" not in tuned:
                     tuned["date"] = bench_run.date
                     if a.tuned_cache:

@@ -169,7 +169,9 @@ def t_defaults(res):
             continue
         ok = tuned and "error" not in tuned
         rows.append([f"{r['dataset']} ({', '.join(what)})",
-                     f"{100 * tuned['accuracy']:.2f}%" if ok else tuned.get("error", "-"),
+                     (f"{100 * tuned['accuracy']:.2f}%" + (
+                         f" ({len(tuned['failed'])} of the 15 grid points did not finish)"
+                         if tuned.get("failed") else "")) if ok else tuned.get("error", "-"),
                      f"{100 * ours['accuracy']:.2f}%",
                      f"{r['d_acc']:+.2f} points" if "d_acc" in r else "-",
                      f"{ours['fit_s']:.1f} s / {tuned['grid_s']:.1f} s" if ok else "-"])
