@@ -16,9 +16,10 @@ user runs, in the same run, at equal threads.
   training rows and scored on the test split. "grid s" is the whole
   search: 15 fits, their validation predictions and the refit. Each of those
   16 fits runs in a fresh process, timed inside it (data loading and
-  oneDAL's start-up not counted), killed after ``--fit-timeout`` s and tried
-  twice; a grid point that never finishes is left out of the choice and
-  named in the notes.
+  oneDAL's start-up not counted) and killed after ``--fit-timeout`` s (a
+  crashed fit is tried again; a timed-out one is not, since the fit is
+  deterministic): a grid point that does not finish is left out of the
+  choice and named in the notes.
 - acceptance columns: "d acc" = streamcvm's test accuracy minus the tuned
   SVC's, in points (the rule: at least -0.2); "fit / grid" = streamcvm's fit
   time over the grid's (the rule: at most 1/3).
@@ -111,9 +112,10 @@ def child_tuned_refit(spec):
 
 def tuned_svc(spec, fit_timeout, tries=2):
     """The tuned sklearnex SVC (see the module's docstring): each grid point and
-    the refit in a fresh process, killed after ``fit_timeout`` s and tried
-    ``tries`` times. A point that never finishes is left out of the choice and
-    named in the record ("failed"); a refit that never finishes is an error.
+    the refit in a fresh process, killed after ``fit_timeout`` s; a crash is
+    tried again, up to ``tries`` times in all. A point that does not finish is
+    left out of the choice and named in the record ("failed"); a refit that
+    does not finish is an error.
     "grid_s" sums the points' fit-and-validate seconds and the refit's fit
     seconds, each timed inside its process (data loading and oneDAL's start-up
     are not counted)."""
@@ -122,8 +124,11 @@ def tuned_svc(spec, fit_timeout, tries=2):
             r = B.run_child(job, fit_timeout)
             if "error" not in r:
                 return r
+            again = k + 1 < tries and not r.get("timeout")
             log(f"    {job['kind']} C={job['C']:g} gamma={job['gamma_x']:g}/beta: "
-                f"{r['error']}" + (" (trying again)" if k + 1 < tries else ""))
+                f"{r['error']}" + (" (trying again)" if again else ""))
+            if not again:
+                break
         return r
     grid, failed, backends = [], [], []
     for C in C_GRID:
@@ -232,9 +237,9 @@ def main(argv=None):
                     help="also run streamcvm with the library of git revision REV")
     ap.add_argument("--json", metavar="OUT")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per streamcvm run")
-    ap.add_argument("--fit-timeout", type=float, default=1200,
-                    help="seconds per tuned-SVC fit (one grid point, or the refit), tried "
-                         "twice; a point that never finishes is left out and named")
+    ap.add_argument("--fit-timeout", type=float, default=600,
+                    help="seconds per tuned-SVC fit (one grid point, or the refit); a "
+                         "point that does not finish is left out and named")
     ap.add_argument("--quick", action="store_true", help="3,000 train / 1,000 test rows")
     B.add_raw_dir(ap)
     a = ap.parse_args(argv)
