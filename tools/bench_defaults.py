@@ -26,7 +26,10 @@ user runs, in the same run, at equal threads.
 
 Each measurement runs in a fresh process (this script with a hidden
 ``--child``), one after the other. The streamcvm child first fits and
-predicts a tiny problem of the same data, so numba's compile is not timed.
+predicts a tiny problem of the same data, so numba's compile is not timed;
+when the timed fit still compiles (numba's compile events: a path the tiny
+problem did not take, with numba's cache cold), the child runs again on the
+cache it wrote, and the record keeps the first run's compile seconds.
 ``--baseline REV`` also runs the streamcvm side with the library of git
 revision REV, in the same run. ``--tuned-cache FILE`` (development only)
 reuses tuned-SVC results kept in FILE, marked "cached" in the table.
@@ -49,6 +52,7 @@ B.use_source_tree()
 C_GRID = (1.0, 10.0, 100.0)
 GAMMA_GRID = (0.5, 1.0, 2.0, 4.0, 8.0)       # x 1/beta
 VAL_SHARE = 0.2
+COMPILE_RERUN_S = 0.5       # numba compile seconds in a timed fit that make it run again
 HELD_OUT = ["dna", "svmguide1", "phishing", "mushrooms", "german", "magic", "twonorm",
             "ring", "splice", "higgs", "mnist10k", "satimage", "pendigits", "optdigits"]
 # (datasets.HELD_OUT also has "skin": 196K rows, a progressive fit; name it to run it)
@@ -167,13 +171,16 @@ def child_defaults(spec):
     params = spec.get("params") or {}
     Xw, yw = D.warmup_rows(Xte, yte)
     CVMClassifier(**params).fit(Xw, yw).predict(Xw)     # numba's compile / cache load
+    from numba.core import event
     clf = CVMClassifier(**params)
-    t = time.perf_counter()
-    clf.fit(Xtr, ytr)
-    fit_s = time.perf_counter() - t
-    t = time.perf_counter()
-    pred = clf.predict(Xte)
-    predict_s = time.perf_counter() - t
+    compiled = []               # numba's compile seconds inside the timed calls
+    with event.install_timer("numba:compile", compiled.append):
+        t = time.perf_counter()
+        clf.fit(Xtr, ytr)
+        fit_s = time.perf_counter() - t
+        t = time.perf_counter()
+        pred = clf.predict(Xte)
+        predict_s = time.perf_counter() - t
     sel = getattr(clf, "selection_", None)
     chosen = getattr(clf, "C_", clf.C), getattr(clf, "gamma_", None)
     return {"fit_s": fit_s, "predict_s": predict_s,
@@ -181,6 +188,7 @@ def child_defaults(spec):
             "C": float(chosen[0]), "gamma": chosen[1],
             "gamma_x": None if chosen[1] is None else chosen[1] / spec["gamma"],
             "selection": sel, "threads": numba.get_num_threads(),
+            "compile_s": float(sum(compiled)),
             "n_sv": int(len(np.unique(np.concatenate([m.sv_ids for m in clf.machines_])))),
             "peak_rss": peak_rss_bytes(),
             "library": os.path.dirname(os.path.dirname(os.path.abspath(
@@ -290,6 +298,13 @@ def main(argv=None):
         for tag, lib in libs:
             log(f"  streamcvm{tag} ...")
             ours = B.run_child(dict(spec, kind="defaults", params=params, lib=lib), a.timeout)
+            if ours.get("compile_s", 0) > COMPILE_RERUN_S:
+                log(f"    numba compiled for {ours['compile_s']:.1f} s inside the timed fit "
+                    "(a path the warm-up did not take); measured again on the cache it wrote")
+                first = ours["compile_s"]
+                ours = B.run_child(dict(spec, kind="defaults", params=params, lib=lib),
+                                   a.timeout)
+                ours["first_run_compile_s"] = first
             row = {"dataset": ds, "tag": tag, "n_train": info["n_train"],
                    "classes": len(info["train_labels"]), "tuned": tuned, "ours": ours}
             if "error" not in ours:
