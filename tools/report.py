@@ -170,7 +170,9 @@ def t_defaults(res):
         ok = tuned and "error" not in tuned
         rows.append([f"{r['dataset']} ({', '.join(what)})",
                      (f"{100 * tuned['accuracy']:.2f}%" + (
-                         f" ({len(tuned['failed'])} of the 15 grid points did not finish)"
+                         f" ({len(tuned['failed'])} of the "
+                         f"{len(tuned['failed']) + len(tuned.get('grid', []))} grid points "
+                         "did not finish)"
                          if tuned.get("failed") else "")) if ok else (
                          ("its refit: " if "grid" in tuned else "") + tuned.get("error", "-")),
                      f"{100 * ours['accuracy']:.2f}%",
